@@ -1,0 +1,30 @@
+"""Alembic environment: runs on a connection handed over by memory.database, or, from
+the ``alembic`` command line, on DATABASE_URL."""
+
+import asyncio
+import os
+
+from sqlalchemy import pool
+from sqlalchemy.ext.asyncio import create_async_engine
+
+from alembic import context
+
+
+def _run(connection) -> None:
+    context.configure(connection=connection, target_metadata=None)
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+async def _run_from_url(url: str) -> None:
+    engine = create_async_engine(url, poolclass=pool.NullPool)
+    async with engine.connect() as connection:
+        await connection.run_sync(_run)
+    await engine.dispose()
+
+
+connection = context.config.attributes.get("connection")
+if connection is not None:
+    _run(connection)
+else:
+    asyncio.run(_run_from_url(os.environ["DATABASE_URL"]))

@@ -1,0 +1,1 @@
+"""The Stashbird service: settings, the ``stashbird`` command line and the service process."""

@@ -1,0 +1,1 @@
+"""Benchmarks behind ``stashbird bench``; each module has configure, run and render."""

@@ -1,0 +1,30 @@
+"""``stashbird bench NAME``: benchmarks that print their figures."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+
+from bot.settings import Settings
+
+BENCHMARKS = {
+    "ingest": "fast-path throughput against the local embedder alone, single-message latency, peak memory",
+}
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    benches = parser.add_subparsers(dest="bench", required=True)
+    for name, help_text in BENCHMARKS.items():
+        module = importlib.import_module(f"bot.benchmarks.{name}")
+        sub = benches.add_parser(name, help=help_text, description=help_text)
+        sub.add_argument("--json", action="store_true", help="print the result as JSON")
+        module.configure(sub)
+        sub.set_defaults(bench_module=module)
+
+
+async def run(args: argparse.Namespace, settings: Settings) -> dict:
+    return await args.bench_module.run(args, settings)
+
+
+def render(result: dict) -> str:
+    return importlib.import_module(f"bot.benchmarks.{result['bench']}").render(result)

@@ -1,0 +1,50 @@
+"""``stashbird ingest FILE --conversation C`` / ``stashbird ingest --locomo PATH --conversation C``."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from bot.importers import ParsedFile, read_jsonl, read_locomo
+from bot.progress import progress
+from bot.runtime import memory_from_settings
+from bot.settings import Settings
+from memory.conversations import ConversationRef
+from memory.errors import ValidationError
+from memory.ingest import ingest_messages
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("file", nargs="?", type=Path, help="JSON Lines: id, author, role, text, ts, reply_to")
+    parser.add_argument("--locomo", type=Path, help="a LoCoMo conversation file instead of JSON Lines")
+    parser.add_argument("--conversation", required=True, help="conversation name, or platform:workspace:channel")
+
+
+def _parse(args: argparse.Namespace) -> ParsedFile:
+    if bool(args.file) == bool(args.locomo):
+        raise ValidationError("file", "give exactly one of FILE or --locomo PATH")
+    return read_locomo(args.locomo) if args.locomo else read_jsonl(args.file)
+
+
+async def run(args: argparse.Namespace, settings: Settings) -> dict:
+    ref = ConversationRef.parse(args.conversation)
+    parsed = _parse(args)
+    async with memory_from_settings(settings) as memory:
+        with progress(len(parsed.messages), "ingest") as bar:
+            counts = await ingest_messages(memory, ref, parsed.messages, on_batch=lambda r: bar.update(len(r)))
+    return {
+        "conversation": str(ref),
+        "ingested": counts["stored"],
+        "duplicates": counts["duplicate"],
+        "tombstoned": counts["tombstoned"],
+        "rejected": parsed.rejected,
+    }
+
+
+def render(result: dict) -> str:
+    lines = [
+        f"{result['conversation']}: ingested {result['ingested']}, duplicates skipped {result['duplicates']}, "
+        f"refused as deleted {result['tombstoned']}, rejected {len(result['rejected'])}"
+    ]
+    lines += [f"  line {r['line']}: {r['reason']}" for r in result["rejected"]]
+    return "\n".join(lines)

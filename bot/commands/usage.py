@@ -1,0 +1,36 @@
+"""``stashbird usage --conversation C``: totals by phase and operation."""
+
+from __future__ import annotations
+
+import argparse
+
+from bot.runtime import memory_from_settings
+from bot.settings import Settings
+from memory.conversations import ConversationRef, find_conversation
+from memory.errors import ValidationError
+from memory.usage import usage_totals
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--conversation", required=True)
+
+
+async def run(args: argparse.Namespace, settings: Settings) -> dict:
+    ref = ConversationRef.parse(args.conversation)
+    async with memory_from_settings(settings) as memory:
+        async with memory.sessions() as session:
+            conversation_id = await find_conversation(session, ref)
+            if conversation_id is None:
+                raise ValidationError("conversation", f"no conversation named {args.conversation!r}")
+            totals = await usage_totals(session, conversation_id)
+    return {"conversation": str(ref), "usage": totals}
+
+
+def render(result: dict) -> str:
+    lines = [f"usage of {result['conversation']}:"]
+    lines += [
+        f"  {u['phase']:<10} {u['operation']:<18} {u['model']:<24} calls {u['calls']:>6}  "
+        f"prompt {u['prompt_tokens']:>9}  completion {u['completion_tokens']:>8}"
+        for u in result["usage"]
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,89 @@
+"""The LoCoMo benchmark format: sessions of turns with dates, and annotated questions.
+
+Turns carry no time of their own, so turn i of a session is placed i seconds after the
+session's start to keep their order. A shared photo's caption is appended to the turn,
+as evaluations of LoCoMo usually do.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+from memory.episodes import Message
+
+_SESSION = re.compile(r"^session_(\d+)$")
+
+
+@dataclass(frozen=True)
+class Turn:
+    dia_id: str
+    session: int
+    message: Message
+
+
+@dataclass(frozen=True)
+class Question:
+    question: str
+    answer: str
+    evidence: tuple[str, ...]
+    category: int
+
+
+@dataclass(frozen=True)
+class Conversation:
+    name: str
+    speakers: tuple[str, str]
+    turns: list[Turn]
+    questions: list[Question]
+    session_dates: dict[int, datetime]
+
+
+def parse_session_date(value: str) -> datetime:
+    """``1:56 pm on 8 May, 2023`` as UTC."""
+    return datetime.strptime(value.strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=timezone.utc)
+
+
+def turn_text(turn: dict) -> str:
+    text = turn.get("text", "")
+    caption = turn.get("blip_caption")
+    return f"{text} [shares {caption}]" if caption else text
+
+
+def load(path: Path) -> Conversation:
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    conversation = data.get("conversation", data)
+    sessions = sorted(int(m.group(1)) for key in conversation if (m := _SESSION.match(key)))
+    turns: list[Turn] = []
+    dates: dict[int, datetime] = {}
+    for number in sessions:
+        start = parse_session_date(conversation[f"session_{number}_date_time"])
+        dates[number] = start
+        for index, turn in enumerate(conversation[f"session_{number}"]):
+            message = Message(
+                platform_message_id=turn["dia_id"].strip(),
+                speaker_id=turn["speaker"],
+                speaker_name=turn["speaker"],
+                text=turn_text(turn),
+                message_time=start + timedelta(seconds=index),
+            )
+            turns.append(Turn(turn["dia_id"].strip(), number, message))
+    questions = [
+        Question(
+            question=item["question"],
+            answer=str(item.get("answer", item.get("adversarial_answer", ""))),
+            evidence=tuple(e.strip() for e in item.get("evidence", []) if isinstance(e, str)),
+            category=int(item["category"]),
+        )
+        for item in data.get("qa", [])
+    ]
+    return Conversation(
+        name=Path(path).stem,
+        speakers=(conversation["speaker_a"], conversation["speaker_b"]),
+        turns=turns,
+        questions=questions,
+        session_dates=dates,
+    )

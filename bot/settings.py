@@ -1,0 +1,46 @@
+"""Configuration from the environment (every variable is listed in the README)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import AliasChoices, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from memory.embedded import default_data_dir
+
+
+def _env(*names: str) -> AliasChoices:
+    return AliasChoices(*names)
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(extra="ignore", populate_by_name=True)
+
+    database_url: str | None = Field(None, validation_alias=_env("DATABASE_URL"))
+    data_dir: Path = Field(default_factory=default_data_dir, validation_alias=_env("STASHBIRD_DATA_DIR"))
+    database_name: str = Field("stashbird", validation_alias=_env("STASHBIRD_DATABASE_NAME"))
+
+    embedding_dim: int = Field(384, validation_alias=_env("STASHBIRD_EMBEDDING_DIM"))
+    embedding_base_url: str | None = Field(None, validation_alias=_env("STASHBIRD_EMBEDDING_BASE_URL"))
+    embedding_api_key: str | None = Field(None, validation_alias=_env("STASHBIRD_EMBEDDING_API_KEY"))
+    embedding_model: str = Field("text-embedding-3-small", validation_alias=_env("STASHBIRD_EMBEDDING_MODEL"))
+
+    llm_base_url: str | None = Field(None, validation_alias=_env("STASHBIRD_LLM_BASE_URL"))
+    llm_api_key: str | None = Field(None, validation_alias=_env("STASHBIRD_LLM_API_KEY"))
+    llm_model: str = Field("gpt-4o-mini", validation_alias=_env("STASHBIRD_LLM_MODEL"))
+    llm_timeout: float = Field(60.0, validation_alias=_env("STASHBIRD_LLM_TIMEOUT"))
+    llm_max_retries: int = Field(3, validation_alias=_env("STASHBIRD_LLM_MAX_RETRIES"))
+
+    slack_bot_token: str | None = Field(None, validation_alias=_env("SLACK_BOT_TOKEN"))
+    slack_signing_secret: str | None = Field(None, validation_alias=_env("SLACK_SIGNING_SECRET"))
+    discord_bot_token: str | None = Field(None, validation_alias=_env("DISCORD_BOT_TOKEN"))
+    admin_ids: str = Field("", validation_alias=_env("STASHBIRD_ADMIN_IDS"))
+
+    @property
+    def llm_enabled(self) -> bool:
+        return bool(self.llm_base_url or self.llm_api_key)
+
+    @property
+    def admins(self) -> frozenset[str]:
+        return frozenset(part.strip() for part in self.admin_ids.split(",") if part.strip())

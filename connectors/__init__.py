@@ -1,0 +1,1 @@
+"""Platform connectors (Slack, Discord): platform events in, core commands out."""

@@ -1,0 +1,1 @@
+"""Scheduled work: the scheduler decides when, the memory core does the work."""

@@ -1,0 +1,46 @@
+"""The Memory handle: one database, one embedder, an optional LLM and the parameters.
+
+Every core command takes a Memory; the bot layer builds it from settings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+
+from memory.database import check_embedding_dim, create_engine, session_factory, upgrade
+from memory.embedder import Embedder
+from memory.params import MemoryParams
+
+
+@dataclass
+class Memory:
+    engine: AsyncEngine
+    sessions: async_sessionmaker[AsyncSession]
+    embedder: Embedder
+    llm: Any | None = None
+    params: MemoryParams = field(default_factory=MemoryParams)
+
+    async def close(self) -> None:
+        await self.engine.dispose()
+
+
+async def open_memory(
+    database_url: str,
+    embedder: Embedder,
+    llm: Any | None = None,
+    params: MemoryParams | None = None,
+    migrate: bool = True,
+) -> Memory:
+    """Connect, migrate to head (by default) and check the embedding dimension."""
+    engine = create_engine(database_url)
+    try:
+        if migrate:
+            await upgrade(engine, embedder.dim)
+        await check_embedding_dim(engine, embedder.dim)
+    except BaseException:
+        await engine.dispose()
+        raise
+    return Memory(engine, session_factory(engine), embedder, llm, params or MemoryParams())

@@ -1,0 +1,210 @@
+"""The fast path: validate a message, append it as an episode (idempotent on its platform
+message id), link it into the conversation's chain, embed it and index it, in one
+transaction, so it is retrievable at once."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Mapping, Sequence
+
+from sqlalchemy import and_, or_, select, update
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from memory.conversations import ROLES, ensure_speaker
+from memory.embedder import Embedder
+from memory.errors import ValidationError
+from memory.locks import LockPurpose, lock_conversation
+from memory.schema import Episode, Tombstone
+from memory.search_index import Document, episode_document_text, upsert_documents
+from memory.usage import Usage, record_usage
+
+
+@dataclass(frozen=True)
+class Message:
+    """A validated message, ready to append."""
+
+    platform_message_id: str
+    speaker_id: str
+    speaker_name: str
+    text: str
+    message_time: datetime
+    role: str = "user"
+    reply_to: str | None = None
+    thread_id: str | None = None
+
+    @property
+    def document_text(self) -> str:
+        return episode_document_text(self.speaker_name, self.text)
+
+
+@dataclass(frozen=True)
+class AppendResult:
+    platform_message_id: str
+    status: str  # stored | duplicate | tombstoned
+    episode_id: int | None
+
+
+def parse_time(value: Any, field: str = "ts") -> datetime:
+    """ISO 8601 text, epoch seconds (Slack's ``"1712345678.000100"`` too) or a datetime.
+
+    Naive times are taken as UTC.
+    """
+    if isinstance(value, datetime):
+        parsed = value
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        parsed = datetime.fromtimestamp(float(value), tz=timezone.utc)
+    elif isinstance(value, str) and value.strip():
+        text = value.strip()
+        try:
+            parsed = datetime.fromtimestamp(float(text), tz=timezone.utc)
+        except ValueError:
+            try:
+                parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
+            except ValueError:
+                raise ValidationError(field, f"cannot parse message time {value!r}") from None
+    else:
+        raise ValidationError(field, "message time is missing or not a time")
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+
+
+def _required_text(fields: Mapping[str, Any], key: str, label: str) -> str:
+    value = fields.get(key)
+    if value is None or (isinstance(value, str) and not value.strip()):
+        raise ValidationError(label, "is missing or empty")
+    if not isinstance(value, (str, int)):
+        raise ValidationError(label, f"must be text, got {type(value).__name__}")
+    return str(value)
+
+
+def validate_message(fields: Mapping[str, Any]) -> Message:
+    """Build a Message from loosely typed fields, naming the first field that is wrong.
+
+    Fields: ``id``, ``author`` (or ``author_id`` + ``author_name``), ``role``, ``text``,
+    ``ts``, ``reply_to``, ``thread_id``.
+    """
+    message_id = _required_text(fields, "id", "id")
+    if fields.get("author_id") is not None or fields.get("author_name") is not None:
+        speaker_id = _required_text(fields, "author_id", "author_id")
+        speaker_name = _required_text(fields, "author_name", "author_name")
+    else:
+        speaker_id = speaker_name = _required_text(fields, "author", "author")
+    role = fields.get("role") or "user"
+    if role not in ROLES:
+        raise ValidationError("role", f"must be one of {', '.join(ROLES)}, got {role!r}")
+    text = fields.get("text")
+    if not isinstance(text, str) or not text.strip():
+        raise ValidationError("text", "is missing or empty")
+    reply_to = fields.get("reply_to")
+    thread_id = fields.get("thread_id")
+    return Message(
+        platform_message_id=message_id,
+        speaker_id=speaker_id,
+        speaker_name=speaker_name,
+        text=text,
+        message_time=parse_time(fields.get("ts")),
+        role=role,
+        reply_to=str(reply_to) if reply_to is not None else None,
+        thread_id=str(thread_id) if thread_id is not None else None,
+    )
+
+
+async def link_into_chain(session: AsyncSession, conversation_id: int, episode_id: int, at: datetime) -> None:
+    """Place an episode between its neighbours by message time (caller holds the chain lock)."""
+    before, after = await _neighbours(session, conversation_id, episode_id, at)
+    await session.execute(update(Episode).where(Episode.id == episode_id).values(prev_id=before, next_id=after))
+    if before is not None:
+        await session.execute(update(Episode).where(Episode.id == before).values(next_id=episode_id))
+    if after is not None:
+        await session.execute(update(Episode).where(Episode.id == after).values(prev_id=episode_id))
+
+
+async def _neighbours(
+    session: AsyncSession, conversation_id: int, episode_id: int, at: datetime
+) -> tuple[int | None, int | None]:
+    """Chain neighbours of an episode at ``at``: ties in message time keep id (arrival) order."""
+    base = select(Episode.id).where(Episode.conversation_id == conversation_id, Episode.id != episode_id)
+    earlier = or_(Episode.message_time < at, and_(Episode.message_time == at, Episode.id < episode_id))
+    before = (
+        await session.execute(
+            base.where(earlier).order_by(Episode.message_time.desc(), Episode.id.desc()).limit(1)
+        )
+    ).scalar()
+    after = (
+        await session.execute(
+            base.where(~earlier).order_by(Episode.message_time, Episode.id).limit(1)
+        )
+    ).scalar()
+    return before, after
+
+
+async def _tombstoned(session: AsyncSession, conversation_id: int, message_ids: Sequence[str]) -> set[str]:
+    rows = await session.execute(
+        select(Tombstone.platform_message_id).where(
+            Tombstone.conversation_id == conversation_id,
+            Tombstone.platform_message_id.in_(list(message_ids)),
+        )
+    )
+    return set(rows.scalars())
+
+
+async def append_messages(
+    session: AsyncSession,
+    embedder: Embedder,
+    conversation_id: int,
+    messages: Sequence[Message],
+    vectors: Sequence[Sequence[float]] | None = None,
+) -> list[AppendResult]:
+    """Append messages in the caller's transaction; returns one result per message.
+
+    ``vectors`` lets a caller that embedded ahead (to overlap embedding with database
+    work) pass them in; otherwise the messages are embedded here in one batch.
+    """
+    if not messages:
+        return []
+    await lock_conversation(session, conversation_id, LockPurpose.CHAIN)
+    refused = await _tombstoned(session, conversation_id, [m.platform_message_id for m in messages])
+    if vectors is None:
+        batch = await embedder.embed([m.document_text for m in messages])
+        vectors = batch.vectors
+        await record_usage(
+            session,
+            conversation_id,
+            Usage("ingestion", "embed_episode", batch.model, 1, batch.prompt_tokens),
+        )
+    speakers: dict[tuple[str, str, str], int] = {}
+    results: list[AppendResult] = []
+    documents: list[Document] = []
+    for message, vector in zip(messages, vectors, strict=True):
+        if message.platform_message_id in refused:
+            results.append(AppendResult(message.platform_message_id, "tombstoned", None))
+            continue
+        key = (message.speaker_id, message.speaker_name, message.role)
+        if key not in speakers:
+            speakers[key] = await ensure_speaker(session, conversation_id, *key)
+        episode_id = (
+            await session.execute(
+                insert(Episode)
+                .values(
+                    conversation_id=conversation_id,
+                    speaker_id=speakers[key],
+                    role=message.role,
+                    text=message.text,
+                    message_time=message.message_time,
+                    platform_message_id=message.platform_message_id,
+                    reply_to=message.reply_to,
+                    thread_id=message.thread_id,
+                )
+                .on_conflict_do_nothing(constraint="uq_episode_platform_message")
+                .returning(Episode.id)
+            )
+        ).scalar()
+        if episode_id is None:
+            results.append(AppendResult(message.platform_message_id, "duplicate", None))
+            continue
+        await link_into_chain(session, conversation_id, episode_id, message.message_time)
+        documents.append(Document("episode", episode_id, message.document_text, vector, message.message_time))
+        results.append(AppendResult(message.platform_message_id, "stored", episode_id))
+    await upsert_documents(session, conversation_id, documents)
+    return results

@@ -1,0 +1,18 @@
+"""Errors the memory core raises for callers to report."""
+
+
+class StashbirdError(Exception):
+    """Base class for errors a user should see as a clear message."""
+
+
+class ValidationError(StashbirdError):
+    """Input refused; ``field`` names what is wrong."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+class ConfigurationError(StashbirdError):
+    """The store and the configuration disagree (e.g. the embedding dimension)."""

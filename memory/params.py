@@ -1,0 +1,24 @@
+"""Algorithm parameters, with the defaults of ARCHITECTURE.md."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class MemoryParams:
+    # consolidation
+    chunk_tokens: int = 20_000
+    chunk_overlap: float = 0.10
+    summary_tokens: int = 15_000
+    context_tokens: int = 4_000
+    # entity reconciliation
+    entity_neighbours: int = 5
+    merge_threshold: float = 0.85
+    adjudicate_threshold: float = 0.75
+    # retrieval
+    search_top: int = 60
+    rrf_k: int = 60
+    rerank_top: int = 30
+    evidence_k: int = 30
+    max_subqueries: int = 4

@@ -1,0 +1,61 @@
+"""Fixtures: a real embedded Postgres with pgvector (fresh data folder per test run),
+migrated to head, the real local embedder, and one fresh conversation per test (memory
+is scoped per conversation, so tests do not see each other's data)."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
+
+from memory.conversations import ConversationRef, ensure_conversation  # noqa: E402
+from memory.core import Memory, open_memory  # noqa: E402
+from memory.embedded import start_embedded  # noqa: E402
+from memory.embedder import LocalEmbedder  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def pg_data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("pgdata")
+
+
+@pytest.fixture(scope="session")
+def database_url(pg_data_dir: Path) -> str:
+    return start_embedded(pg_data_dir, "stashbird_test")
+
+
+@pytest.fixture(scope="session")
+def new_database(pg_data_dir: Path):
+    """Factory for an extra empty database on the test server (migration tests)."""
+
+    def make() -> str:
+        return start_embedded(pg_data_dir, f"scratch_{uuid.uuid4().hex[:8]}")
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def embedder() -> LocalEmbedder:
+    return LocalEmbedder()
+
+
+@pytest.fixture(scope="session")
+async def memory(database_url: str, embedder: LocalEmbedder) -> Memory:
+    handle = await open_memory(database_url, embedder)
+    yield handle
+    await handle.close()
+
+
+@pytest.fixture
+def conversation_ref() -> ConversationRef:
+    return ConversationRef("test", "", f"c-{uuid.uuid4().hex[:12]}")
+
+
+@pytest.fixture
+async def conversation_id(memory: Memory, conversation_ref: ConversationRef) -> int:
+    async with memory.sessions.begin() as session:
+        return await ensure_conversation(session, conversation_ref)
