@@ -1,0 +1,127 @@
+"""Writing the provenance graph: entities and relations with their supporting episodes
+and their search documents. The reconciliation and deletion rules decide *what* to
+write; this module only knows *how*, inside the caller's transaction."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Iterable, Sequence
+
+from sqlalchemy import update
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from memory.schema import Entity, EntityProvenance, Relation, RelationProvenance, SearchDocument
+from memory.search_index import Document, upsert_documents
+
+
+def entity_document_text(name: str, type_: str, summary: str) -> str:
+    return f"{name} ({type_}): {summary}" if summary else f"{name} ({type_})"
+
+
+def relation_document_text(fact: str) -> str:
+    return fact
+
+
+async def add_entity_support(
+    session: AsyncSession, conversation_id: int, entity_id: int, episode_ids: Iterable[int]
+) -> None:
+    """Add episodes to P(e); adding one twice is a no-op (provenance is a set)."""
+    rows = [{"entity_id": entity_id, "episode_id": e, "conversation_id": conversation_id} for e in set(episode_ids)]
+    if rows:
+        await session.execute(insert(EntityProvenance).values(rows).on_conflict_do_nothing())
+
+
+async def add_relation_support(
+    session: AsyncSession, conversation_id: int, relation_id: int, episode_ids: Iterable[int]
+) -> None:
+    """Add episodes to P(r); adding one twice is a no-op (provenance is a set)."""
+    rows = [{"relation_id": relation_id, "episode_id": e, "conversation_id": conversation_id} for e in set(episode_ids)]
+    if rows:
+        await session.execute(insert(RelationProvenance).values(rows).on_conflict_do_nothing())
+
+
+async def create_entity(
+    session: AsyncSession,
+    conversation_id: int,
+    *,
+    name: str,
+    type_: str,
+    summary: str,
+    embedding: Sequence[float],
+    episode_ids: Iterable[int],
+) -> int:
+    """A new entity with its provenance and search document."""
+    entity_id = (
+        await session.execute(
+            insert(Entity)
+            .values(
+                conversation_id=conversation_id,
+                name=name,
+                type=type_,
+                summary=summary,
+                embedding=list(embedding),
+                attributes={},
+            )
+            .returning(Entity.id)
+        )
+    ).scalar_one()
+    await add_entity_support(session, conversation_id, entity_id, episode_ids)
+    await upsert_documents(
+        session, conversation_id, [Document("entity", entity_id, entity_document_text(name, type_, summary), embedding)]
+    )
+    return entity_id
+
+
+async def create_relation(
+    session: AsyncSession,
+    conversation_id: int,
+    *,
+    subject_id: int,
+    object_id: int,
+    predicate: str,
+    fact: str,
+    embedding: Sequence[float],
+    episode_ids: Iterable[int],
+    valid_from: datetime | None = None,
+) -> int:
+    """A new active relation with its provenance and search document."""
+    relation_id = (
+        await session.execute(
+            insert(Relation)
+            .values(
+                conversation_id=conversation_id,
+                subject_id=subject_id,
+                object_id=object_id,
+                predicate=predicate,
+                fact=fact,
+                valid_from=valid_from,
+                status="active",
+            )
+            .returning(Relation.id)
+        )
+    ).scalar_one()
+    await add_relation_support(session, conversation_id, relation_id, episode_ids)
+    await upsert_documents(
+        session,
+        conversation_id,
+        [Document("relation", relation_id, relation_document_text(fact), embedding, valid_from)],
+    )
+    return relation_id
+
+
+async def supersede_relation(
+    session: AsyncSession, relation_id: int, replaced_by: int, invalid_at: datetime | None
+) -> None:
+    """Keep the old relation as history: superseded, with when and by what; its search
+    document stays but is marked not current so retrieval prefers the new fact."""
+    await session.execute(
+        update(Relation)
+        .where(Relation.id == relation_id)
+        .values(status="superseded", superseded_by=replaced_by, invalid_at=invalid_at)
+    )
+    await session.execute(
+        update(SearchDocument)
+        .where(SearchDocument.kind == "relation", SearchDocument.ref_id == relation_id)
+        .values(is_current=False)
+    )

@@ -1,0 +1,34 @@
+"""Writing the provenance graph: provenance is a set, supersession keeps history."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+from sqlalchemy import select
+
+from memory.core import Memory
+from memory.episodes import append_messages, validate_message
+from memory.graph import add_relation_support, create_entity, create_relation, supersede_relation
+from memory.schema import Relation, RelationProvenance, SearchDocument
+
+T0 = datetime(2026, 3, 1, tzinfo=timezone.utc)
+
+
+async def test_relation_lifecycle_writes(memory: Memory, conversation_id: int) -> None:
+    messages = [validate_message({"id": f"m{i}", "author": "ann", "text": f"fact {i}", "ts": T0 + timedelta(minutes=i)}) for i in range(3)]
+    vector = [1.0] + [0.0] * 383
+    async with memory.sessions.begin() as session:
+        e1, e2, e3 = [r.episode_id for r in await append_messages(session, memory.embedder, conversation_id, messages)]
+        ann = await create_entity(session, conversation_id, name="Ann", type_="person", summary="", embedding=vector, episode_ids=[e1])
+        city = await create_entity(session, conversation_id, name="Boston", type_="place", summary="a city", embedding=vector, episode_ids=[e1])
+        old = await create_relation(session, conversation_id, subject_id=ann, object_id=city, predicate="lives_in", fact="Ann lives in Boston", embedding=vector, episode_ids=[e1])
+        await add_relation_support(session, conversation_id, old, [e1, e2])
+        new = await create_relation(session, conversation_id, subject_id=ann, object_id=city, predicate="lives_in", fact="Ann left Boston", embedding=vector, episode_ids=[e3])
+        await supersede_relation(session, old, new, T0)
+    async with memory.sessions() as session:
+        support = set((await session.execute(select(RelationProvenance.episode_id).where(RelationProvenance.relation_id == old))).scalars())
+        status = (await session.execute(select(Relation.status, Relation.superseded_by).where(Relation.id == old))).one()
+        current = dict((await session.execute(select(SearchDocument.ref_id, SearchDocument.is_current).where(SearchDocument.kind == "relation", SearchDocument.ref_id.in_([old, new])))).all())
+    assert support == {e1, e2}
+    assert tuple(status) == ("superseded", new)
+    assert current == {old: False, new: True}
