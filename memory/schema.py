@@ -211,7 +211,8 @@ class Checkpoint(Base):
     """Per conversation consolidation state; consolidation resumes from it after a crash.
 
     ``rolling_context`` entries carry the episode ids that support them so that a
-    deletion can drop what rested on the deleted message.
+    deletion can drop what rested on the deleted message; ``summary_episode_ids`` are the
+    episodes the running summary drew on, for the same reason.
     """
 
     __tablename__ = "checkpoints"
@@ -224,6 +225,8 @@ class Checkpoint(Base):
     summary_dirty: Mapped[bool] = mapped_column(Boolean, default=False)
     rolling_context: Mapped[list[dict[str, Any]]] = mapped_column(JSONB, default=list)
     last_episode_id: Mapped[int] = mapped_column(BigInteger, default=0)
+    # Episodes at or below last_episode_id to consolidate again (edited messages).
+    pending_episode_ids: Mapped[list[int]] = mapped_column(ARRAY(BigInteger), default=list)
     entity_count: Mapped[int] = mapped_column(Integer, default=0)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
 

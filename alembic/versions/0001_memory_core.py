@@ -202,6 +202,7 @@ def upgrade() -> None:
         sa.Column("summary_dirty", sa.Boolean, nullable=False, server_default=sa.false()),
         sa.Column("rolling_context", pg.JSONB, nullable=False, server_default="[]"),
         sa.Column("last_episode_id", sa.BigInteger, nullable=False, server_default="0"),
+        sa.Column("pending_episode_ids", pg.ARRAY(sa.BigInteger), nullable=False, server_default="{}"),
         sa.Column("entity_count", sa.Integer, nullable=False, server_default="0"),
         _created("updated_at"),
     )
