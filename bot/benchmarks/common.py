@@ -13,7 +13,7 @@ from bot import locomo
 from bot.runtime import build_embedder
 from bot.settings import Settings
 from memory.core import Memory, open_memory
-from memory.embedded import start_embedded
+from memory.embedded import drop_embedded_database, start_embedded
 from memory.embedder import Embedder
 
 DEFAULT_LOCOMO = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "locomo"
@@ -40,10 +40,7 @@ async def bench_memory(settings: Settings, name: str, embedder: Embedder | None 
     if settings.database_url:
         url = settings.database_url
     else:
-        import pgserver
-
-        server = pgserver.get_server(settings.data_dir, cleanup_mode="stop")
-        server.psql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE);')
+        drop_embedded_database(settings.data_dir, name)
         url = start_embedded(settings.data_dir, name)
     memory = await open_memory(url, embedder, **kwargs)
     try:
