@@ -10,6 +10,7 @@ from bot.settings import Settings
 from memory.core import Memory, open_memory
 from memory.embedded import start_embedded
 from memory.embedder import Embedder, LocalEmbedder, OpenAIEmbedder
+from memory.llm import LLMClient
 
 
 def build_embedder(settings: Settings) -> Embedder:
@@ -23,6 +24,20 @@ def build_embedder(settings: Settings) -> Embedder:
     return LocalEmbedder()
 
 
+def build_llm(settings: Settings) -> LLMClient | None:
+    """The configured LLM, or None (offline mode) when no LLM base URL or key is set."""
+    if not settings.llm_enabled:
+        return None
+    return LLMClient(
+        base_url=settings.llm_base_url,
+        # A local OpenAI-compatible server usually needs no key, but the client wants one.
+        api_key=settings.llm_api_key or "unused",
+        model=settings.llm_model,
+        timeout=settings.llm_timeout,
+        max_retries=settings.llm_max_retries,
+    )
+
+
 def database_url(settings: Settings) -> str:
     if settings.database_url:
         return settings.database_url
@@ -31,7 +46,13 @@ def database_url(settings: Settings) -> str:
 
 @asynccontextmanager
 async def memory_from_settings(settings: Settings, embedder: Embedder | None = None) -> AsyncIterator[Memory]:
-    memory = await open_memory(database_url(settings), embedder or build_embedder(settings))
+    llm = build_llm(settings)
+    try:
+        memory = await open_memory(database_url(settings), embedder or build_embedder(settings), llm=llm)
+    except BaseException:
+        if llm is not None:
+            await llm.close()
+        raise
     try:
         yield memory
     finally:

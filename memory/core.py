@@ -6,12 +6,12 @@ Every core command takes a Memory; the bot layer builds it from settings.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from memory.database import check_embedding_dim, create_engine, session_factory, upgrade
 from memory.embedder import Embedder
+from memory.llm import LLMClient
 from memory.params import MemoryParams
 
 
@@ -20,17 +20,19 @@ class Memory:
     engine: AsyncEngine
     sessions: async_sessionmaker[AsyncSession]
     embedder: Embedder
-    llm: Any | None = None
+    llm: LLMClient | None = None
     params: MemoryParams = field(default_factory=MemoryParams)
 
     async def close(self) -> None:
         await self.engine.dispose()
+        if self.llm is not None:
+            await self.llm.close()
 
 
 async def open_memory(
     database_url: str,
     embedder: Embedder,
-    llm: Any | None = None,
+    llm: LLMClient | None = None,
     params: MemoryParams | None = None,
     migrate: bool = True,
 ) -> Memory:

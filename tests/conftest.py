@@ -4,6 +4,7 @@ is scoped per conversation, so tests do not see each other's data)."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import uuid
 from pathlib import Path
@@ -12,10 +13,12 @@ import pytest
 
 os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
 
+from bot.scripted_llm import ScriptedLLMServer  # noqa: E402
 from memory.conversations import ConversationRef, ensure_conversation  # noqa: E402
 from memory.core import Memory, open_memory  # noqa: E402
 from memory.embedded import start_embedded  # noqa: E402
 from memory.embedder import LocalEmbedder  # noqa: E402
+from memory.llm import LLMClient  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -59,3 +62,26 @@ def conversation_ref() -> ConversationRef:
 async def conversation_id(memory: Memory, conversation_ref: ConversationRef) -> int:
     async with memory.sessions.begin() as session:
         return await ensure_conversation(session, conversation_ref)
+
+
+@pytest.fixture
+def scripted_llm() -> ScriptedLLMServer:
+    """A started scripted OpenAI-compatible server on loopback, fresh per test."""
+    with ScriptedLLMServer() as server:
+        yield server
+
+
+@pytest.fixture
+async def llm_client(scripted_llm: ScriptedLLMServer) -> LLMClient:
+    """The real LLM client pointed at ``scripted_llm``, with short timeouts and backoff."""
+    client = LLMClient(
+        base_url=scripted_llm.base_url, api_key="test", model="scripted", timeout=2, max_retries=2, backoff=0.01
+    )
+    yield client
+    await client.close()
+
+
+@pytest.fixture
+def llm_memory(memory: Memory, llm_client: LLMClient) -> Memory:
+    """The shared test Memory with ``llm_client`` as its LLM (do not close it: the engine is shared)."""
+    return dataclasses.replace(memory, llm=llm_client)
