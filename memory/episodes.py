@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Mapping, Sequence
 
-from sqlalchemy import and_, or_, select, update
+from sqlalchemy import and_, or_, select, text, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -93,8 +93,8 @@ def validate_message(fields: Mapping[str, Any]) -> Message:
     role = fields.get("role") or "user"
     if role not in ROLES:
         raise ValidationError("role", f"must be one of {', '.join(ROLES)}, got {role!r}")
-    text = fields.get("text")
-    if not isinstance(text, str) or not text.strip():
+    body = fields.get("text")
+    if not isinstance(body, str) or not body.strip():
         raise ValidationError("text", "is missing or empty")
     reply_to = fields.get("reply_to")
     thread_id = fields.get("thread_id")
@@ -102,7 +102,7 @@ def validate_message(fields: Mapping[str, Any]) -> Message:
         platform_message_id=message_id,
         speaker_id=speaker_id,
         speaker_name=speaker_name,
-        text=text,
+        text=body,
         message_time=parse_time(fields.get("ts")),
         role=role,
         reply_to=str(reply_to) if reply_to is not None else None,
@@ -173,38 +173,83 @@ async def append_messages(
             conversation_id,
             Usage("ingestion", "embed_episode", batch.model, 1, batch.prompt_tokens),
         )
-    speakers: dict[tuple[str, str, str], int] = {}
+    speakers = {
+        key: await ensure_speaker(session, conversation_id, *key)
+        for key in dict.fromkeys((m.speaker_id, m.speaker_name, m.role) for m in messages)
+    }
+    candidates = [m for m in messages if m.platform_message_id not in refused]
+    inserted: dict[str, int] = {}
+    if candidates:
+        rows = await session.execute(
+            insert(Episode)
+            .values(
+                [
+                    {
+                        "conversation_id": conversation_id,
+                        "speaker_id": speakers[(m.speaker_id, m.speaker_name, m.role)],
+                        "role": m.role,
+                        "text": m.text,
+                        "message_time": m.message_time,
+                        "platform_message_id": m.platform_message_id,
+                        "reply_to": m.reply_to,
+                        "thread_id": m.thread_id,
+                    }
+                    for m in candidates
+                ]
+            )
+            .on_conflict_do_nothing(constraint="uq_episode_platform_message")
+            .returning(Episode.platform_message_id, Episode.id)
+        )
+        inserted = {message_id: episode_id for message_id, episode_id in rows}
     results: list[AppendResult] = []
     documents: list[Document] = []
     for message, vector in zip(messages, vectors, strict=True):
-        if message.platform_message_id in refused:
-            results.append(AppendResult(message.platform_message_id, "tombstoned", None))
-            continue
-        key = (message.speaker_id, message.speaker_name, message.role)
-        if key not in speakers:
-            speakers[key] = await ensure_speaker(session, conversation_id, *key)
-        episode_id = (
-            await session.execute(
-                insert(Episode)
-                .values(
-                    conversation_id=conversation_id,
-                    speaker_id=speakers[key],
-                    role=message.role,
-                    text=message.text,
-                    message_time=message.message_time,
-                    platform_message_id=message.platform_message_id,
-                    reply_to=message.reply_to,
-                    thread_id=message.thread_id,
-                )
-                .on_conflict_do_nothing(constraint="uq_episode_platform_message")
-                .returning(Episode.id)
-            )
-        ).scalar()
-        if episode_id is None:
-            results.append(AppendResult(message.platform_message_id, "duplicate", None))
-            continue
-        await link_into_chain(session, conversation_id, episode_id, message.message_time)
-        documents.append(Document("episode", episode_id, message.document_text, vector, message.message_time))
-        results.append(AppendResult(message.platform_message_id, "stored", episode_id))
+        message_id = message.platform_message_id
+        if message_id in refused:
+            results.append(AppendResult(message_id, "tombstoned", None))
+        elif message_id in inserted:  # the first of repeated ids in one batch is the one stored
+            episode_id = inserted.pop(message_id)
+            documents.append(Document("episode", episode_id, message.document_text, vector, message.message_time))
+            results.append(AppendResult(message_id, "stored", episode_id))
+        else:
+            results.append(AppendResult(message_id, "duplicate", None))
+    await _link_new(session, conversation_id, sorted((d.message_time, d.ref_id) for d in documents))
     await upsert_documents(session, conversation_id, documents)
     return results
+
+
+async def _link_new(session: AsyncSession, conversation_id: int, new: list[tuple[datetime, int]]) -> None:
+    """Link freshly inserted episodes (sorted by time, then id) into the chain.
+
+    The common case, messages arriving in order, is one statement: they extend the
+    chain after its current tail. Anything else is linked one episode at a time.
+    """
+    if not new:
+        return
+    ids = [episode_id for _, episode_id in new]
+    tail = (
+        await session.execute(
+            select(Episode.id, Episode.message_time)
+            .where(Episode.conversation_id == conversation_id, Episode.id.not_in(ids))
+            .order_by(Episode.message_time.desc(), Episode.id.desc())
+            .limit(1)
+        )
+    ).first()
+    if tail is not None and tail.message_time > new[0][0]:
+        for at, episode_id in new:
+            await link_into_chain(session, conversation_id, episode_id, at)
+        return
+    chain = ([tail.id] if tail is not None else []) + ids
+    prevs = [None, *chain[:-1]]
+    nexts = [*chain[1:], None]
+    start = 1 if tail is not None else 0
+    await session.execute(
+        text(
+            "UPDATE episodes SET prev_id = v.prev, next_id = v.next "
+            "FROM unnest(CAST(:ids AS bigint[]), CAST(:prevs AS bigint[]), CAST(:nexts AS bigint[])) AS v(id, prev, next) "
+            "WHERE episodes.id = v.id"
+        ),
+        {"ids": chain[start:], "prevs": prevs[start:], "nexts": nexts[start:]},
+    )
+    if tail is not None:
+        await session.execute(update(Episode).where(Episode.id == tail.id).values(next_id=ids[0]))

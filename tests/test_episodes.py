@@ -73,6 +73,14 @@ async def test_out_of_order_arrival_keeps_time_order(memory: Memory, conversatio
     assert [links[i] for i in ids] == list(zip([None, *ids[:-1]], [*ids[1:], None]))
 
 
+async def test_batches_in_any_order_and_repeated_ids(memory: Memory, conversation_ref: ConversationRef) -> None:
+    counts = await ingest_messages(memory, conversation_ref, [msg("b", 20), msg("a", 10), msg("b", 20), msg("d", 40)])
+    assert (counts["stored"], counts["duplicate"]) == (3, 1)
+    await ingest_messages(memory, conversation_ref, [msg("e", 50), msg("c", 30), msg("0", 0)])
+    async with memory.sessions() as session:
+        assert [e["message_id"] for e in await chain(session, conversation_ref)] == ["0", "a", "b", "c", "d", "e"]
+
+
 async def test_same_time_messages_keep_arrival_order(memory: Memory, conversation_ref: ConversationRef) -> None:
     await ingest_messages(memory, conversation_ref, [msg("x", 0), msg("y", 0), msg("z", 0)])
     async with memory.sessions() as session:
