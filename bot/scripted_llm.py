@@ -220,7 +220,9 @@ class ScriptedLLMServer:
         with self._lock:
             self._rules.insert(0, _Rule(handler, operation, when))
 
-    def fail_next(self, n: int = 1, status: int = 500, retry_after: float | None = None, *, operation: str | None = None) -> None:
+    def fail_next(
+        self, n: int = 1, status: int = 500, retry_after: float | None = None, *, operation: str | None = None
+    ) -> None:
         """Answer the next ``n`` chat requests (of ``operation``, if given) with HTTP ``status``."""
         self._add_fault(_Fault("status", n, operation, status=status, retry_after=retry_after))
 

@@ -15,7 +15,7 @@ import json
 import random
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Generic, TypeVar
+from typing import Any, Callable, Generic, TypeVar
 
 import openai
 from pydantic import BaseModel
@@ -40,7 +40,9 @@ class LLMError(StashbirdError):
     ``usage`` holds what the failed attempts cost, so a caller may still record it.
     """
 
-    def __init__(self, message: str, *, operation: str | None = None, attempts: int = 0, usage: Usage | None = None) -> None:
+    def __init__(
+        self, message: str, *, operation: str | None = None, attempts: int = 0, usage: Usage | None = None
+    ) -> None:
         super().__init__(message)
         self.operation = operation
         self.attempts = attempts
@@ -199,39 +201,38 @@ class LLMClient:
     async def _complete(
         self,
         messages: list[dict[str, str]],
-        parse: Any,
+        parse: Callable[[_Reply], T],
         *,
         phase: str,
         operation: str,
         max_tokens: int | None,
         json_mode: bool,
-    ) -> LLMResult[Any]:
-        attempts = prompt_tokens = completion_tokens = 0
-        total = self.max_retries + 1
-        while True:
-            attempts += 1
+    ) -> LLMResult[T]:
+        prompt_tokens = completion_tokens = 0
+
+        def usage(attempts: int) -> Usage:
+            return Usage(phase, operation, self.model, attempts, prompt_tokens, completion_tokens)
+
+        attempts = self.max_retries + 1
+        for attempt in range(1, attempts + 1):
             try:
                 reply = await self._request(messages, operation=operation, max_tokens=max_tokens, json_mode=json_mode)
                 prompt_tokens += reply.prompt_tokens
                 completion_tokens += reply.completion_tokens
-                value = parse(reply)
-            except _Retryable as failure:
-                usage = Usage(phase, operation, self.model, attempts, prompt_tokens, completion_tokens)
-                if attempts >= total:
-                    raise LLMError(
-                        f"LLM {operation} failed after {attempts} attempt{'s' if attempts > 1 else ''}: {failure.cause}",
-                        operation=operation, attempts=attempts, usage=usage,
-                    ) from None
-                await asyncio.sleep(self._delay(attempts, failure.retry_after))
-                continue
+                return LLMResult(parse(reply), usage(attempt))
             except _Fatal as failure:
-                usage = Usage(phase, operation, self.model, attempts, prompt_tokens, completion_tokens)
                 raise LLMError(
                     f"LLM {operation} failed (not retried): {failure}",
-                    operation=operation, attempts=attempts, usage=usage,
+                    operation=operation, attempts=attempt, usage=usage(attempt),
                 ) from None
-            usage = Usage(phase, operation, self.model, attempts, prompt_tokens, completion_tokens)
-            return LLMResult(value, usage)
+            except _Retryable as failure:
+                if attempt == attempts:
+                    raise LLMError(
+                        f"LLM {operation} failed after {attempt} attempt{'s' if attempt > 1 else ''}: {failure.cause}",
+                        operation=operation, attempts=attempt, usage=usage(attempt),
+                    ) from None
+                await asyncio.sleep(self._delay(attempt, failure.retry_after))
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
     def _delay(self, attempt: int, retry_after: float | None) -> float:
         delay = min(self.backoff * 2 ** (attempt - 1), MAX_BACKOFF)

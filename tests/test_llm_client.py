@@ -31,6 +31,11 @@ class Facts(BaseModel):
 FACTS = {"facts": [{"subject": "Ana", "predicate": "moved_to", "object": "Boston"}]}
 
 
+def impatient_client(base_url: str, timeout: float) -> LLMClient:
+    """One retry and a short timeout, for the timeout and connection tests."""
+    return LLMClient(base_url=base_url, api_key="t", model="scripted", timeout=timeout, max_retries=1, backoff=0.01)
+
+
 async def extract(client: LLMClient) -> object:
     return await client.complete_json(
         system="Extract facts.", user="Ana: I moved to Boston.", schema=Facts, phase="ingestion", operation="extract"
@@ -92,7 +97,7 @@ async def test_rate_limit_honours_retry_after(scripted_llm: ScriptedLLMServer, l
 async def test_timeout_is_retried_then_succeeds(scripted_llm: ScriptedLLMServer) -> None:
     scripted_llm.on("extract", lambda request: FACTS)
     scripted_llm.timeout_next(1, seconds=3)
-    client = LLMClient(base_url=scripted_llm.base_url, api_key="t", model="scripted", timeout=0.3, max_retries=1, backoff=0.01)
+    client = impatient_client(scripted_llm.base_url, 0.3)
     try:
         result = await extract(client)
     finally:
@@ -149,7 +154,7 @@ async def test_error_after_the_last_try_names_operation_and_cause(scripted_llm: 
 
 async def test_timeout_after_the_last_try(scripted_llm: ScriptedLLMServer) -> None:
     scripted_llm.timeout_next(2, seconds=3)
-    client = LLMClient(base_url=scripted_llm.base_url, api_key="t", model="scripted", timeout=0.2, max_retries=1, backoff=0.01)
+    client = impatient_client(scripted_llm.base_url, 0.2)
     try:
         with pytest.raises(LLMError, match=r"LLM rerank failed after 2 attempts: timeout after 0.2s"):
             await client.complete_text(system="s", user="u", phase="retrieval", operation="rerank")
@@ -161,7 +166,7 @@ async def test_connection_refused_is_retried_then_fails() -> None:
     server = ScriptedLLMServer().start()
     base_url = server.base_url
     server.stop()
-    client = LLMClient(base_url=base_url, api_key="t", model="m", timeout=1, max_retries=1, backoff=0.01)
+    client = impatient_client(base_url, 1)
     try:
         with pytest.raises(LLMError, match=r"answer failed after 2 attempts: connection error"):
             await client.complete_text(system="s", user="u", phase="retrieval", operation="answer")
