@@ -68,7 +68,9 @@ def _local_files() -> tuple[Path, Path]:
 class LocalEmbedder:
     """all-MiniLM-L6-v2 on onnxruntime: tokenise (truncate 256, pad), mean-pool, L2-normalise."""
 
-    batch_size: int = 64
+    # Small batches keep peak memory low (attention buffers grow with batch x length^2)
+    # at no cost in throughput on a CPU.
+    batch_size: int = 16
     threads: int = 0
     model: str = LOCAL_MODEL_NAME
     dim: int = LOCAL_DIM
