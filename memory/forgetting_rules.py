@@ -1,0 +1,182 @@
+"""The deletion rules (ARCHITECTURE.md, Algorithm 1) as pure functions over plain values.
+
+``decide_deletion`` is what Stashbird does; ``decide_episode_only`` and ``decide_cascade``
+are the two comparison policies of the forgetting benchmark. None of them touches the
+database: memory/forgetting.py loads the affected subgraph, asks for a decision and
+writes it.
+
+Where Algorithm 1 is silent, the rules below decide, and why:
+
+- An entity is *needed* while any surviving relation (active or kept as superseded
+  history) has it as an endpoint, because deleting it would take those relations with it.
+- A connective anchor (an entity with no support left) that loses its last surviving
+  relation is deleted too: it was kept only for those relations.
+- A superseded relation whose superseder is removed becomes active again if it still has
+  support: deleting the correction restores the fact it corrected, which is what a user
+  who retracts a correction expects. Without support it is removed like any other.
+- Communities are dirtied when they hold an entity whose support held the episode or an
+  endpoint of a relation whose support held it, since a community summary can state
+  that relation's fact.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Sequence
+
+
+@dataclass(frozen=True)
+class RelationFacts:
+    """A relation as the rules see it. ``support`` may be cut down by the loader to the
+    deleted episode plus one other supporting episode: the rules only ask whether support
+    beyond the deleted episode exists."""
+
+    subject_id: int
+    object_id: int
+    support: frozenset[int]
+    superseded_by: int | None = None  # set when the relation is superseded
+
+    @property
+    def endpoints(self) -> frozenset[int]:
+        return frozenset((self.subject_id, self.object_id))
+
+
+@dataclass(frozen=True)
+class EntityFacts:
+    support: frozenset[int]
+
+
+@dataclass(frozen=True)
+class SupplyGraph:
+    """The part of a conversation's graph a deletion can change.
+
+    It must hold every relation and entity whose support holds the episode, the endpoints
+    of those relations, every relation touching an entity that may lose its last support
+    (and those relations' endpoints), every relation superseded by a relation whose
+    support holds the episode, and the community memberships of all these entities.
+    """
+
+    relations: Mapping[int, RelationFacts]
+    entities: Mapping[int, EntityFacts]
+    communities: Mapping[int, frozenset[int]] = field(default_factory=dict)  # id -> members
+
+
+@dataclass(frozen=True)
+class Decision:
+    relations_removed: frozenset[int] = frozenset()
+    relations_kept: frozenset[int] = frozenset()  # lost the episode, still supported
+    relations_restored: frozenset[int] = frozenset()  # superseder removed: active again
+    entities_removed: frozenset[int] = frozenset()
+    entities_anchored: frozenset[int] = frozenset()
+    entities_kept: frozenset[int] = frozenset()  # lost the episode, still supported
+    communities_dirtied: frozenset[int] = frozenset()
+
+
+def _dirtied(graph: SupplyGraph, affected: Iterable[int]) -> frozenset[int]:
+    touched = set(affected)
+    return frozenset(c for c, members in graph.communities.items() if members & touched)
+
+
+def decide_deletion(graph: SupplyGraph, episode_id: int) -> Decision:
+    """Algorithm 1 for one deleted episode, with the refinements in the module docstring."""
+    holding = {r for r, rel in graph.relations.items() if episode_id in rel.support}
+    removed_r = frozenset(r for r in holding if not graph.relations[r].support - {episode_id})
+    surviving = {r: rel for r, rel in graph.relations.items() if r not in removed_r}
+    needed = {e for rel in surviving.values() for e in rel.endpoints}
+    restored = frozenset(r for r, rel in surviving.items() if rel.superseded_by in removed_r)
+
+    endpoints_of_removed = {e for r in removed_r for e in graph.relations[r].endpoints}
+    removed_e: set[int] = set()
+    anchored: set[int] = set()
+    kept: set[int] = set()
+    for e, entity in graph.entities.items():
+        remaining = entity.support - {episode_id}
+        if episode_id in entity.support:
+            if remaining:
+                kept.add(e)
+            elif e in needed:
+                anchored.add(e)
+            else:
+                removed_e.add(e)
+        elif not remaining and e in endpoints_of_removed and e not in needed:
+            removed_e.add(e)  # an anchor whose last relation went
+    affected = (
+        {e for e, entity in graph.entities.items() if episode_id in entity.support}
+        | {e for r in holding for e in graph.relations[r].endpoints}
+        | removed_e
+    )
+    return Decision(
+        relations_removed=removed_r,
+        relations_kept=frozenset(holding - removed_r),
+        relations_restored=restored,
+        entities_removed=frozenset(removed_e),
+        entities_anchored=frozenset(anchored),
+        entities_kept=frozenset(kept),
+        communities_dirtied=_dirtied(graph, affected),
+    )
+
+
+def decide_episode_only(graph: SupplyGraph, episode_id: int) -> Decision:
+    """Comparison policy: delete the episode and its document, nothing else."""
+    return Decision()
+
+
+def decide_cascade(graph: SupplyGraph, episode_id: int) -> Decision:
+    """Comparison policy: delete every entity and relation linked to the episode,
+    whatever other support they have, and (as the database would) every relation
+    touching a deleted entity. ``graph`` must hold the whole conversation."""
+    entities = frozenset(e for e, entity in graph.entities.items() if episode_id in entity.support)
+    relations = frozenset(
+        r for r, rel in graph.relations.items() if episode_id in rel.support or rel.endpoints & entities
+    )
+    return Decision(
+        relations_removed=relations,
+        entities_removed=entities,
+        communities_dirtied=_dirtied(graph, entities | {e for r in relations for e in graph.relations[r].endpoints}),
+    )
+
+
+POLICIES = {"stashbird": decide_deletion, "episode-only": decide_episode_only, "cascade": decide_cascade}
+
+
+@dataclass(frozen=True)
+class ContextChange:
+    entries: list[dict[str, Any]]
+    dropped: int  # entries removed
+    pruned: int  # entries that lost the episode and survive
+
+
+def prune_rolling_context(
+    entries: Sequence[Mapping[str, Any]],
+    episode_id: int,
+    gone_entities: Iterable[int],
+    surviving_text: Mapping[int, str],
+) -> ContextChange:
+    """Rolling-context entries lose the episode from their ``episode_ids``.
+
+    An entry is dropped when its support becomes empty or its entity was removed or
+    anchored. An entry that survives drew its compressed text partly from the deleted
+    episode, and which part cannot be told, so its text is replaced by
+    ``surviving_text[entity_id]`` (rendered by the caller from what survives in the
+    graph), or dropped when there is none: no sentence derived from the deleted episode
+    outlives it.
+    """
+    gone = set(gone_entities)
+    kept: list[dict[str, Any]] = []
+    dropped = pruned = 0
+    for entry in entries:
+        entity_id = entry.get("entity_id")
+        support = [e for e in entry.get("episode_ids", []) if e != episode_id]
+        if entity_id in gone:
+            dropped += 1
+            continue
+        if len(support) == len(entry.get("episode_ids", [])):
+            kept.append(dict(entry))
+            continue
+        text = surviving_text.get(entity_id, "")
+        if not support or not text:
+            dropped += 1
+            continue
+        kept.append({**entry, "episode_ids": support, "text": text})
+        pruned += 1
+    return ContextChange(kept, dropped, pruned)

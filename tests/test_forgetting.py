@@ -1,0 +1,260 @@
+"""Deleting and editing episodes against the real database: every branch of Algorithm 1,
+tombstones, checkpoints, answer traces, the audit log and edits."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+from sqlalchemy import select
+
+from memory.core import Memory
+from memory.episodes import append_messages, validate_message
+from memory.forgetting import ANSWER_WITHDRAWN, delete_episode, edit_episode
+from memory.graph import create_entity, create_relation, supersede_relation
+from memory.schema import (
+    AnswerEvidence,
+    AnswerTrace,
+    AuditEntry,
+    Checkpoint,
+    Community,
+    CommunityMember,
+    Entity,
+    EntityProvenance,
+    Episode,
+    Relation,
+    RelationProvenance,
+    SearchDocument,
+)
+from memory.search_index import Document, upsert_documents
+
+T0 = datetime(2026, 3, 1, tzinfo=timezone.utc)
+VECTOR = [1.0] + [0.0] * 383
+
+
+async def add_messages(memory: Memory, conversation_id: int, texts: list[str], prefix: str = "m") -> list[int]:
+    messages = [
+        validate_message({"id": f"{prefix}{i}", "author": "ann", "text": t, "ts": T0 + timedelta(minutes=i)})
+        for i, t in enumerate(texts, start=1)
+    ]
+    async with memory.sessions.begin() as session:
+        results = await append_messages(session, memory.embedder, conversation_id, messages, [VECTOR] * len(messages))
+    return [r.episode_id for r in results]
+
+
+async def entity(session, cid: int, name: str, support: list[int], summary: str = "") -> int:
+    return await create_entity(session, cid, name=name, type_="thing", summary=summary, embedding=VECTOR, episode_ids=support)
+
+
+async def relation(session, cid: int, subject: int, obj: int, fact: str, support: list[int]) -> int:
+    return await create_relation(
+        session, cid, subject_id=subject, object_id=obj, predicate="rel", fact=fact, embedding=VECTOR, episode_ids=support
+    )
+
+
+async def community(session, cid: int, members: list[int], summary: str) -> int:
+    row = Community(conversation_id=cid, label="group", summary=summary, dirty=False)
+    session.add(row)
+    await session.flush()
+    session.add_all([CommunityMember(community_id=row.id, entity_id=e, conversation_id=cid) for e in members])
+    await upsert_documents(session, cid, [Document("community", row.id, summary, VECTOR)])
+    return row.id
+
+
+async def documents(memory: Memory, kind: str, ids: list[int]) -> set[int]:
+    async with memory.sessions() as session:
+        rows = await session.execute(select(SearchDocument.ref_id).where(SearchDocument.kind == kind, SearchDocument.ref_id.in_(ids)))
+        return set(rows.scalars())
+
+
+async def test_every_branch_of_one_deletion(memory: Memory, conversation_id: int) -> None:
+    cid = conversation_id
+    e1, e2, e3 = await add_messages(memory, cid, ["Ann moved to Boston, loves Paris", "Ann was in Paris with her cat", "Ann again"])
+    async with memory.sessions.begin() as session:
+        ann = await entity(session, cid, "Ann", [e1, e2, e3], summary="Ann moved to Boston")
+        boston = await entity(session, cid, "Boston", [e1])
+        paris = await entity(session, cid, "Paris", [e1])
+        cat = await entity(session, cid, "Cat", [e2])
+        lives = await relation(session, cid, ann, boston, "Ann lives in Boston", [e1])
+        visited = await relation(session, cid, ann, paris, "Ann visited Paris", [e1, e2])
+        owns = await relation(session, cid, ann, cat, "Ann owns a cat", [e2])
+        with_ann = await community(session, cid, [ann, cat], "Ann and her cat, of Boston")
+        cats_only = await community(session, cid, [cat], "the cat")
+
+    report = await delete_episode(memory, cid, "m1")
+
+    r = report.retraction
+    assert report.status == "deleted" and report.episode_id == e1
+    assert r.relations_removed == [lives] and r.relations_kept == [visited]
+    assert r.entities_removed == [boston] and r.entities_anchored == [paris] and r.entities_kept == [ann]
+    assert r.communities_dirtied == [with_ann]
+    async with memory.sessions() as session:
+        relations = dict((await session.execute(select(Relation.id, Relation.status).where(Relation.conversation_id == cid))).all())
+        support = set((await session.execute(select(RelationProvenance.episode_id).where(RelationProvenance.relation_id == visited))).scalars())
+        entities = {e.id: e for e in (await session.execute(select(Entity).where(Entity.conversation_id == cid))).scalars()}
+        dirty = dict((await session.execute(select(Community.id, Community.dirty).where(Community.conversation_id == cid))).all())
+        episode_left = (await session.execute(select(Episode.id).where(Episode.id == e1))).scalar()
+        provenance_left = (await session.execute(select(EntityProvenance.entity_id).where(EntityProvenance.episode_id == e1))).all()
+    assert relations == {visited: "active", owns: "active"}
+    assert support == {e2}
+    assert set(entities) == {ann, paris, cat}
+    anchor = entities[paris]
+    assert anchor.is_anchor and anchor.name == f"anchor:{paris}" and anchor.embedding is None and anchor.summary == ""
+    assert entities[ann].summary == "" and entities[ann].name == "Ann"  # summary may have quoted m1
+    assert await documents(memory, "relation", [lives, visited, owns]) == {visited, owns}
+    assert await documents(memory, "entity", [ann, boston, paris, cat]) == {ann, cat}
+    assert await documents(memory, "community", [with_ann, cats_only]) == {cats_only}
+    assert await documents(memory, "episode", [e1, e2]) == {e2}
+    assert dirty == {with_ann: True, cats_only: False}
+    assert episode_left is None and provenance_left == []
+
+
+async def test_anchor_is_deleted_when_its_last_relation_goes(memory: Memory, conversation_id: int) -> None:
+    cid = conversation_id
+    e1, e2 = await add_messages(memory, cid, ["Ann visited Paris", "Paris trip again"])
+    async with memory.sessions.begin() as session:
+        ann = await entity(session, cid, "Ann", [e2])
+        paris = await entity(session, cid, "Paris", [e1])
+        visited = await relation(session, cid, ann, paris, "Ann visited Paris", [e1, e2])
+    first = await delete_episode(memory, cid, "m1")
+    assert first.retraction.entities_anchored == [paris]
+    second = await delete_episode(memory, cid, "m2")
+    assert second.retraction.relations_removed == [visited]
+    assert set(second.retraction.entities_removed) == {ann, paris}
+    async with memory.sessions() as session:
+        assert (await session.execute(select(Entity.id).where(Entity.conversation_id == cid))).all() == []
+
+
+async def test_chain_is_reconnected_at_middle_head_and_tail(memory: Memory, conversation_id: int) -> None:
+    cid = conversation_id
+    ids = await add_messages(memory, cid, ["one", "two", "three", "four", "five"])
+
+    async def links() -> dict[int, tuple[int | None, int | None]]:
+        async with memory.sessions() as session:
+            rows = await session.execute(select(Episode.id, Episode.prev_id, Episode.next_id).where(Episode.conversation_id == cid))
+            return {i: (p, n) for i, p, n in rows}
+
+    assert (await delete_episode(memory, cid, "m3")).chain == {"prev": ids[1], "next": ids[3]}
+    assert (await links())[ids[1]] == (ids[0], ids[3]) and (await links())[ids[3]] == (ids[1], ids[4])
+    await delete_episode(memory, cid, "m1")  # head
+    assert (await links())[ids[1]] == (None, ids[3])
+    await delete_episode(memory, cid, "m5")  # tail
+    assert await links() == {ids[1]: (None, ids[3]), ids[3]: (ids[1], None)}
+
+
+async def test_tombstones_and_no_ops(memory: Memory, conversation_id: int) -> None:
+    cid = conversation_id
+    early = await delete_episode(memory, cid, "late")
+    assert early.status == "tombstoned" and early.episode_id is None
+    again = await delete_episode(memory, cid, "late")
+    assert again.status == "already_deleted"
+    late = validate_message({"id": "late", "author": "bob", "text": "I arrive late", "ts": T0})
+    async with memory.sessions.begin() as session:
+        [result] = await append_messages(session, memory.embedder, cid, [late], [VECTOR])
+    assert result.status == "tombstoned"
+
+    await add_messages(memory, cid, ["kept for a moment"])
+    assert (await delete_episode(memory, cid, "m1")).status == "deleted"
+    assert (await delete_episode(memory, cid, "m1")).status == "already_deleted"
+    redelivered = validate_message({"id": "m1", "author": "ann", "text": "kept for a moment", "ts": T0})
+    async with memory.sessions.begin() as session:
+        [result] = await append_messages(session, memory.embedder, cid, [redelivered], [VECTOR])
+    assert result.status == "tombstoned"  # a redelivered event cannot resurrect it
+
+
+async def test_deleting_a_correction_restores_the_corrected_fact(memory: Memory, conversation_id: int) -> None:
+    cid = conversation_id
+    e1, e2 = await add_messages(memory, cid, ["Ann lives in Boston", "Actually Ann moved to Denver"])
+    async with memory.sessions.begin() as session:
+        ann = await entity(session, cid, "Ann", [e1, e2])
+        boston = await entity(session, cid, "Boston", [e1])
+        denver = await entity(session, cid, "Denver", [e2])
+        old = await relation(session, cid, ann, boston, "Ann lives in Boston", [e1])
+        new = await relation(session, cid, ann, denver, "Ann lives in Denver", [e2])
+        await supersede_relation(session, old, new, T0)
+    report = await delete_episode(memory, cid, "m2")
+    assert report.retraction.relations_restored == [old] and report.retraction.relations_removed == [new]
+    async with memory.sessions() as session:
+        row = (await session.execute(select(Relation).where(Relation.id == old))).scalar_one()
+        current = (await session.execute(select(SearchDocument.is_current).where(SearchDocument.kind == "relation", SearchDocument.ref_id == old))).scalar_one()
+    assert (row.status, row.superseded_by, row.invalid_at, current) == ("active", None, None, True)
+
+
+async def test_checkpoint_answers_and_audit_lose_the_episode(memory: Memory, conversation_id: int) -> None:
+    cid = conversation_id
+    e1, e2 = await add_messages(memory, cid, ["Ann adopted a parrot named Kiwi", "Ann likes tea"])
+    async with memory.sessions.begin() as session:
+        ann = await entity(session, cid, "Ann", [e1, e2])
+        kiwi = await entity(session, cid, "Kiwi", [e1])
+        session.add(
+            Checkpoint(
+                conversation_id=cid,
+                summary="Ann adopted a parrot named Kiwi; she likes tea.",
+                summary_episode_ids=[e1, e2],
+                rolling_context=[
+                    {"entity_id": ann, "name": "Ann", "text": "Ann: parrot Kiwi, tea", "episode_ids": [e1, e2]},
+                    {"entity_id": kiwi, "name": "Kiwi", "text": "Kiwi: Ann's parrot", "episode_ids": [e1]},
+                ],
+                last_episode_id=e2,
+                pending_episode_ids=[e1],
+            )
+        )
+        trace = AnswerTrace(conversation_id=cid, principal="u1", question="What pet does Ann have?", answer="A parrot named Kiwi")
+        untouched = AnswerTrace(conversation_id=cid, principal="u1", question="What does Ann drink?", answer="Tea")
+        session.add_all([trace, untouched])
+        await session.flush()
+        session.add_all(
+            [
+                AnswerEvidence(trace_id=trace.id, episode_id=e1, conversation_id=cid),
+                AnswerEvidence(trace_id=trace.id, episode_id=e2, conversation_id=cid),
+                AnswerEvidence(trace_id=untouched.id, episode_id=e2, conversation_id=cid),
+            ]
+        )
+
+    report = await delete_episode(memory, cid, "m1", principal="admin-7")
+
+    r = report.retraction
+    assert (r.context_entries_dropped, r.context_entries_pruned, r.summary_cleared) == (1, 1, True)
+    assert r.answers_withdrawn == [trace.id]
+    async with memory.sessions() as session:
+        checkpoint = (await session.execute(select(Checkpoint).where(Checkpoint.conversation_id == cid))).scalar_one()
+        answers = dict((await session.execute(select(AnswerTrace.id, AnswerTrace.answer).where(AnswerTrace.conversation_id == cid))).all())
+        evidence = set((await session.execute(select(AnswerEvidence.trace_id, AnswerEvidence.episode_id).where(AnswerEvidence.conversation_id == cid))).all())
+        audit = (await session.execute(select(AuditEntry).where(AuditEntry.conversation_id == cid))).scalar_one()
+    assert checkpoint.rolling_context == [{"entity_id": ann, "name": "Ann", "text": "Ann (thing)", "episode_ids": [e2]}]
+    assert "Kiwi" not in checkpoint.summary and checkpoint.pending_episode_ids == []
+    if not report.summary_rebuilt:
+        assert checkpoint.summary == "" and checkpoint.summary_dirty
+    assert answers == {trace.id: ANSWER_WITHDRAWN, untouched.id: "Tea"}
+    assert evidence == {(trace.id, e2), (untouched.id, e2)}
+    assert (audit.principal, audit.action) == ("admin-7", "delete_episode")
+    assert audit.details["episode_id"] == e1 and audit.details["counts"]["entities_removed"] == 1
+    assert "Kiwi" not in str(audit.details) and "parrot" not in str(audit.details)
+
+
+async def test_edit_retracts_the_old_version_and_queues_the_new(memory: Memory, conversation_id: int) -> None:
+    cid = conversation_id
+    e1, e2, e3 = await add_messages(memory, cid, ["Ann lives in Boston", "Ann likes tea", "bye"])
+    async with memory.sessions.begin() as session:
+        ann = await entity(session, cid, "Ann", [e1, e2])
+        boston = await entity(session, cid, "Boston", [e1])
+        lives = await relation(session, cid, ann, boston, "Ann lives in Boston", [e1])
+        session.add(Checkpoint(conversation_id=cid, last_episode_id=e3))
+    async with memory.sessions() as session:
+        before = (await session.execute(select(Episode).where(Episode.id == e1))).scalar_one()
+    edited_at = T0 + timedelta(days=1)
+
+    report = await edit_episode(memory, cid, "m1", "Ann lives in Denver", edited_at=edited_at)
+
+    assert report.status == "edited" and report.retraction.relations_removed == [lives]
+    assert report.retraction.entities_removed == [boston] and report.retraction.entities_kept == [ann]
+    async with memory.sessions() as session:
+        after = (await session.execute(select(Episode).where(Episode.id == e1))).scalar_one()
+        document = (await session.execute(select(SearchDocument.text).where(SearchDocument.kind == "episode", SearchDocument.ref_id == e1))).scalar_one()
+        pending = (await session.execute(select(Checkpoint.pending_episode_ids).where(Checkpoint.conversation_id == cid))).scalar_one()
+    assert (after.text, after.edited_at, after.message_time) == ("Ann lives in Denver", edited_at, before.message_time)
+    assert (after.prev_id, after.next_id, after.platform_message_id) == (before.prev_id, before.next_id, "m1")
+    assert document == "ann: Ann lives in Denver" and pending == [e1]
+    assert (await edit_episode(memory, cid, "m1", "Ann lives in Denver")).status == "unchanged"
+    assert (await edit_episode(memory, cid, "nope", "x")).status == "unknown"
+    await delete_episode(memory, cid, "m2")
+    assert (await edit_episode(memory, cid, "m2", "x")).status == "deleted"
