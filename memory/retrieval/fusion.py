@@ -1,0 +1,53 @@
+"""Reciprocal rank fusion and the preferences applied to fused scores. Pure functions.
+
+RRF (Cormack et al. 2009): a document's score is the sum over ranked lists of
+``1 / (k + rank)``, rank starting at 1, so agreement between lists (vector and
+full-text, several query variants) beats a high rank in one list, and no score
+calibration between the lists is needed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from typing import TypeVar
+
+K = TypeVar("K", bound=Hashable)
+
+# A superseded fact keeps this share of its fused score unless the question asks about
+# the past: still findable as history, but below the fact that replaced it.
+SUPERSEDED_WEIGHT = 0.5
+# Messages inside a time range the question names get this factor.
+IN_RANGE_WEIGHT = 1.5
+
+
+def reciprocal_rank_fusion(rankings: Iterable[Sequence[K]], k: int = 60) -> dict[K, float]:
+    """Fused scores; a key repeated within one list counts at its best rank only."""
+    scores: dict[K, float] = {}
+    for ranking in rankings:
+        seen: set[K] = set()
+        for rank, key in enumerate(ranking, start=1):
+            if key in seen:
+                continue
+            seen.add(key)
+            scores[key] = scores.get(key, 0.0) + 1.0 / (k + rank)
+    return scores
+
+
+def weigh(scores: Mapping[K, float], weight: Callable[[K], float]) -> dict[K, float]:
+    return {key: score * weight(key) for key, score in scores.items()}
+
+
+def ranked(scores: Mapping[K, float], tie_break: Callable[[K], object] | None = None) -> list[K]:
+    """Keys by descending score; ties in a stable, caller-defined order."""
+    return sorted(scores, key=lambda key: (-scores[key], tie_break(key) if tie_break else 0))
+
+
+def preference_weight(*, is_current: bool, in_time_range: bool, prefer_current: bool) -> float:
+    """The multiplier for one document: superseded facts down (unless the question is
+    about the past), messages from the asked-about time up."""
+    weight = 1.0
+    if prefer_current and not is_current:
+        weight *= SUPERSEDED_WEIGHT
+    if in_time_range:
+        weight *= IN_RANGE_WEIGHT
+    return weight

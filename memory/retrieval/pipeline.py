@@ -1,0 +1,67 @@
+"""Retrieval without the LLM steps: resolve time expressions, embed the query variants,
+find the anchors of anchored expressions, run the hybrid search.
+
+The LLM steps (decomposition before, reranking after) live in ``memory.answering``;
+this part is what runs offline and what the retrieval benchmark times.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from memory.core import Memory
+from memory.retrieval.search import Candidate, QueryVariant, VectorPlan, search
+from memory.retrieval.timeparse import AnchoredOffset, TimeRange, asks_about_past, resolve_anchor, resolve_times
+from memory.usage import Usage
+
+ANCHOR_KINDS = ("episode", "relation")
+
+
+@dataclass
+class Retrieval:
+    question: str
+    sub_queries: list[str]
+    time_ranges: list[TimeRange]
+    prefer_current: bool
+    candidates: list[Candidate]
+    plan: VectorPlan
+    usages: list[Usage] = field(default_factory=list)
+
+
+async def retrieve(
+    memory: Memory,
+    conversation_id: int,
+    question: str,
+    question_date: datetime,
+    sub_queries: Sequence[str] = (),
+) -> Retrieval:
+    """Fused candidates for the question and its sub-queries, in one conversation."""
+    parsed = resolve_times(question, question_date)
+    ranges = [r for r in parsed if isinstance(r, TimeRange)]
+    anchors = [r for r in parsed if isinstance(r, AnchoredOffset)]
+    texts = [question, *sub_queries, *(a.anchor for a in anchors)]
+    batch = await memory.embedder.embed(texts)
+    usage = Usage("retrieval", "embed_query", batch.model, 1, batch.prompt_tokens)
+    variants = [QueryVariant(t, v) for t, v in zip(texts, batch.vectors, strict=True)]
+    params = memory.params
+    async with memory.sessions.begin() as session:
+        for anchor, variant in zip(anchors, variants[len(texts) - len(anchors):]):
+            # When did the anchor event happen? The best dated match says; if nothing
+            # matches, the anchor phrase is still searched but there is no time boost.
+            found = await search(session, conversation_id, [variant], top=params.search_top, kinds=ANCHOR_KINDS)
+            dated = next((c for c in found.candidates if c.message_time is not None), None)
+            if dated is not None:
+                ranges.append(resolve_anchor(anchor, dated.message_time))
+        prefer_current = not asks_about_past(question, parsed, question_date)
+        result = await search(
+            session,
+            conversation_id,
+            variants,
+            top=params.search_top,
+            rrf_k=params.rrf_k,
+            time_ranges=ranges,
+            prefer_current=prefer_current,
+        )
+    return Retrieval(question, list(sub_queries), ranges, prefer_current, result.candidates, result.plan, [usage])

@@ -1,0 +1,259 @@
+"""Hybrid search over one conversation's search documents.
+
+For every query variant and every document kind: pgvector nearest neighbours (cosine,
+``<=>``) and Postgres full-text search (``websearch_to_tsquery`` ranked by
+``ts_rank_cd``), top ``search_top`` each. All the ranked lists are fused by reciprocal
+rank fusion, which also merges and de-duplicates across variants. Every statement
+filters on ``conversation_id``: nothing from another conversation can come back.
+
+Vector plan. The HNSW index is global over all conversations and pgvector 0.6 filters
+*after* the index returns its ``ef_search`` candidates, so a filtered HNSW scan finds
+too few rows of a conversation that holds a small share of the table. Therefore:
+- a (conversation, kind) with fewer than ``EXACT_SCAN_ROWS`` documents is scanned
+  exactly through ``ix_search_documents_scope`` (the ``+ 0`` on the distance keeps the
+  planner off the HNSW index): exact and, at that size, a few milliseconds;
+- a larger one uses HNSW with ``hnsw.ef_search`` raised (``SET LOCAL``) so that the
+  expected number of candidates of this conversation and kind is ``OVERFETCH`` times the
+  rows wanted; when that would need more than pgvector's maximum ef_search (1000), the
+  exact scan is used: slower but never silently incomplete.
+Figures are printed by ``stashbird bench retrieval``.
+
+Full-text query. ``websearch_to_tsquery`` joins words with AND, which for a natural
+question matches almost nothing; the question's words are joined with ``or`` (the
+websearch syntax for OR) so that any of them may match and ``ts_rank_cd`` ranks the
+documents that cover more of them, closer together, first.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from pgvector.sqlalchemy import Vector
+from sqlalchemy import bindparam, text
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from memory.retrieval.fusion import preference_weight, ranked, reciprocal_rank_fusion, weigh
+from memory.retrieval.timeparse import TimeRange
+from memory.search_index import KINDS
+
+EXACT_SCAN_ROWS = 20_000
+OVERFETCH = 3.0
+MAX_EF_SEARCH = 1000
+METHODS = ("vector", "text")
+_WORD = re.compile(r"[^\W_]+(?:'[^\W_]+)?")
+_OPERATOR_WORDS = {"or", "and", "not"}
+
+Key = tuple[str, int]  # (kind, ref_id)
+
+
+@dataclass(frozen=True)
+class QueryVariant:
+    """One phrasing of what is asked: the question itself, a sub-query, an anchor phrase."""
+
+    text: str
+    embedding: Sequence[float]
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One fused search result. ``similarity`` is the best cosine similarity any variant
+    reached (0 when only full-text found it); ``text_rank`` the best ts_rank_cd."""
+
+    kind: str
+    ref_id: int
+    text: str
+    message_time: datetime | None
+    is_current: bool
+    score: float
+    similarity: float
+    text_rank: float
+
+    @property
+    def key(self) -> Key:
+        return (self.kind, self.ref_id)
+
+
+@dataclass
+class _Row:
+    kind: str
+    ref_id: int
+    text: str
+    message_time: datetime | None
+    is_current: bool
+    similarity: float = 0.0
+    text_rank: float = 0.0
+
+
+@dataclass(frozen=True)
+class VectorPlan:
+    """How each kind is searched by vector: ``exact`` kinds and ``hnsw`` kinds with the
+    ``ef_search`` to use; kinds with no documents are left out."""
+
+    exact: tuple[str, ...]
+    hnsw: tuple[str, ...] = ()
+    ef_search: int = 0
+
+
+@dataclass
+class SearchResult:
+    candidates: list[Candidate]
+    plan: VectorPlan
+    lists: int = field(default=0)
+
+
+def or_query(question: str) -> str:
+    """The question's words joined by ``or`` for ``websearch_to_tsquery``."""
+    words = [w for w in _WORD.findall(question) if w.lower() not in _OPERATOR_WORDS]
+    return " or ".join(words)
+
+
+def choose_plan(sizes: dict[str, int], table_rows: int, top: int) -> VectorPlan:
+    """Pure plan choice from the per-kind document counts of the conversation and the
+    number of rows of the whole table (see the module docstring)."""
+    exact: list[str] = []
+    hnsw: list[str] = []
+    ef = 0
+    for kind, size in sizes.items():
+        if size == 0:
+            continue
+        if size < EXACT_SCAN_ROWS:
+            exact.append(kind)
+            continue
+        share = size / max(table_rows, size)
+        needed = math.ceil(OVERFETCH * top / share)
+        if needed > MAX_EF_SEARCH:
+            exact.append(kind)
+        else:
+            hnsw.append(kind)
+            ef = max(ef, needed, 40)
+    return VectorPlan(tuple(exact), tuple(hnsw), ef)
+
+
+async def _plan(session: AsyncSession, conversation_id: int, kinds: Sequence[str], top: int) -> VectorPlan:
+    rows = await session.execute(
+        text(
+            "SELECT k.kind, (SELECT count(*) FROM (SELECT 1 FROM search_documents d "
+            "WHERE d.conversation_id = :c AND d.kind = k.kind LIMIT :cap) s) "
+            "FROM unnest(CAST(:kinds AS text[])) AS k(kind)"
+        ),
+        {"c": conversation_id, "kinds": list(kinds), "cap": EXACT_SCAN_ROWS},
+    )
+    sizes = dict(rows.all())
+    large = [kind for kind, size in sizes.items() if size >= EXACT_SCAN_ROWS]
+    table_rows = 0
+    if large:
+        for kind in large:
+            sizes[kind] = (
+                await session.execute(
+                    text("SELECT count(*) FROM search_documents WHERE conversation_id = :c AND kind = :k"),
+                    {"c": conversation_id, "k": kind},
+                )
+            ).scalar_one()
+        table_rows = (
+            await session.execute(text("SELECT reltuples::bigint FROM pg_class WHERE oid = 'search_documents'::regclass"))
+        ).scalar_one()
+    return choose_plan(sizes, table_rows, top)
+
+
+_COLUMNS = "kind, ref_id, text, message_time, is_current"
+
+
+def _vector_sql(kinds: Sequence[str], exact: bool) -> str:
+    order = "(embedding <=> :q) + 0" if exact else "embedding <=> :q"
+    parts = [
+        f"(SELECT {_COLUMNS}, 1 - (embedding <=> :q) AS score FROM search_documents "
+        f"WHERE conversation_id = :c AND kind = '{kind}' ORDER BY {order} LIMIT :n)"
+        for kind in kinds
+    ]
+    return " UNION ALL ".join(parts)
+
+
+def _text_sql(kinds: Sequence[str]) -> str:
+    parts = [
+        f"(SELECT {_COLUMNS}, ts_rank_cd(tsv, query) AS score "
+        "FROM search_documents, websearch_to_tsquery('english', :t) AS query "
+        f"WHERE conversation_id = :c AND kind = '{kind}' AND tsv @@ query ORDER BY score DESC LIMIT :n)"
+        for kind in kinds
+    ]
+    return " UNION ALL ".join(parts)
+
+
+async def _ranked_lists(
+    session: AsyncSession, sql: str, params: dict, rows: dict[Key, _Row], field_name: str, vector: bool
+) -> list[list[Key]]:
+    statement = text(sql)
+    if vector:
+        statement = statement.bindparams(bindparam("q", type_=Vector()))
+    lists: dict[str, list[Key]] = {}
+    for kind, ref_id, doc_text, message_time, is_current, score in await session.execute(statement, params):
+        key = (kind, ref_id)
+        row = rows.setdefault(key, _Row(kind, ref_id, doc_text, message_time, is_current))
+        setattr(row, field_name, max(getattr(row, field_name), float(score)))
+        lists.setdefault(kind, []).append(key)
+    return list(lists.values())
+
+
+async def search(
+    session: AsyncSession,
+    conversation_id: int,
+    variants: Sequence[QueryVariant],
+    *,
+    top: int = 60,
+    rrf_k: int = 60,
+    kinds: Sequence[str] = KINDS,
+    time_ranges: Sequence[TimeRange] = (),
+    prefer_current: bool = True,
+    methods: Sequence[str] = METHODS,
+) -> SearchResult:
+    """Fused candidates for all ``variants`` in one conversation, best first.
+
+    ``methods`` limits the search to ``vector`` or ``text`` (the benchmark baselines).
+    Run inside a transaction (the HNSW plan sets ``hnsw.ef_search`` locally).
+    """
+    unknown = (set(kinds) - set(KINDS)) | (set(methods) - set(METHODS))
+    if unknown:
+        raise ValueError(f"unknown document kinds or search methods: {sorted(unknown)}")
+    plan = await _plan(session, conversation_id, kinds, top)
+    if plan.hnsw:
+        await session.execute(text(f"SET LOCAL hnsw.ef_search = {int(plan.ef_search)}"))
+    rows: dict[Key, _Row] = {}
+    rankings: list[list[Key]] = []
+    for variant in variants:
+        base = {"c": conversation_id, "n": top}
+        for kinds_, exact in ((plan.exact, True), (plan.hnsw, False)):
+            if kinds_ and "vector" in methods:
+                rankings += await _ranked_lists(
+                    session, _vector_sql(kinds_, exact), {**base, "q": list(variant.embedding)}, rows, "similarity", True
+                )
+        words = or_query(variant.text)
+        searchable = [k for k in kinds if k in plan.exact or k in plan.hnsw]
+        if words and searchable and "text" in methods:
+            rankings += await _ranked_lists(
+                session, _text_sql(searchable), {**base, "t": words}, rows, "text_rank", False
+            )
+    fused = reciprocal_rank_fusion(rankings, rrf_k)
+
+    def weight(key: Key) -> float:
+        row = rows[key]
+        in_range = row.message_time is not None and any(r.contains(row.message_time) for r in time_ranges)
+        return preference_weight(is_current=row.is_current, in_time_range=in_range, prefer_current=prefer_current)
+
+    scores = weigh(fused, weight)
+    candidates = [
+        Candidate(
+            kind=rows[key].kind,
+            ref_id=rows[key].ref_id,
+            text=rows[key].text,
+            message_time=rows[key].message_time,
+            is_current=rows[key].is_current,
+            score=scores[key],
+            similarity=rows[key].similarity,
+            text_rank=rows[key].text_rank,
+        )
+        for key in ranked(scores, tie_break=lambda key: (-rows[key].similarity, key))
+    ]
+    return SearchResult(candidates, plan, len(rankings))
