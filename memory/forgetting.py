@@ -15,10 +15,11 @@ Decisions beyond Algorithm 1, and why:
   and its embedding is cleared, since every mention that gave it that name (and the
   vector made from it) was deleted.
 - An entity that lost the episode but keeps other support keeps its name (other
-  messages still mention it) but loses its summary and attributes: they have no
-  per-sentence provenance, so they may quote the deleted message. Its search document
-  is rewritten from what is left, reusing the stored vector (no embedding call under
-  the locks). Consolidation rewrites the summary when the entity is next mentioned.
+  messages still mention it). If its summary was written from the episode
+  (``attributes.summary_episode_ids``, or when that is unknown) the summary may quote
+  it, so summary and attributes are cleared and its search document rewritten from
+  name and type, with the stored name vector (no embedding call under the locks).
+  Consolidation writes a new summary when the entity is next mentioned.
 - A dirtied community's label and summary are cleared along with its search document.
 - Rolling-context entries that drew on the episode are rewritten to the entity's
   surviving name and type, or dropped (forgetting_rules.prune_rolling_context).
@@ -217,7 +218,7 @@ async def load_subgraph(session: AsyncSession, conversation_id: int, episode_id:
 # --- writing a decision --------------------------------------------------------------
 
 
-async def apply_decision(session: AsyncSession, conversation_id: int, decision: Decision) -> int:
+async def apply_decision(session: AsyncSession, conversation_id: int, decision: Decision, episode_id: int) -> int:
     """Write a deletion decision's graph changes; returns the search documents removed.
 
     Shared by Stashbird's rule and the benchmark's comparison policies.
@@ -258,7 +259,7 @@ async def apply_decision(session: AsyncSession, conversation_id: int, decision: 
         removed += await remove_documents(session, "entity", ids)
         await session.execute(delete(Entity).where(Entity.conversation_id == conversation_id, Entity.id.in_(ids)))
     if decision.entities_kept:
-        await _clear_derived_metadata(session, conversation_id, decision.entities_kept)
+        await _clear_derived_metadata(session, conversation_id, decision.entities_kept, episode_id)
     if decision.communities_dirtied:
         ids = list(decision.communities_dirtied)
         removed += await remove_documents(session, "community", ids)
@@ -270,8 +271,15 @@ async def apply_decision(session: AsyncSession, conversation_id: int, decision: 
     return removed
 
 
-async def _clear_derived_metadata(session: AsyncSession, conversation_id: int, entity_ids: Iterable[int]) -> None:
-    """Summary and attributes of entities that lost support may quote the lost message."""
+async def _clear_derived_metadata(
+    session: AsyncSession, conversation_id: int, entity_ids: Iterable[int], episode_id: int
+) -> None:
+    """A summary written from the lost message (``attributes.summary_episode_ids``, or
+    unknown provenance) may quote it: clear it and re-index the entity without it."""
+    drew_on = or_(
+        ~Entity.attributes.has_key("summary_episode_ids"),
+        Entity.attributes["summary_episode_ids"].contains([episode_id]),
+    )
     rows = (
         await session.execute(
             update(Entity)
@@ -279,6 +287,7 @@ async def _clear_derived_metadata(session: AsyncSession, conversation_id: int, e
                 Entity.conversation_id == conversation_id,
                 Entity.id.in_(list(entity_ids)),
                 or_(Entity.summary != "", Entity.attributes != {}),
+                drew_on,
             )
             .values(summary="", attributes={})
             .returning(Entity.id, Entity.name, Entity.type, Entity.embedding)
@@ -372,7 +381,7 @@ async def retract_support(
         entities_kept=sorted(decision.entities_kept),
         communities_dirtied=sorted(decision.communities_dirtied),
     )
-    retraction.documents_removed = await apply_decision(session, conversation_id, decision)
+    retraction.documents_removed = await apply_decision(session, conversation_id, decision, episode_id)
     gone = set(decision.entities_removed | decision.entities_anchored)
     await _update_checkpoint(session, conversation_id, episode_id, gone, requeue, retraction)
     retraction.answers_withdrawn = await _withdraw_answers(session, conversation_id, episode_id)

@@ -74,6 +74,10 @@ async def test_every_branch_of_one_deletion(memory: Memory, conversation_id: int
         boston = await entity(session, cid, "Boston", [e1])
         paris = await entity(session, cid, "Paris", [e1])
         cat = await entity(session, cid, "Cat", [e2])
+        bob = await create_entity(
+            session, cid, name="Bob", type_="person", summary="Bob is kind", embedding=VECTOR,
+            episode_ids=[e1, e2], attributes={"summary_episode_ids": [e2]},
+        )
         lives = await relation(session, cid, ann, boston, "Ann lives in Boston", [e1])
         visited = await relation(session, cid, ann, paris, "Ann visited Paris", [e1, e2])
         owns = await relation(session, cid, ann, cat, "Ann owns a cat", [e2])
@@ -85,7 +89,7 @@ async def test_every_branch_of_one_deletion(memory: Memory, conversation_id: int
     r = report.retraction
     assert report.status == "deleted" and report.episode_id == e1
     assert r.relations_removed == [lives] and r.relations_kept == [visited]
-    assert r.entities_removed == [boston] and r.entities_anchored == [paris] and r.entities_kept == [ann]
+    assert r.entities_removed == [boston] and r.entities_anchored == [paris] and r.entities_kept == [ann, bob]
     assert r.communities_dirtied == [with_ann]
     async with memory.sessions() as session:
         relations = dict((await session.execute(select(Relation.id, Relation.status).where(Relation.conversation_id == cid))).all())
@@ -96,12 +100,13 @@ async def test_every_branch_of_one_deletion(memory: Memory, conversation_id: int
         provenance_left = (await session.execute(select(EntityProvenance.entity_id).where(EntityProvenance.episode_id == e1))).all()
     assert relations == {visited: "active", owns: "active"}
     assert support == {e2}
-    assert set(entities) == {ann, paris, cat}
+    assert set(entities) == {ann, paris, cat, bob}
     anchor = entities[paris]
     assert anchor.is_anchor and anchor.name == f"anchor:{paris}" and anchor.embedding is None and anchor.summary == ""
     assert entities[ann].summary == "" and entities[ann].name == "Ann"  # summary may have quoted m1
+    assert entities[bob].summary == "Bob is kind"  # written from m2 only
     assert await documents(memory, "relation", [lives, visited, owns]) == {visited, owns}
-    assert await documents(memory, "entity", [ann, boston, paris, cat]) == {ann, cat}
+    assert await documents(memory, "entity", [ann, boston, paris, cat, bob]) == {ann, cat, bob}
     assert await documents(memory, "community", [with_ann, cats_only]) == {cats_only}
     assert await documents(memory, "episode", [e1, e2]) == {e2}
     assert dirty == {with_ann: True, cats_only: False}
