@@ -50,8 +50,13 @@ async def create_entity(
     summary: str,
     embedding: Sequence[float],
     episode_ids: Iterable[int],
+    document_embedding: Sequence[float] | None = None,
+    attributes: dict | None = None,
 ) -> int:
-    """A new entity with its provenance and search document."""
+    """A new entity with its provenance and search document.
+
+    ``embedding`` is what entity resolution compares (consolidation embeds the name);
+    ``document_embedding``, when given, is the search document's (its full text)."""
     entity_id = (
         await session.execute(
             insert(Entity)
@@ -61,14 +66,16 @@ async def create_entity(
                 type=type_,
                 summary=summary,
                 embedding=list(embedding),
-                attributes={},
+                attributes=attributes or {},
             )
             .returning(Entity.id)
         )
     ).scalar_one()
     await add_entity_support(session, conversation_id, entity_id, episode_ids)
     await upsert_documents(
-        session, conversation_id, [Document("entity", entity_id, entity_document_text(name, type_, summary), embedding)]
+        session,
+        conversation_id,
+        [Document("entity", entity_id, entity_document_text(name, type_, summary), document_embedding or embedding)],
     )
     return entity_id
 
@@ -124,4 +131,31 @@ async def supersede_relation(
         update(SearchDocument)
         .where(SearchDocument.kind == "relation", SearchDocument.ref_id == relation_id)
         .values(is_current=False)
+    )
+
+
+async def update_entity_summary(
+    session: AsyncSession,
+    conversation_id: int,
+    entity_id: int,
+    *,
+    summary: str,
+    document_embedding: Sequence[float],
+    summary_episode_ids: Iterable[int],
+) -> None:
+    """Replace an entity's summary and its search document; ``summary_episode_ids`` (in
+    ``attributes``) are the episodes the summary was written from, so that deleting one
+    of them can clear it."""
+    row = (
+        await session.execute(
+            update(Entity)
+            .where(Entity.id == entity_id, Entity.conversation_id == conversation_id)
+            .values(summary=summary, attributes={"summary_episode_ids": sorted(set(summary_episode_ids))})
+            .returning(Entity.name, Entity.type)
+        )
+    ).one()
+    await upsert_documents(
+        session,
+        conversation_id,
+        [Document("entity", entity_id, entity_document_text(row.name, row.type, summary), document_embedding)],
     )

@@ -12,6 +12,7 @@ class MemoryParams:
     chunk_overlap: float = 0.10
     summary_tokens: int = 15_000
     context_tokens: int = 4_000
+    offline_summary_tokens: int = 500  # without an LLM the summary is the newest lines within this
     # entity reconciliation
     entity_neighbours: int = 5
     merge_threshold: float = 0.85
