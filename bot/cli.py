@@ -22,6 +22,8 @@ COMMANDS = {
     "demo": "ingest a bundled sample conversation and show what was stored",
     "ingest": "append messages from a JSON Lines or LoCoMo file",
     "usage": "LLM and embedding usage totals of a conversation",
+    "consolidate": "turn new messages into entities and relations with provenance",
+    "ask": "answer a question from a conversation's memory, with citations",
     "forget": "delete a message and everything that rested only on it",
     "bench": "benchmarks that print their figures",
 }

@@ -47,6 +47,7 @@ class EvidenceItem:
     text: str
     score: float
     similarity: float
+    text_rank: float
     is_current: bool
     episode: EpisodeRef | None = None  # the message itself, for an episode item
     supporting: tuple[EpisodeRef, ...] = ()  # for entity and relation items
@@ -141,6 +142,7 @@ async def assemble(
                 text=candidate.text,
                 score=candidate.score,
                 similarity=candidate.similarity,
+                text_rank=candidate.text_rank,
                 is_current=candidate.is_current,
                 episode=episode,
                 supporting=tuple(episodes[e] for e in support_ids if e in episodes),

@@ -1,0 +1,65 @@
+"""``stashbird ask --conversation C "question" [--date YYYY-MM-DD]``: answer from memory
+with citations (LLM when configured, else the best evidence quoted)."""
+
+from __future__ import annotations
+
+import argparse
+from datetime import datetime, timezone
+
+from bot.runtime import memory_from_settings
+from bot.settings import Settings
+from memory.answering import Answer, answer
+from memory.errors import ValidationError
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("question", help="the question to answer from memory")
+    parser.add_argument("--conversation", required=True, help="conversation name, or platform:workspace:channel")
+    parser.add_argument("--date", help="the question's date, YYYY-MM-DD (default: today); relative times resolve against it")
+    parser.add_argument("--k", type=int, default=None, help="evidence items to keep (default 30)")
+    parser.add_argument("--principal", default="cli", help="who is asking, for the audit log")
+
+
+def parse_date(value: str | None) -> datetime | None:
+    if value is None:
+        return None
+    try:
+        return datetime.strptime(value, "%Y-%m-%d").replace(hour=12, tzinfo=timezone.utc)
+    except ValueError:
+        raise ValidationError("date", f"expected YYYY-MM-DD, got {value!r}") from None
+
+
+async def run(args: argparse.Namespace, settings: Settings) -> dict:
+    question_date = parse_date(args.date)
+    async with memory_from_settings(settings) as memory:
+        result: Answer = await answer(memory, args.conversation, args.question, question_date, args.principal, args.k)
+    return {"conversation": args.conversation, **result.to_dict()}
+
+
+def render_answer(result: dict) -> list[str]:
+    """The answer and its citations as lines (shared with ``stashbird demo``)."""
+    lines = [f"Q: {result['question']}", f"A: {result['answer']}"]
+    for citation in result["citations"]:
+        lines.append(
+            f"   [{citation['label']}] message {citation['platform_message_id']} by {citation['speaker']} "
+            f"on {str(citation['message_time'])[:16]}"
+        )
+    return lines
+
+
+def render(result: dict) -> str:
+    lines = render_answer(result)
+    if result["sub_queries"]:
+        lines.append("sub-queries: " + "; ".join(result["sub_queries"]))
+    if result["time_ranges"]:
+        lines.append(
+            "times: " + "; ".join(f"{r['expression']} = {r['start'][:10]} .. {r['end'][:10]}" for r in result["time_ranges"])
+        )
+    lines += [f"note: {note}" for note in result["notes"]]
+    calls = sum(u["calls"] for u in result["usage"])
+    tokens = sum(u["prompt_tokens"] + u["completion_tokens"] for u in result["usage"])
+    lines.append(
+        f"({result['mode']} answer from {len(result['evidence'])} evidence items; {calls} model calls, "
+        f"{tokens} tokens; trace {result['trace_id']})"
+    )
+    return "\n".join(lines)

@@ -1,0 +1,79 @@
+"""Reciprocal rank fusion math and the preferences applied to fused scores (pure)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import pytest
+from hypothesis import given, strategies as st
+
+from memory.retrieval.fusion import (
+    IN_RANGE_WEIGHT,
+    SUPERSEDED_WEIGHT,
+    preference_weight,
+    ranked,
+    reciprocal_rank_fusion,
+)
+from memory.retrieval.llm_steps import apply_scores, clean_sub_queries, needs_decomposition
+from memory.retrieval.search import Candidate, choose_plan, or_query
+
+
+def test_rrf_scores_are_sums_of_reciprocal_ranks() -> None:
+    scores = reciprocal_rank_fusion([["a", "b", "c"], ["b", "a"], ["c"]], k=60)
+    assert scores["a"] == pytest.approx(1 / 61 + 1 / 62)
+    assert scores["b"] == pytest.approx(1 / 62 + 1 / 61)
+    assert scores["c"] == pytest.approx(1 / 63 + 1 / 61)
+    assert ranked(scores, tie_break=str) == ["a", "b", "c"]  # a, b tie; c is lower
+
+
+def test_rrf_counts_a_repeated_key_once_per_list() -> None:
+    assert reciprocal_rank_fusion([["a", "a", "b"]], k=1) == {"a": 0.5, "b": pytest.approx(1 / 4)}
+
+
+@given(st.lists(st.lists(st.integers(0, 20), max_size=15, unique=True), max_size=6), st.integers(1, 100))
+def test_agreement_never_hurts(lists: list[list[int]], k: int) -> None:
+    """Adding a list can only raise scores, and a key at rank 1 everywhere is best."""
+    base = reciprocal_rank_fusion(lists, k)
+    more = reciprocal_rank_fusion(lists + [[99] + sorted(base)], k)
+    assert all(more[key] >= base[key] for key in base)
+    top = reciprocal_rank_fusion([[7] + l for l in lists] + [[7]], k)
+    assert max(top, key=top.get) == 7
+
+
+def test_preferences() -> None:
+    assert preference_weight(is_current=False, in_time_range=False, prefer_current=True) == SUPERSEDED_WEIGHT
+    assert preference_weight(is_current=False, in_time_range=False, prefer_current=False) == 1.0
+    assert preference_weight(is_current=True, in_time_range=True, prefer_current=True) == IN_RANGE_WEIGHT
+
+
+def _candidate(ref_id: int) -> Candidate:
+    return Candidate("episode", ref_id, f"t{ref_id}", datetime(2024, 1, 1, tzinfo=timezone.utc), True, 1.0 / ref_id, 0.5, 0.1)
+
+
+def test_rerank_scores_reorder_and_keep_the_best() -> None:
+    candidates = [_candidate(i) for i in (1, 2, 3, 4)]
+    kept = apply_scores(candidates, {3: 9.0, 1: 2.0, 4: 2.0}, keep=3)
+    assert [c.ref_id for c in kept] == [3, 1, 4]
+
+
+def test_sub_queries_are_cleaned_and_bounded() -> None:
+    assert clean_sub_queries("Q?", ["q?", " a  b ", "a b", "", "c", "d", "e"], 3) == ["a b", "c", "d"]
+
+
+def test_when_to_decompose() -> None:
+    now = datetime(2023, 7, 12, tzinfo=timezone.utc)
+    assert needs_decomposition("What do Caroline and Melanie both like?", now)
+    assert needs_decomposition("What did Ann do last week?", now)
+    assert not needs_decomposition("What did Caroline research?", now)
+
+
+def test_or_query_joins_words() -> None:
+    assert or_query("What's Ann's job, or hobby?") == "What's or Ann's or job or hobby"
+
+
+def test_vector_plan() -> None:
+    assert choose_plan({"episode": 500, "entity": 0}, 10_000, 60).exact == ("episode",)
+    big = choose_plan({"episode": 100_000, "relation": 30_000}, 140_000, 60)
+    assert big.hnsw == ("episode", "relation") and big.ef_search == 840
+    tiny_share = choose_plan({"episode": 25_000}, 10_000_000, 60)
+    assert tiny_share.exact == ("episode",) and not tiny_share.hnsw

@@ -1,0 +1,116 @@
+"""Hybrid search over a real database: scoping, current-over-superseded, evidence
+assembly with supporting episodes."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+from sqlalchemy import select
+
+from memory.conversations import ConversationRef, ensure_conversation
+from memory.core import Memory
+from memory.episodes import append_messages, validate_message
+from memory.graph import create_entity, create_relation, supersede_relation
+from memory.retrieval.evidence import assemble
+from memory.retrieval.pipeline import retrieve
+from memory.retrieval.search import QueryVariant, search
+from memory.schema import SearchDocument
+
+T0 = datetime(2024, 5, 1, 9, tzinfo=timezone.utc)
+TEXTS = [
+    ("ann", "I adopted a puppy named Biscuit from the shelter."),
+    ("bob", "Our team ships the billing service on Friday."),
+    ("ann", "Biscuit chewed my running shoes again."),
+    ("cat", "The quarterly planning meeting moved to Room 4."),
+]
+
+
+async def _store(memory: Memory, conversation_id: int, texts=TEXTS, prefix: str = "m") -> list[int]:
+    messages = [
+        validate_message({"id": f"{prefix}{i}", "author": who, "text": body, "ts": T0 + timedelta(hours=i)})
+        for i, (who, body) in enumerate(texts)
+    ]
+    async with memory.sessions.begin() as session:
+        return [r.episode_id for r in await append_messages(session, memory.embedder, conversation_id, messages)]
+
+
+async def test_search_never_leaves_its_conversation(memory: Memory, conversation_id: int) -> None:
+    mine = await _store(memory, conversation_id)
+    async with memory.sessions.begin() as session:
+        other = await ensure_conversation(session, ConversationRef("test", "", f"other-{conversation_id}"))
+    theirs = await _store(memory, other, prefix="x")
+    vector = (await memory.embedder.embed(["Ann puppy Biscuit"])).vectors[0]
+    async with memory.sessions.begin() as session:
+        await create_entity(session, other, name="Biscuit", type_="animal", summary="Ann's puppy", embedding=vector, episode_ids=[theirs[0]])
+    async with memory.sessions.begin() as session:
+        found = await search(session, conversation_id, [QueryVariant("Ann puppy Biscuit", vector)])
+        scopes = {
+            (d.kind, d.ref_id): d.conversation_id
+            for d in (await session.execute(select(SearchDocument).where(SearchDocument.conversation_id.in_([conversation_id, other])))).scalars()
+        }
+    keys = [c.key for c in found.candidates]
+    assert keys, "the conversation's own messages must be found"
+    assert all(scopes[key] == conversation_id for key in keys)
+    assert {ref for kind, ref in keys if kind == "episode"} == set(mine)
+    assert keys[0] in {("episode", mine[0]), ("episode", mine[2])}
+
+
+async def test_current_fact_outranks_superseded_unless_past(memory: Memory, conversation_id: int) -> None:
+    episodes = await _store(memory, conversation_id, [("ann", "I live in Boston."), ("ann", "I moved to Berlin!")])
+    vector = (await memory.embedder.embed(["Ann lives in a city"])).vectors[0]
+    async with memory.sessions.begin() as session:
+        ann = await create_entity(session, conversation_id, name="Ann", type_="person", summary="", embedding=vector, episode_ids=episodes)
+        city = await create_entity(session, conversation_id, name="City", type_="place", summary="", embedding=vector, episode_ids=episodes)
+        # Same embedding and similar wording: only the preference separates them.
+        old = await create_relation(session, conversation_id, subject_id=ann, object_id=city, predicate="lives_in", fact="Ann lives in Boston", embedding=vector, episode_ids=[episodes[0]])
+        new = await create_relation(session, conversation_id, subject_id=ann, object_id=city, predicate="lives_in", fact="Ann lives in Berlin", embedding=vector, episode_ids=[episodes[1]])
+        await supersede_relation(session, old, new, T0 + timedelta(hours=1))
+    variant = QueryVariant("Where does Ann live?", vector)
+
+    async def relation_scores(prefer_current: bool) -> dict[int, float]:
+        async with memory.sessions.begin() as session:
+            found = await search(session, conversation_id, [variant], kinds=("relation",), prefer_current=prefer_current)
+        return {c.ref_id: c.score for c in found.candidates}
+
+    now_scores, past_scores = await relation_scores(True), await relation_scores(False)
+    assert now_scores[new] > now_scores[old]
+    assert now_scores[old] == past_scores[old] / 2
+    before = await retrieve(memory, conversation_id, "Where did Ann live before?", T0 + timedelta(days=3))
+    current = await retrieve(memory, conversation_id, "Where does Ann live?", T0 + timedelta(days=3))
+    assert not before.prefer_current and current.prefer_current
+    relations = [c.ref_id for c in current.candidates if c.kind == "relation"]
+    assert relations.index(new) < relations.index(old)
+
+
+async def test_evidence_carries_speaker_time_and_supporting_episodes(memory: Memory, conversation_id: int) -> None:
+    episodes = await _store(memory, conversation_id)
+    vector = (await memory.embedder.embed(["Biscuit is Ann's puppy"])).vectors[0]
+    async with memory.sessions.begin() as session:
+        dog = await create_entity(session, conversation_id, name="Biscuit", type_="animal", summary="Ann's puppy", embedding=vector, episode_ids=[episodes[0], episodes[2]])
+        await create_relation(session, conversation_id, subject_id=dog, object_id=dog, predicate="owned_by", fact="Biscuit is Ann's puppy", embedding=vector, episode_ids=[episodes[0]])
+    retrieval = await retrieve(memory, conversation_id, "Who is Biscuit?", T0 + timedelta(days=1))
+    async with memory.sessions() as session:
+        items = await assemble(session, conversation_id, retrieval.candidates, 30)
+    by_kind = {item.kind: item for item in reversed(items)}
+    assert by_kind["relation"].text == "Biscuit is Ann's puppy"
+    assert [e.episode_id for e in by_kind["relation"].supporting] == [episodes[0]]
+    assert {e.episode_id for e in by_kind["entity"].supporting} == {episodes[0], episodes[2]}
+    episode_item = by_kind["episode"]
+    assert episode_item.episode.speaker in {"ann", "bob", "cat"}
+    assert episode_item.episode.message_time >= T0
+    assert [item.label for item in items] == [f"E{i}" for i in range(1, len(items) + 1)]
+
+
+async def test_time_expression_boosts_messages_of_that_day(memory: Memory, conversation_id: int) -> None:
+    texts = [("ann", "I went for a run in the park."), ("ann", "I went for a run by the river.")]
+    messages = [
+        validate_message({"id": f"r{i}", "author": who, "text": body, "ts": T0 + timedelta(days=i)})
+        for i, (who, body) in enumerate(texts)
+    ]
+    async with memory.sessions.begin() as session:
+        park, river = [r.episode_id for r in await append_messages(session, memory.embedder, conversation_id, messages)]
+    asked = T0 + timedelta(days=1, hours=5)
+    today = await retrieve(memory, conversation_id, "Where did Ann go for a run today?", asked)
+    yesterday = await retrieve(memory, conversation_id, "Where did Ann go for a run yesterday?", asked)
+    assert [c.ref_id for c in today.candidates[:1]] == [river]
+    assert [c.ref_id for c in yesterday.candidates[:1]] == [park]
