@@ -1,0 +1,159 @@
+"""Answers: extractive offline (quote or not in memory), the LLM path through the
+scripted server (decompose, rerank, answer, usage), and the stored trace."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from sqlalchemy import select
+
+from memory.answering import NOT_IN_MEMORY, answer
+from memory.conversations import ConversationRef
+from memory.core import Memory
+from memory.episodes import validate_message
+from memory.errors import ValidationError
+from memory.ingest import ingest_messages
+from memory.schema import AnswerEvidence, AnswerTrace, AuditEntry, Episode, UsageEntry
+
+T0 = datetime(2024, 5, 6, 9, tzinfo=timezone.utc)
+CHAT = [
+    ("priya", "user", "The Atlas launch review is on Thursday at 3pm in Room 4."),
+    ("tom", "user", "I moved to the Berlin office last week."),
+    ("marco", "user", "Lunch on Wednesday at the Thai place?"),
+    ("stashbird", "bot", "Noted: the Atlas launch review is on Thursday."),
+    ("alice", "user", "My cat Pixel knocked the monitor off my desk."),
+]
+
+
+async def _chat(memory: Memory, ref: ConversationRef) -> dict[str, int]:
+    messages = [
+        validate_message({"id": f"m{i}", "author": who, "role": role, "text": body, "ts": T0 + timedelta(minutes=i)})
+        for i, (who, role, body) in enumerate(CHAT)
+    ]
+    await ingest_messages(memory, ref, messages)
+    async with memory.sessions() as session:
+        rows = await session.execute(select(Episode.platform_message_id, Episode.id).where(Episode.platform_message_id.in_([m.platform_message_id for m in messages]), Episode.conversation_id == (await _id(session, ref))))
+        return dict(rows.all())
+
+
+async def _id(session, ref: ConversationRef) -> int:
+    from memory.conversations import find_conversation
+
+    return await find_conversation(session, ref)
+
+
+async def test_extractive_answer_quotes_speaker_and_date(memory: Memory, conversation_ref: ConversationRef, conversation_id: int) -> None:
+    episodes = await _chat(memory, conversation_ref)
+    result = await answer(memory, conversation_ref, "Where did Tom move?", T0 + timedelta(days=1))
+    assert result.mode == "extractive" and result.in_memory
+    assert result.answer.startswith('tom said on 06 May 2024: "I moved to the Berlin office last week."')
+    assert [(c.episode_id, c.platform_message_id, c.speaker) for c in result.citations] == [(episodes["m1"], "m1", "tom")]
+    assert result.citations[0].message_time == T0 + timedelta(minutes=1)
+
+
+async def test_not_in_memory_when_nothing_relevant(memory: Memory, conversation_ref: ConversationRef, conversation_id: int) -> None:
+    await _chat(memory, conversation_ref)
+    result = await answer(memory, conversation_ref, "What is the capital of Peru?", T0 + timedelta(days=1))
+    assert result.answer == NOT_IN_MEMORY
+    assert not result.in_memory and result.citations == []
+    assert result.evidence, "evidence is still shown and traced, it just does not answer"
+
+
+async def test_bot_messages_are_context_not_evidence(memory: Memory, conversation_ref: ConversationRef, conversation_id: int) -> None:
+    await _chat(memory, conversation_ref)
+    result = await answer(memory, conversation_ref, "When is the Atlas launch review?", T0 + timedelta(days=1))
+    assert any(item.is_bot for item in result.evidence)
+    assert result.citations and all(c.speaker != "stashbird" for c in result.citations)
+    assert result.citations[0].platform_message_id == "m0"
+
+
+async def test_trace_usage_and_audit_are_stored(memory: Memory, conversation_ref: ConversationRef, conversation_id: int) -> None:
+    await _chat(memory, conversation_ref)
+    result = await answer(memory, conversation_ref, "Who has a cat?", T0 + timedelta(days=1), principal="U123", k=3)
+    assert len(result.evidence) == 3
+    async with memory.sessions() as session:
+        trace = (await session.execute(select(AnswerTrace).where(AnswerTrace.id == result.trace_id))).scalar_one()
+        linked = set((await session.execute(select(AnswerEvidence.episode_id).where(AnswerEvidence.trace_id == trace.id))).scalars())
+        audit = (await session.execute(select(AuditEntry).where(AuditEntry.conversation_id == conversation_id, AuditEntry.action == "answer"))).scalar_one()
+        ledger = (await session.execute(select(UsageEntry.operation, UsageEntry.phase, UsageEntry.prompt_tokens).where(UsageEntry.conversation_id == conversation_id, UsageEntry.phase == "retrieval"))).all()
+    assert (trace.conversation_id, trace.principal, trace.question, trace.answer) == (conversation_id, "U123", "Who has a cat?", result.answer)
+    assert linked == {e.episode_id for item in result.evidence for e in item.episodes}
+    assert audit.details == {"trace_id": trace.id, "evidence_items": 3, "evidence_episodes": len(linked)}
+    assert [(op, phase) for op, phase, _ in ledger] == [("embed_query", "retrieval")] and ledger[0][2] > 0
+    assert trace.usage["embed_query"]["calls"] == 1
+
+
+async def test_unknown_conversation_and_empty_question_are_refused(memory: Memory, conversation_ref: ConversationRef) -> None:
+    with pytest.raises(ValidationError, match="conversation"):
+        await answer(memory, "no-such-conversation-anywhere", "hello?")
+    with pytest.raises(ValidationError, match="question"):
+        await answer(memory, conversation_ref, "  ")
+
+
+async def test_llm_path_decomposes_reranks_answers_and_records_usage(
+    llm_memory: Memory, scripted_llm, conversation_ref: ConversationRef, conversation_id: int
+) -> None:
+    episodes = await _chat(llm_memory, conversation_ref)
+
+    def rerank(request) -> dict:
+        numbers = re.findall(r"^(\d+)\. .*$", request.user, re.MULTILINE)
+        berlin = [int(n) for n, line in zip(numbers, re.findall(r"^\d+\. (.*)$", request.user, re.MULTILINE)) if "Berlin" in line]
+        return {"scores": [{"id": int(n), "score": 10 if int(n) in berlin else 1} for n in numbers]}
+
+    def respond(request) -> dict:
+        label = re.search(r"\[(E\d+)\] \S+ tom: I moved to the Berlin", request.user).group(1)
+        return {"answer": "Tom moved to Berlin, and lunch is at the Thai place.", "citations": [label, "E99"], "in_memory": True}
+
+    scripted_llm.on("decompose", lambda request: {"queries": ["Where did Tom move?", "Where is lunch on Wednesday?"]})
+    scripted_llm.on("rerank", rerank)
+    scripted_llm.on("answer", respond)
+    result = await answer(llm_memory, conversation_ref, "Where did Tom move and where is lunch?", T0 + timedelta(days=1), k=2)
+    assert result.mode == "llm" and result.in_memory
+    assert result.sub_queries == ["Where did Tom move?", "Where is lunch on Wednesday?"]
+    assert scripted_llm.count("decompose") == scripted_llm.count("rerank") == scripted_llm.count("answer") == 1
+    assert len(result.evidence) == 2 and "Berlin" in result.evidence[0].text
+    assert [(c.episode_id, c.platform_message_id) for c in result.citations] == [(episodes["m1"], "m1")]
+    rerank_prompt = scripted_llm.chat_requests("rerank")[0].user
+    assert "Where did Tom move and where is lunch?" in rerank_prompt
+    async with llm_memory.sessions() as session:
+        ledger = {
+            op: (calls, prompt, completion)
+            for op, calls, prompt, completion in await session.execute(
+                select(UsageEntry.operation, UsageEntry.calls, UsageEntry.prompt_tokens, UsageEntry.completion_tokens).where(
+                    UsageEntry.conversation_id == conversation_id, UsageEntry.phase == "retrieval"
+                )
+            )
+        }
+        trace = (await session.execute(select(AnswerTrace).where(AnswerTrace.id == result.trace_id))).scalar_one()
+    assert set(ledger) == {"decompose", "rerank", "answer", "embed_query"}
+    assert all(calls == 1 and prompt > 0 for calls, prompt, _ in ledger.values())
+    assert ledger["answer"][2] > 0
+    assert trace.sub_queries == result.sub_queries
+    assert json.loads(json.dumps(trace.usage))["rerank"]["calls"] == 1
+
+
+async def test_llm_says_plainly_when_memory_lacks_the_answer(
+    llm_memory: Memory, scripted_llm, conversation_ref: ConversationRef, conversation_id: int
+) -> None:
+    await _chat(llm_memory, conversation_ref)
+    scripted_llm.on("answer", lambda request: {"answer": "", "citations": ["E1"], "in_memory": False})
+    result = await answer(llm_memory, conversation_ref, "What is Tom's salary?", T0 + timedelta(days=1))
+    assert result.answer == NOT_IN_MEMORY and not result.in_memory and result.citations == []
+    assert scripted_llm.count("decompose") == 0  # a focused question is not decomposed
+    assert scripted_llm.count("rerank") == 1
+
+
+async def test_failed_rerank_falls_back_to_fused_order(
+    llm_memory: Memory, scripted_llm, conversation_ref: ConversationRef, conversation_id: int
+) -> None:
+    await _chat(llm_memory, conversation_ref)
+    scripted_llm.fail_next(5, status=500, operation="rerank")
+    scripted_llm.on("answer", lambda request: {"answer": "Room 4.", "citations": ["E1", "E2"], "in_memory": True})
+    result = await answer(llm_memory, conversation_ref, "Where is the Atlas launch review?", T0 + timedelta(days=1))
+    assert result.answer == "Room 4." and result.notes and result.notes[0].startswith("rerank skipped")
+    # Fused order: the review message and the bot's echo of it lead; the bot is never cited.
+    assert {item.episode.platform_message_id for item in result.evidence[:2]} == {"m0", "m3"}
+    assert [c.platform_message_id for c in result.citations] == ["m0"]
