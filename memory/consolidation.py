@@ -314,6 +314,19 @@ async def resolve_conversation(memory: Memory, conversation: ConversationRef | i
     return conversation_id
 
 
+async def unconsolidated_count(session: AsyncSession, conversation_id: int) -> int:
+    """Episodes waiting for consolidation: after the checkpoint, or edited since."""
+    checkpoint = await session.get(Checkpoint, conversation_id)
+    last, pending = (checkpoint.last_episode_id, list(checkpoint.pending_episode_ids or [])) if checkpoint else (0, [])
+    return (
+        await session.execute(
+            select(func.count()).select_from(Episode).where(
+                Episode.conversation_id == conversation_id, (Episode.id > last) | Episode.id.in_(pending)
+            )
+        )
+    ).scalar_one()
+
+
 async def consolidate(
     memory: Memory,
     conversation: ConversationRef | int,
@@ -450,10 +463,13 @@ async def _consolidate_chunk(
         assert checkpoint is not None
         if checkpoint.last_episode_id != state["last"]:
             return False
+        # The rolling context and summary carried from earlier chunks may rest on episodes
+        # deleted since this run read them: check those too, or they would be written back.
+        carried = {e for item in rolling for e in item["episode_ids"]} | set(summary_ids)
         alive = dict(
-            (await session.execute(select(Episode.id, Episode.edited_at).where(Episode.id.in_(list(read_edits))))).all()
+            (await session.execute(select(Episode.id, Episode.edited_at).where(Episode.id.in_(list(set(read_edits) | carried))))).all()
         )
-        deleted = {i for i in read_edits if i not in alive}
+        deleted = {i for i in set(read_edits) | carried if i not in alive}
         edited = {i for i in read_edits if i in alive and alive[i] != read_edits[i]}
         gone = deleted | edited
         report.skipped_deleted += len(gone & set(chunk_ids))
@@ -475,8 +491,10 @@ async def _consolidate_chunk(
         pending = (set(checkpoint.pending_episode_ids or []) - processed_pending - deleted) | (edited & set(chunk_ids))
         checkpoint.last_episode_id = max([state["last"], *chunk_ids])
         checkpoint.pending_episode_ids = sorted(pending)
-        if gone & set(summary_ids):
-            checkpoint.summary_dirty = True  # regenerated below, after this transaction
+        stale_summary = bool(gone & set(summary_ids))
+        if stale_summary:  # it may quote a deleted message: cleared now, regenerated below
+            summary, summary_ids = "", []
+            checkpoint.summary_dirty = True
         checkpoint.summary = summary
         checkpoint.summary_episode_ids = sorted(set(summary_ids))
         checkpoint.rolling_context = rolling
@@ -487,7 +505,7 @@ async def _consolidate_chunk(
         for item in usage:
             await record_usage(session, conversation_id, item)
             report.count_usage(item)
-    if gone & set(summary_ids):
+    if stale_summary:
         from memory.summary import rebuild_summary
 
         async with memory.sessions.begin() as session:
