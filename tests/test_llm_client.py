@@ -9,10 +9,11 @@ import time
 import pytest
 from pydantic import BaseModel
 
-from bot.runtime import build_llm
+from bot.runtime import build_llm, memory_from_settings
 from bot.scripted_llm import ChatRequest, ScriptedLLMServer
 from bot.settings import Settings
 from memory.core import Memory
+from memory.embedder import LocalEmbedder
 from memory.llm import LLMClient, LLMError
 from memory.tokens import count_tokens
 from memory.usage import record_usage, usage_totals
@@ -219,3 +220,16 @@ def test_build_llm_from_settings(scripted_llm: ScriptedLLMServer) -> None:
     client = build_llm(Settings(llm_base_url=scripted_llm.base_url, llm_model="local-model", llm_timeout=5, llm_max_retries=1))
     assert isinstance(client, LLMClient)
     assert (client.model, client.timeout, client.max_retries) == ("local-model", 5, 1)
+
+
+async def test_memory_from_settings_carries_the_llm_and_closes_it(
+    scripted_llm: ScriptedLLMServer, database_url: str, embedder: LocalEmbedder
+) -> None:
+    settings = Settings(database_url=database_url, llm_base_url=scripted_llm.base_url, llm_model="local-model")
+    async with memory_from_settings(settings, embedder) as memory:
+        assert memory.llm is not None
+        result = await memory.llm.complete_text(system="s", user="q", phase="retrieval", operation="answer")
+        assert result.value == "OK." and result.usage.model == "local-model"
+    assert memory.llm._client.is_closed()
+    async with memory_from_settings(Settings(database_url=database_url), embedder) as offline:
+        assert offline.llm is None
