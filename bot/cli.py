@@ -25,6 +25,7 @@ COMMANDS = {
     "consolidate": "turn new messages into entities and relations with provenance",
     "ask": "answer a question from a conversation's memory, with citations",
     "forget": "delete a message and everything that rested only on it",
+    "edit": "correct a message: retract what its old text supported, store and consolidate the new",
     "bench": "benchmarks that print their figures",
 }
 

@@ -1,0 +1,55 @@
+"""``stashbird edit --conversation C --message ID --text "…"``: a changed message is a
+correction. The old version's derived state is retracted as in a deletion, the new text
+is stored in place, and the conversation is consolidated at once (``--no-consolidate``
+leaves the edit queued for the next consolidation run)."""
+
+from __future__ import annotations
+
+import argparse
+
+from bot.commands.forget import render_counts
+from bot.runtime import memory_from_settings
+from bot.settings import Settings
+from memory.consolidation import consolidate
+from memory.conversations import ConversationRef
+from memory.forgetting import edit_episode
+
+STATUS = {
+    "edited": "edited",
+    "unchanged": "text unchanged: nothing to do",
+    "unknown": "no such message in this conversation: nothing to do",
+    "deleted": "the message was deleted: nothing to edit",
+}
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--conversation", required=True, help="conversation name, or platform:workspace:channel")
+    parser.add_argument("--message", required=True, help="the platform message id")
+    parser.add_argument("--text", required=True, help="the new text of the message")
+    parser.add_argument("--principal", default="cli", help="who asks, for the audit log")
+    parser.add_argument("--no-consolidate", action="store_true", help="only queue the edit for consolidation")
+
+
+async def run(args: argparse.Namespace, settings: Settings) -> dict:
+    async with memory_from_settings(settings) as memory:
+        report = await edit_episode(memory, ConversationRef.parse(args.conversation), args.message, args.text, args.principal)
+        consolidation = None
+        if report.status == "edited" and not args.no_consolidate:
+            consolidation = (await consolidate(memory, report.conversation_id)).as_dict()
+    return {"conversation": args.conversation, **report.as_dict(), "consolidation": consolidation}
+
+
+def render(result: dict) -> str:
+    lines = [f"{result['conversation']} message {result['platform_message_id']}: {STATUS[result['status']]}"]
+    if result["status"] != "edited":
+        return lines[0]
+    lines += ["  old version retracted:", *render_counts(result)]
+    run = result["consolidation"]
+    if run is None:
+        lines.append("  new version queued for the next consolidation run")
+    else:
+        lines.append(
+            f"  new version consolidated: {run['relations_created']} relations created, "
+            f"{run['relations_duplicate']} confirmed, {run['entities_created']} entities created"
+        )
+    return "\n".join(lines)
