@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import tempfile
 import uuid
 from pathlib import Path
 
@@ -22,8 +23,10 @@ from memory.llm import LLMClient  # noqa: E402
 
 
 @pytest.fixture(scope="session")
-def pg_data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("pgdata")
+def pg_data_dir() -> Path:
+    """Outside pytest's rotating temp folders, which a concurrent pytest run may prune
+    while this run's server still uses them."""
+    return Path(tempfile.mkdtemp(prefix="stashbird-test-pg-"))
 
 
 @pytest.fixture(scope="session")
