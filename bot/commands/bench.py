@@ -10,6 +10,7 @@ from bot.settings import Settings
 BENCHMARKS = {
     "ingest": "fast-path throughput against the local embedder alone, single-message latency, peak memory",
     "retrieval": "LoCoMo evidence recall and tokens at K=10/30 with no LLM, baselines, retrieval latency",
+    "qa": "LoCoMo question answering with an LLM, graded by an LLM judge: accuracy by category, usage",
 }
 
 
