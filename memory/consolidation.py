@@ -18,6 +18,7 @@ consolidation), which are consolidated again. Bot messages are context, never ev
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Callable, Sequence
@@ -145,10 +146,13 @@ async def _adjudicate(memory: Memory, mentions: Sequence[_Mention], usage: list[
     doubtful = [m for m in mentions if m.candidates]
     if not doubtful or memory.llm is None:
         return
-    lines = []
-    for index, mention in enumerate(doubtful):
-        options = "; ".join(f"E{c.entity_id} {c.name!r}" for c in mention.candidates)
-        lines.append(f"M{index}: {mention.name!r} ({mention.type}) {mention.summary} -- candidates: {options}")
+    lines = [
+        f"M{index}: " + json.dumps({
+            "name": mention.name, "type": mention.type, "summary": mention.summary,
+            "candidates": [{"id": c.entity_id, "name": c.name} for c in mention.candidates],
+        })
+        for index, mention in enumerate(doubtful)
+    ]
     result = await memory.llm.complete_json(
         system=RESOLVE_SYSTEM, user="\n".join(lines), schema=_Matches, phase="ingestion", operation="resolve_entity"
     )
