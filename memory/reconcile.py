@@ -3,7 +3,9 @@
 Entities: a mention is compared with its nearest existing entities (cosine of the name
 embeddings and rapidfuzz Levenshtein ratio of the names). Both at least
 ``merge_threshold`` merges; either at least ``adjudicate_threshold`` asks the LLM
-(offline: no merge, a new entity); else a new entity.
+(offline: no merge, a new entity); else a new entity. Names with different numbers in
+them ("28 January 2023" / "January 2023") are never merged: alike as strings, they
+name different values.
 
 Relations, judged against the active relations of the same subject (the loader gives
 all of them) and applied to a ``RelationBook``, which the consolidation layer then
@@ -119,9 +121,19 @@ class EntityDecision:
     candidates: tuple[EntityCandidate, ...] = ()  # for adjudication
 
 
+_NUMBER = re.compile(r"\d+")
+
+
+def numbers_differ(a: str, b: str) -> bool:
+    """"28 January 2023" and "January 2023", or "Apollo 11" and "Apollo 13", are
+    different things however alike their names look."""
+    return _NUMBER.findall(a) != _NUMBER.findall(b)
+
+
 def entity_decision(name: str, candidates: Sequence[EntityCandidate], params: MemoryParams) -> EntityDecision:
-    """Merge, adjudicate or new, from the nearest existing entities."""
-    scored = [(c, c.cosine, name_ratio(name, c.name)) for c in candidates]
+    """Merge, adjudicate or new, from the nearest existing entities. Candidates whose
+    names carry other numbers (dates, ages, versions) are never the same entity."""
+    scored = [(c, c.cosine, name_ratio(name, c.name)) for c in candidates if not numbers_differ(name, c.name)]
     merges = [(min(cos, lev), c) for c, cos, lev in scored if cos >= params.merge_threshold and lev >= params.merge_threshold]
     if merges:
         return EntityDecision("merge", max(merges, key=lambda pair: (pair[0], -pair[1].entity_id))[1].entity_id)

@@ -9,6 +9,8 @@ from bot.settings import Settings
 
 BENCHMARKS = {
     "ingest": "fast-path throughput against the local embedder alone, single-message latency, peak memory",
+    "update": "replayed extractions session by session: duplicates, stale facts and provenance per sequence",
+    "workload": "LLM calls and tokens to consolidate the ten LoCoMo conversations through the scripted LLM server",
     "retrieval": "LoCoMo evidence recall and tokens at K=10/30 with no LLM, baselines, retrieval latency",
     "qa": "LoCoMo question answering with an LLM, graded by an LLM judge: accuracy by category, usage",
 }
