@@ -481,12 +481,12 @@ async def _consolidate_chunk(
             mention.episodes -= gone
             if mention.summary_episodes & gone:
                 mention.summary, mention.summary_episodes = "", set()
-        await _write_entities(session, conversation_id, mentions, name_vectors, doc_vectors, doc_texts, report)
+        vanished = await _write_entities(session, conversation_id, mentions, name_vectors, doc_vectors, report)
         await _write_relations(
             session, conversation_id, chunk, relations, fact_vectors, mentions, gone, params, reconcile, report
         )
         rolling = without_episodes(rolling, gone)
-        placeholders = {m.context_key: m.entity_id for m in mentions.values()}
+        placeholders = {m.context_key: m.entity_id for m in mentions.values()} | vanished
         rolling = [{**item, "entity_id": placeholders.get(item["entity_id"], item["entity_id"])} for item in rolling]
         rolling = [item for item in rolling if item["entity_id"] is not None and item["entity_id"] > 0]
         rolling = fit_context(rolling, params.context_tokens)
@@ -555,20 +555,25 @@ async def _write_entities(
     mentions: dict[str, _Mention],
     name_vectors: dict[str, Sequence[float]],
     doc_vectors: dict[str, Sequence[float]],
-    doc_texts: dict[str, str],
     report: ConsolidationReport,
-) -> None:
+) -> dict[int, int | None]:
+    """Merge into or create the mentioned entities. Returns, for merge targets deleted
+    meanwhile, the entity created instead (for the rolling context)."""
     targets = {m.entity_id for m in mentions.values() if m.decision == "merge"}
     existing = set(
         (await session.execute(
             select(Entity.id).where(Entity.conversation_id == conversation_id, Entity.id.in_(targets or {0}))
         )).scalars()
     )
+    vanished: dict[int, int | None] = {}
     for key, mention in mentions.items():
+        if mention.decision == "merge" and mention.entity_id not in existing:
+            vanished[mention.entity_id] = None
+            mention.decision = "new"
         if not mention.episodes:
             mention.entity_id = None
             continue
-        if mention.decision == "merge" and mention.entity_id in existing:
+        if mention.decision == "merge":
             await graph.add_entity_support(session, conversation_id, mention.entity_id, mention.episodes)
             if mention.summary:
                 await graph.update_entity_summary(
@@ -577,14 +582,16 @@ async def _write_entities(
                 )
             report.entities_merged += 1
             continue
-        mention.decision = "new"
+        previous = mention.entity_id
         mention.entity_id = await graph.create_entity(
             session, conversation_id, name=mention.name, type_=mention.type, summary=mention.summary,
-            embedding=name_vectors[key], episode_ids=mention.episodes,
-            document_embedding=doc_vectors[key],
+            embedding=name_vectors[key], episode_ids=mention.episodes, document_embedding=doc_vectors[key],
             attributes={"summary_episode_ids": sorted(mention.summary_episodes)} if mention.summary else {},
         )
+        if previous in vanished:
+            vanished[previous] = mention.entity_id
         report.entities_created += 1
+    return vanished
 
 
 async def _write_relations(
