@@ -26,7 +26,7 @@ from sqlalchemy import insert
 from memory.conversations import ConversationRef, find_conversation
 from memory.core import Memory
 from memory.errors import StashbirdError, ValidationError
-from memory.retrieval.evidence import EvidenceItem, assemble, format_evidence
+from memory.retrieval.evidence import EvidenceItem, assemble, format_evidence, labelled_episodes
 from memory.retrieval.llm_steps import decompose, needs_decomposition, rerank
 from memory.retrieval.pipeline import retrieve
 from memory.schema import AnswerEvidence, AnswerTrace, AuditEntry
@@ -41,10 +41,14 @@ NOT_IN_MEMORY = "I don't have that in memory: nothing stored in this conversatio
 # close together).
 RELEVANCE_SIMILARITY = 0.40
 RELEVANCE_TEXT_RANK = 0.2
+# Offline answers quote this many of the best relevant items: without a model to read
+# them, the second and third best are often what the question was about.
+EXTRACTIVE_QUOTES = 3
 
 ANSWER_SYSTEM = (
     "You answer questions about a group conversation using only the memory items given. "
-    "Each item has a label like [E3], a date and who said it. Use the question date to "
+    "Messages are listed in time order under their date, each with a label like [E3] or "
+    "[E3.1] and who said it; facts carry the date of the messages they come from. Use the question date to "
     "turn relative times into dates. Cite the labels of the items your answer rests on. "
     "Items marked superseded are no longer true, and bot messages are not evidence. If "
     "the items do not contain the answer, set in_memory to false and say plainly that "
@@ -115,13 +119,13 @@ def is_relevant(item: EvidenceItem) -> bool:
 
 
 def cite(items: Sequence[EvidenceItem], labels: Sequence[str]) -> list[Citation]:
-    """The non-bot messages behind the cited items, each once, in citation order. Pure."""
-    by_label = {item.label: item for item in items}
+    """The non-bot messages behind the cited labels, each once, in citation order. Pure."""
+    by_label = labelled_episodes(items)
     seen: set[int] = set()
     citations: list[Citation] = []
     for label in labels:
-        item = by_label.get(label.strip().strip("[]"))
-        for episode in item.episodes if item else ():
+        label = label.strip().strip("[]")
+        for episode in by_label.get(label, ()):
             if episode.is_bot or episode.episode_id in seen:
                 continue
             seen.add(episode.episode_id)
@@ -131,18 +135,24 @@ def cite(items: Sequence[EvidenceItem], labels: Sequence[str]) -> list[Citation]
     return citations
 
 
+def _quote(item: EvidenceItem) -> str:
+    if item.episode is not None:
+        e = item.episode
+        return f'{e.speaker} said on {e.message_time:%d %B %Y}: "{e.text}" [{item.label}]'
+    sources = ", ".join(f"{s.speaker} on {s.message_time:%d %B %Y}" for s in item.supporting)
+    status = "" if item.is_current else " (this has since been superseded)"
+    return f"{item.text}{status} (from what {sources} said) [{item.label}]"
+
+
 def extractive_answer(items: Sequence[EvidenceItem], relevant: set[str]) -> tuple[str, list[str]]:
-    """The best relevant non-bot evidence quoted with speaker and date, or not in memory.
-    Returns the answer text and the labels it cites. Pure."""
-    best = next((i for i in items if i.label in relevant and not i.is_bot and i.episodes), None)
-    if best is None:
+    """The best relevant non-bot evidence quoted with speaker and date (the best one,
+    then up to ``EXTRACTIVE_QUOTES - 1`` more), or not in memory. Returns the answer
+    text and the labels it cites. Pure."""
+    best = [i for i in items if i.label in relevant and not i.is_bot and i.episodes][:EXTRACTIVE_QUOTES]
+    if not best:
         return NOT_IN_MEMORY, []
-    if best.episode is not None:
-        e = best.episode
-        return f'{e.speaker} said on {e.message_time:%d %B %Y}: "{e.text}" [{best.label}]', [best.label]
-    sources = ", ".join(f"{s.speaker} on {s.message_time:%d %B %Y}" for s in best.supporting)
-    status = "" if best.is_current else " (this has since been superseded)"
-    return f"{best.text}{status} — from what {sources} said [{best.label}]", [best.label]
+    lines = [_quote(best[0])] + [f"Also: {_quote(item)}" for item in best[1:]]
+    return "\n".join(lines), [item.label for item in best]
 
 
 async def _conversation_id(memory: Memory, conversation: ConversationRef | str | int) -> int:

@@ -104,7 +104,7 @@ async def test_llm_path_decomposes_reranks_answers_and_records_usage(
         return {"scores": [{"id": int(n), "score": 10 if int(n) in berlin else 1} for n in numbers]}
 
     def respond(request) -> dict:
-        label = re.search(r"\[(E\d+)\] \S+ tom: I moved to the Berlin", request.user).group(1)
+        label = re.search(r"\[(E[\d.]+)\] tom: I moved to the Berlin", request.user).group(1)
         return {"answer": "Tom moved to Berlin, and lunch is at the Thai place.", "citations": [label, "E99"], "in_memory": True}
 
     scripted_llm.on("decompose", lambda request: {"queries": ["Where did Tom move?", "Where is lunch on Wednesday?"]})

@@ -122,7 +122,7 @@ async def _baseline(memory: Memory, conversation_id: int, question: str, vector:
         found = await search(
             session, conversation_id, [QueryVariant(question, vector)], top=k, kinds=("episode",), methods=(method,)
         )
-        return await assemble(session, conversation_id, found.candidates, k)
+        return await assemble(session, conversation_id, found.candidates, k, context_items=0)
 
 
 async def _locomo(memory: Memory, conversations: list[locomo.Conversation], consolidate: bool) -> dict:

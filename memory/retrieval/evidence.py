@@ -5,6 +5,12 @@ time; an entity or relation item the episodes that support it (one bounded step 
 expansion through ``entity_provenance`` / ``relation_provenance``), so any answer can
 point back at messages. Bot messages are shown as context but marked: they never count
 as evidence for a fact. Communities are summaries of entities and cite no messages.
+
+The best few episode hits also bring their surroundings in the chain: the reply that
+follows, and the same speaker's messages up to ``CONTEXT_SPAN`` places around it. A
+message is often half of a statement: "I went to a support group yesterday" needs the
+reply's "how was it?" and the speaker's next message that says what happened. On the
+LoCoMo retrieval benchmark this finds more evidence per token than more hits do.
 """
 
 from __future__ import annotations
@@ -23,6 +29,9 @@ from memory.schema import Episode, EntityProvenance, RelationProvenance, Speaker
 # an entity mentioned everywhere must not drag the whole conversation into the answer.
 SUPPORTS_PER_ITEM = 2
 _EARLIEST = datetime.min.replace(tzinfo=timezone.utc)
+# How many of the best episode hits bring their chain surroundings, and how far.
+CONTEXT_ITEMS = 5
+CONTEXT_SPAN = 2
 
 
 @dataclass(frozen=True)
@@ -51,10 +60,12 @@ class EvidenceItem:
     is_current: bool
     episode: EpisodeRef | None = None  # the message itself, for an episode item
     supporting: tuple[EpisodeRef, ...] = ()  # for entity and relation items
+    context: tuple[EpisodeRef, ...] = ()  # chain surroundings of an episode item, in order
 
     @property
     def episodes(self) -> tuple[EpisodeRef, ...]:
-        return ((self.episode,) if self.episode else ()) + self.supporting
+        """Every message this item shows the answerer."""
+        return ((self.episode,) if self.episode else ()) + self.supporting + self.context
 
     @property
     def is_bot(self) -> bool:
@@ -73,6 +84,46 @@ def choose_supports(
         reverse=True,
     )
     return (found + rest)[:limit]
+
+
+def pick_context(speaker: str, before: Sequence[EpisodeRef], after: Sequence[EpisodeRef]) -> list[EpisodeRef]:
+    """From the messages just before and after a hit (nearest first): the first one
+    after it (the reply), and any of them by the hit's own speaker. Pure."""
+    chosen = [e for e in before if e.speaker == speaker][::-1]
+    chosen += [e for i, e in enumerate(after) if i == 0 or e.speaker == speaker]
+    return chosen
+
+
+async def _chain_window(
+    session: AsyncSession, conversation_id: int, episode_ids: Sequence[int], span: int
+) -> dict[int, tuple[list[int], list[int]]]:
+    """For each episode: the ids of up to ``span`` predecessors and successors in the
+    chain, nearest first (one query per step)."""
+    links: dict[int, tuple[int | None, int | None]] = {}
+    frontier = set(episode_ids)
+    for _ in range(span + 1):
+        frontier -= set(links)
+        if not frontier:
+            break
+        rows = await session.execute(
+            select(Episode.id, Episode.prev_id, Episode.next_id).where(
+                Episode.conversation_id == conversation_id, Episode.id.in_(list(frontier))
+            )
+        )
+        frontier = set()
+        for episode_id, prev_id, next_id in rows:
+            links[episode_id] = (prev_id, next_id)
+            frontier.update(e for e in (prev_id, next_id) if e is not None)
+
+    def walk(start: int, side: int) -> list[int]:
+        found: list[int] = []
+        current = links.get(start, (None, None))[side]
+        while current is not None and len(found) < span:
+            found.append(current)
+            current = links.get(current, (None, None))[side]
+        return found
+
+    return {e: (walk(e, 0), walk(e, 1)) for e in episode_ids}
 
 
 async def _provenance(
@@ -108,8 +159,10 @@ async def assemble(
     candidates: Sequence[Candidate],
     k: int,
     supports_per_item: int = SUPPORTS_PER_ITEM,
+    context_items: int = CONTEXT_ITEMS,
 ) -> list[EvidenceItem]:
-    """The first ``k`` candidates as evidence items, in order."""
+    """The first ``k`` candidates as evidence items, in order; the first
+    ``context_items`` episode items with their chain surroundings."""
     chosen = list(candidates[:k])
     by_kind: dict[str, list[int]] = {}
     for candidate in chosen:
@@ -124,8 +177,12 @@ async def assemble(
     }
     candidate_rank = {c.ref_id: rank for rank, c in enumerate(candidates) if c.kind == "episode"}
     all_support = {e for kind in provenance.values() for ids in kind.values() for e in ids}
-    episodes = await load_episodes(session, conversation_id, [*by_kind.get("episode", []), *all_support])
+    hits = by_kind.get("episode", [])
+    windows = await _chain_window(session, conversation_id, hits[:context_items], CONTEXT_SPAN) if context_items else {}
+    around = {e for before, after in windows.values() for e in before + after}
+    episodes = await load_episodes(session, conversation_id, [*hits, *all_support, *around])
     recency = {e: ref.message_time for e, ref in episodes.items()}
+    shown = set(hits)
     items: list[EvidenceItem] = []
     for candidate in chosen:
         episode = episodes.get(candidate.ref_id) if candidate.kind == "episode" else None
@@ -134,6 +191,16 @@ async def assemble(
         support_ids = choose_supports(
             provenance.get(candidate.kind, {}).get(candidate.ref_id, []), candidate_rank, recency, supports_per_item
         )
+        context: list[EpisodeRef] = []
+        if episode is not None and candidate.ref_id in windows:
+            before, after = windows[candidate.ref_id]
+            nearby = pick_context(
+                episode.speaker,
+                [episodes[e] for e in before if e in episodes],
+                [episodes[e] for e in after if e in episodes],
+            )
+            context = [e for e in nearby if e.episode_id not in shown]
+            shown.update(e.episode_id for e in context)
         items.append(
             EvidenceItem(
                 label=f"E{len(items) + 1}",
@@ -146,6 +213,7 @@ async def assemble(
                 is_current=candidate.is_current,
                 episode=episode,
                 supporting=tuple(episodes[e] for e in support_ids if e in episodes),
+                context=tuple(sorted(context, key=lambda e: (e.message_time, e.episode_id))),
             )
         )
     return items
@@ -155,16 +223,46 @@ def _when(moment: datetime | None) -> str:
     return moment.strftime("%Y-%m-%d") if moment else "undated"
 
 
-def format_item(item: EvidenceItem) -> str:
-    """One item as the answerer reads it: label, date, speaker, text; a fact with the
-    date, speaker and message id of what supports it."""
-    if item.episode is not None:
-        bot = " (bot message: context only, not evidence)" if item.is_bot else ""
-        return f"[{item.label}] {_when(item.episode.message_time)} {item.text}{bot}"
+def context_label(item: EvidenceItem, index: int) -> str:
+    return f"{item.label}.{index + 1}"
+
+
+def labelled_episodes(items: Sequence[EvidenceItem]) -> dict[str, tuple[EpisodeRef, ...]]:
+    """What each citable label stands for: an item's own message or supporting
+    messages, and each of its context messages under ``E3.1``, ``E3.2``, ..."""
+    labels: dict[str, tuple[EpisodeRef, ...]] = {}
+    for item in items:
+        labels[item.label] = ((item.episode,) if item.episode else ()) + item.supporting
+        for index, episode in enumerate(item.context):
+            labels[context_label(item, index)] = (episode,)
+    return labels
+
+
+def _message_line(label: str, episode: EpisodeRef) -> str:
+    bot = " (bot message: context only, not evidence)" if episode.is_bot else ""
+    return f"[{label}] {episode.speaker}: {episode.text}{bot}"
+
+
+def _fact_line(item: EvidenceItem) -> str:
     status = "" if item.is_current else " (superseded: no longer true)"
     sources = "; ".join(f"{_when(s.message_time)} {s.speaker}, message {s.platform_message_id}" for s in item.supporting)
     return f"[{item.label}] {item.kind}: {item.text}{status}" + (f" (from {sources})" if sources else "")
 
 
 def format_evidence(items: Sequence[EvidenceItem]) -> str:
-    return "\n".join(format_item(item) for item in items)
+    """The evidence as the answerer reads it: facts (entities, relations, communities)
+    with the date, speaker and message id of what supports them, then the messages in
+    time order under one header per day (dates once, not per line, to save tokens)."""
+    lines = [_fact_line(item) for item in items if item.episode is None]
+    if lines:
+        lines.insert(0, "Facts:")
+    messages = [(item.episode, item.label) for item in items if item.episode is not None]
+    messages += [(episode, context_label(item, i)) for item in items for i, episode in enumerate(item.context)]
+    messages.sort(key=lambda pair: (pair[0].message_time, pair[0].episode_id))
+    day = None
+    for episode, label in messages:
+        if _when(episode.message_time) != day:
+            day = _when(episode.message_time)
+            lines.append(f"{day} ({episode.message_time:%A}):")
+        lines.append(_message_line(label, episode))
+    return "\n".join(lines)

@@ -20,16 +20,20 @@ SUPERSEDED_WEIGHT = 0.5
 IN_RANGE_WEIGHT = 1.5
 
 
-def reciprocal_rank_fusion(rankings: Iterable[Sequence[K]], k: int = 60) -> dict[K, float]:
-    """Fused scores; a key repeated within one list counts at its best rank only."""
+def reciprocal_rank_fusion(
+    rankings: Iterable[Sequence[K]], k: int = 60, weights: Sequence[float] | None = None
+) -> dict[K, float]:
+    """Fused scores; a key repeated within one list counts at its best rank only.
+    ``weights`` (one per list, default 1) scale each list's contribution."""
     scores: dict[K, float] = {}
-    for ranking in rankings:
+    rankings = list(rankings)
+    for ranking, list_weight in zip(rankings, weights if weights is not None else [1.0] * len(rankings), strict=True):
         seen: set[K] = set()
         for rank, key in enumerate(ranking, start=1):
             if key in seen:
                 continue
             seen.add(key)
-            scores[key] = scores.get(key, 0.0) + 1.0 / (k + rank)
+            scores[key] = scores.get(key, 0.0) + list_weight / (k + rank)
     return scores
 
 

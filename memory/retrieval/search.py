@@ -44,6 +44,11 @@ EXACT_SCAN_ROWS = 20_000
 OVERFETCH = 3.0
 MAX_EF_SEARCH = 1000
 METHODS = ("vector", "text")
+# Weight of each kind's ranked lists in the fusion. Facts and entities are views of the
+# messages (their supporting episodes are attached to them); a kind with a few dozen
+# documents puts every one of them in its top 60, so at full weight a weak fact would
+# rank with the best messages.
+KIND_WEIGHTS = {"episode": 1.0, "entity": 0.5, "relation": 0.5, "community": 0.5}
 _WORD = re.compile(r"[^\W_]+(?:'[^\W_]+)?")
 _OPERATOR_WORDS = {"or", "and", "not"}
 
@@ -184,7 +189,7 @@ def _text_sql(kinds: Sequence[str]) -> str:
 
 async def _ranked_lists(
     session: AsyncSession, sql: str, params: dict, rows: dict[Key, _Row], field_name: str, vector: bool
-) -> list[list[Key]]:
+) -> dict[str, list[Key]]:
     statement = text(sql)
     if vector:
         statement = statement.bindparams(bindparam("q", type_=Vector()))
@@ -194,7 +199,7 @@ async def _ranked_lists(
         row = rows.setdefault(key, _Row(kind, ref_id, doc_text, message_time, is_current))
         setattr(row, field_name, max(getattr(row, field_name), float(score)))
         lists.setdefault(kind, []).append(key)
-    return list(lists.values())
+    return lists
 
 
 async def search(
@@ -222,20 +227,27 @@ async def search(
         await session.execute(text(f"SET LOCAL hnsw.ef_search = {int(plan.ef_search)}"))
     rows: dict[Key, _Row] = {}
     rankings: list[list[Key]] = []
+    weights: list[float] = []
+
+    def add(lists: dict[str, list[Key]]) -> None:
+        for kind, keys in lists.items():
+            rankings.append(keys)
+            weights.append(KIND_WEIGHTS[kind])
+
     for variant in variants:
         base = {"c": conversation_id, "n": top}
         for kinds_, exact in ((plan.exact, True), (plan.hnsw, False)):
             if kinds_ and "vector" in methods:
-                rankings += await _ranked_lists(
-                    session, _vector_sql(kinds_, exact), {**base, "q": list(variant.embedding)}, rows, "similarity", True
+                add(
+                    await _ranked_lists(
+                        session, _vector_sql(kinds_, exact), {**base, "q": list(variant.embedding)}, rows, "similarity", True
+                    )
                 )
         words = or_query(variant.text)
         searchable = [k for k in kinds if k in plan.exact or k in plan.hnsw]
         if words and searchable and "text" in methods:
-            rankings += await _ranked_lists(
-                session, _text_sql(searchable), {**base, "t": words}, rows, "text_rank", False
-            )
-    fused = reciprocal_rank_fusion(rankings, rrf_k)
+            add(await _ranked_lists(session, _text_sql(searchable), {**base, "t": words}, rows, "text_rank", False))
+    fused = reciprocal_rank_fusion(rankings, rrf_k, weights)
 
     def weight(key: Key) -> float:
         row = rows[key]
