@@ -114,3 +114,42 @@ async def test_time_expression_boosts_messages_of_that_day(memory: Memory, conve
     yesterday = await retrieve(memory, conversation_id, "Where did Ann go for a run yesterday?", asked)
     assert [c.ref_id for c in today.candidates[:1]] == [river]
     assert [c.ref_id for c in yesterday.candidates[:1]] == [park]
+
+
+def test_pick_context_takes_the_reply_and_the_speakers_own_messages() -> None:
+    from memory.retrieval.evidence import EpisodeRef, pick_context
+
+    def ref(i: int, who: str) -> EpisodeRef:
+        return EpisodeRef(i, f"m{i}", who, "user", T0 + timedelta(minutes=i), f"text {i}")
+
+    before = [ref(4, "bob"), ref(3, "ann")]  # nearest first
+    after = [ref(6, "bob"), ref(7, "ann")]
+    assert [e.episode_id for e in pick_context("ann", before, after)] == [3, 6, 7]
+    assert [e.episode_id for e in pick_context("cat", before, after)] == [6]
+
+
+async def test_best_hits_bring_their_surroundings_once(memory: Memory, conversation_id: int) -> None:
+    from memory.retrieval.evidence import format_evidence, labelled_episodes
+
+    chat = [
+        ("ann", "Guess what, I went to the pottery class yesterday."),
+        ("bob", "Oh nice, how was it?"),
+        ("ann", "I made a blue bowl and a small cup."),
+        ("bob", "Our team ships the billing service on Friday."),
+    ]
+    episodes = await _store(memory, conversation_id, chat)
+    retrieval = await retrieve(memory, conversation_id, "Did Ann go to the pottery class?", T0 + timedelta(days=1))
+    async with memory.sessions() as session:
+        items = await assemble(session, conversation_id, retrieval.candidates, 1)
+    (top,) = items
+    assert top.episode.episode_id == episodes[0]
+    assert [e.episode_id for e in top.context] == [episodes[1], episodes[2]]
+    labels = labelled_episodes(items)
+    assert [e.episode_id for e in labels["E1.2"]] == [episodes[2]]
+    text = format_evidence(items)
+    assert text.splitlines()[0] == "2024-05-01 (Wednesday):"
+    assert "[E1.2] ann: I made a blue bowl and a small cup." in text
+    async with memory.sessions() as session:
+        all_items = await assemble(session, conversation_id, retrieval.candidates, 4)
+    shown = [e.episode_id for item in all_items for e in item.episodes]
+    assert sorted(shown) == sorted(set(shown)) == sorted(episodes)
