@@ -6,6 +6,7 @@ stored and unconsolidated; the next pass retries it."""
 from __future__ import annotations
 
 import logging
+from typing import Collection
 
 from sqlalchemy import func, select, text
 
@@ -34,10 +35,13 @@ async def conversations_with_backlog(memory: Memory) -> list[int]:
         return list((await session.execute(query)).scalars())
 
 
-async def consolidate_backlog(memory: Memory) -> list[ConsolidationReport]:
-    """Consolidate every conversation with a backlog that no other worker holds."""
+async def consolidate_backlog(memory: Memory, only: Collection[int] | None = None) -> list[ConsolidationReport]:
+    """Consolidate every conversation with a backlog that no other worker holds
+    (``only``: among these conversations, e.g. one shard's)."""
     reports: list[ConsolidationReport] = []
     for conversation_id in await conversations_with_backlog(memory):
+        if only is not None and conversation_id not in only:
+            continue
         async with memory.engine.connect() as claim:
             key = {"purpose": int(LockPurpose.CONSOLIDATION), "conversation": conversation_id}
             claimed = (await claim.execute(text("SELECT pg_try_advisory_lock(:purpose, :conversation)"), key)).scalar()

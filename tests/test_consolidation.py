@@ -219,3 +219,61 @@ async def test_deletion_during_consolidation_is_not_resurrected(
     assert [r["object"] for r in state["relations"]] == ["Rex"]
     assert ids["d1"] not in state["checkpoint"].summary_episode_ids and "Lisbon" not in state["checkpoint"].summary
     assert all(ids["d1"] not in item["episode_ids"] for item in state["checkpoint"].rolling_context)
+
+
+class RacedByAnotherRun:
+    """While this run extracts, another run consolidates the same episodes and saves first."""
+
+    def __init__(self, memory: Memory, ref: ConversationRef) -> None:
+        self.memory, self.ref = memory, ref
+
+    async def extract(self, chunk: Chunk) -> Extraction:
+        await consolidate(self.memory, self.ref, OfflineExtractor())
+        return await OfflineExtractor().extract(chunk)
+
+
+async def test_concurrent_runs_never_write_a_chunk_twice(
+    memory: Memory, conversation_ref: ConversationRef, conversation_id: int
+) -> None:
+    await ingest_messages(memory, conversation_ref, messages([("r1", "Ann", "I moved to Oslo.")]))
+    report = await consolidate(memory, conversation_ref, RacedByAnotherRun(memory, conversation_ref))
+    assert report.stopped and report.chunks == 0
+    assert [r["object"] for r in (await graph_state(memory, conversation_id))["relations"]] == ["Oslo"]
+
+
+async def test_edited_episodes_pending_are_consolidated_again(
+    memory: Memory, conversation_ref: ConversationRef, conversation_id: int
+) -> None:
+    await ingest_messages(memory, conversation_ref, messages([("e1", "Ann", "I adopted Rex."), ("e2", "Bob", "I play chess.")]))
+    await consolidate(memory, conversation_ref)
+    ids = await episode_ids(memory, conversation_id)
+    async with memory.sessions.begin() as session:  # what an edit leaves for consolidation
+        episode = await session.get(Episode, ids["e1"])
+        episode.text, episode.edited_at = "I adopted Luna.", T0 + timedelta(days=1)
+        checkpoint = await session.get(Checkpoint, conversation_id)
+        checkpoint.pending_episode_ids = [ids["e1"]]
+    report = await consolidate(memory, conversation_ref)
+    state = await graph_state(memory, conversation_id)
+    assert report.episodes == 1
+    assert state["entity_support"]["Luna"] == {ids["e1"]}
+    assert state["checkpoint"].pending_episode_ids == []
+    assert state["checkpoint"].last_episode_id == max(ids.values())
+
+
+async def test_backlog_skips_a_conversation_another_worker_holds(
+    memory: Memory, conversation_ref: ConversationRef, conversation_id: int
+) -> None:
+    from sqlalchemy import text
+
+    from jobs.consolidation import consolidate_backlog
+    from memory.locks import LockPurpose
+
+    await ingest_messages(memory, conversation_ref, messages([("w1", "Ann", "I moved to Quito.")]))
+    key = {"purpose": int(LockPurpose.CONSOLIDATION), "conversation": conversation_id}
+    async with memory.engine.connect() as other_worker:
+        await other_worker.execute(text("SELECT pg_advisory_lock(:purpose, :conversation)"), key)
+        assert conversation_id not in {r.conversation_id for r in await consolidate_backlog(memory, only=[conversation_id])}
+        await other_worker.execute(text("SELECT pg_advisory_unlock(:purpose, :conversation)"), key)
+        await other_worker.commit()
+    done = {r.conversation_id: r for r in await consolidate_backlog(memory, only=[conversation_id])}
+    assert done[conversation_id].episodes == 1

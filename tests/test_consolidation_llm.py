@@ -106,12 +106,12 @@ async def test_backlog_job_retries_a_failed_conversation_next_pass(
     scripted_llm.on("extract", scripted_memory.extract)
     await ingest_messages(llm_memory, conversation_ref, messages(ROWS))
     scripted_llm.fail_next(1000, status=500, operation="extract")
-    first = {r.conversation_id: r for r in await consolidate_backlog(llm_memory)}
+    first = {r.conversation_id: r for r in await consolidate_backlog(llm_memory, only=[conversation_id])}
     assert first[conversation_id].stopped.startswith("LLM failed")
     scripted_llm.clear()
-    second = {r.conversation_id: r for r in await consolidate_backlog(llm_memory)}
+    second = {r.conversation_id: r for r in await consolidate_backlog(llm_memory, only=[conversation_id])}
     assert second[conversation_id].episodes == 3 and second[conversation_id].stopped is None
-    assert conversation_id not in {r.conversation_id for r in await consolidate_backlog(llm_memory)}
+    assert conversation_id not in {r.conversation_id for r in await consolidate_backlog(llm_memory, only=[conversation_id])}
 
 
 async def test_doubtful_entities_are_adjudicated_in_one_call_and_context_is_compressed(
