@@ -37,7 +37,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Awaitable, Callable, Iterable
 
-from sqlalchemy import Text, and_, cast, delete, exists, literal, or_, select, update
+from sqlalchemy import BigInteger, Text, and_, bindparam, cast, delete, exists, func, literal, or_, select, text, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -72,7 +72,7 @@ from memory.schema import (
     Speaker,
     Tombstone,
 )
-from memory.search_index import Document, episode_document_text, remove_documents, upsert_documents
+from memory.search_index import Document, episode_document_text, upsert_documents
 from memory.usage import Usage, record_usage
 
 ANSWER_WITHDRAWN = "[answer withdrawn: a message it drew on was deleted or edited]"
@@ -176,26 +176,30 @@ async def load_subgraph(session: AsyncSession, conversation_id: int, episode_id:
             or_(Relation.id.in_(holding_r), Relation.superseded_by.in_(holding_r)),
         ),
     )
-    holding_e = set(
-        (
-            await session.execute(
-                select(EntityProvenance.entity_id).where(
-                    EntityProvenance.conversation_id == conversation_id, EntityProvenance.episode_id == episode_id
-                )
-            )
-        ).scalars()
+    holding_e = select(EntityProvenance.entity_id).where(
+        EntityProvenance.conversation_id == conversation_id, EntityProvenance.episode_id == episode_id
     )
-    entity_ids = holding_e | {e for rel in relations.values() for e in rel.endpoints}
-    entities: dict[int, EntityFacts] = {}
-    if entity_ids:
-        rows = await session.execute(
+    endpoints = list({e for rel in relations.values() for e in rel.endpoints})
+    communities_of = (
+        select(func.array_agg(CommunityMember.community_id))
+        .where(CommunityMember.entity_id == Entity.id)
+        .scalar_subquery()
+    )
+    rows = (
+        await session.execute(
             select(
                 Entity.id,
                 _holds(EntityProvenance.entity_id, Entity.id, episode_id),
                 _witness(EntityProvenance.entity_id, Entity.id, episode_id),
-            ).where(Entity.conversation_id == conversation_id, Entity.id.in_(entity_ids))
+                communities_of,
+            ).where(Entity.conversation_id == conversation_id, or_(Entity.id.in_(holding_e), Entity.id.in_(endpoints)))
         )
-        entities = {e: EntityFacts(_support(holds, witness, episode_id)) for e, holds, witness in rows}
+    ).all()
+    entities = {e: EntityFacts(_support(holds, witness, episode_id)) for e, holds, witness, _ in rows}
+    communities: dict[int, set[int]] = {}
+    for entity_id, _, _, held_by in rows:
+        for community_id in held_by or ():
+            communities.setdefault(community_id, set()).add(entity_id)
     unsupported = [e for e, facts in entities.items() if not facts.support - {episode_id}]
     if unsupported:
         touching = or_(Relation.subject_id.in_(unsupported), Relation.object_id.in_(unsupported))
@@ -203,19 +207,28 @@ async def load_subgraph(session: AsyncSession, conversation_id: int, episode_id:
             session, episode_id, and_(Relation.conversation_id == conversation_id, touching, Relation.id.not_in(list(relations)))
         )
         relations.update(more)
-    communities: dict[int, set[int]] = {}
-    if entities:
-        rows = await session.execute(
-            select(CommunityMember.community_id, CommunityMember.entity_id).where(
-                CommunityMember.conversation_id == conversation_id, CommunityMember.entity_id.in_(list(entities))
-            )
-        )
-        for community_id, entity_id in rows:
-            communities.setdefault(community_id, set()).add(entity_id)
     return SupplyGraph(relations, entities, {c: frozenset(m) for c, m in communities.items()})
 
 
 # --- writing a decision --------------------------------------------------------------
+
+
+async def _with_documents(session: AsyncSession, kind: str, ids: list[int], change: Any) -> int:
+    """Run ``change`` (a DML statement on the records, RETURNING their ids) and drop the
+    records' search documents in the same statement: one round trip on the deletion
+    path instead of two. Returns the documents removed."""
+    documents = (
+        delete(SearchDocument)
+        .where(SearchDocument.kind == kind, SearchDocument.ref_id.in_(ids))
+        .returning(SearchDocument.id)
+        .cte("documents")
+    )
+    records = change.cte("records")
+    counts = select(
+        select(func.count()).select_from(documents).scalar_subquery(),
+        select(func.count()).select_from(records).scalar_subquery(),
+    )
+    return (await session.execute(counts)).one()[0]
 
 
 async def apply_decision(session: AsyncSession, conversation_id: int, decision: Decision, episode_id: int) -> int:
@@ -238,36 +251,36 @@ async def apply_decision(session: AsyncSession, conversation_id: int, decision: 
         )
     if decision.relations_removed:
         ids = list(decision.relations_removed)
-        removed += await remove_documents(session, "relation", ids)
-        await session.execute(delete(Relation).where(Relation.conversation_id == conversation_id, Relation.id.in_(ids)))
+        removed += await _with_documents(
+            session, "relation", ids,
+            delete(Relation).where(Relation.conversation_id == conversation_id, Relation.id.in_(ids)).returning(Relation.id),
+        )
     if decision.entities_anchored:
         ids = list(decision.entities_anchored)
-        removed += await remove_documents(session, "entity", ids)
-        await session.execute(
+        anchor = (
             update(Entity)
             .where(Entity.conversation_id == conversation_id, Entity.id.in_(ids))
-            .values(
-                name=literal("anchor:") + cast(Entity.id, Text),
-                summary="",
-                attributes={},
-                embedding=None,
-                is_anchor=True,
-            )
+            .values(name=literal("anchor:") + cast(Entity.id, Text), summary="", attributes={}, embedding=None, is_anchor=True)
+            .returning(Entity.id)
         )
+        removed += await _with_documents(session, "entity", ids, anchor)
     if decision.entities_removed:
         ids = list(decision.entities_removed)
-        removed += await remove_documents(session, "entity", ids)
-        await session.execute(delete(Entity).where(Entity.conversation_id == conversation_id, Entity.id.in_(ids)))
+        removed += await _with_documents(
+            session, "entity", ids,
+            delete(Entity).where(Entity.conversation_id == conversation_id, Entity.id.in_(ids)).returning(Entity.id),
+        )
     if decision.entities_kept:
         await _clear_derived_metadata(session, conversation_id, decision.entities_kept, episode_id)
     if decision.communities_dirtied:
         ids = list(decision.communities_dirtied)
-        removed += await remove_documents(session, "community", ids)
-        await session.execute(
+        dirty = (
             update(Community)
             .where(Community.conversation_id == conversation_id, Community.id.in_(ids))
             .values(dirty=True, label="", summary="")
+            .returning(Community.id)
         )
+        removed += await _with_documents(session, "community", ids, dirty)
     return removed
 
 
@@ -330,7 +343,7 @@ async def _update_checkpoint(
         return
     context = list(checkpoint.rolling_context or [])
     drew_on = {e.get("entity_id") for e in context if episode_id in e.get("episode_ids", [])} - gone_entities
-    names = dict(
+    names = {} if not drew_on else dict(
         (e, entity_document_text(name, type_, ""))
         for e, name, type_ in (
             await session.execute(
@@ -368,10 +381,11 @@ async def retract_support(
     delete and edit); the caller holds both locks and handles the episode row."""
     graph = await load_subgraph(session, conversation_id, episode_id)
     decision = decide_deletion(graph, episode_id)
-    for table in (RelationProvenance, EntityProvenance):
-        await session.execute(
-            delete(table).where(table.conversation_id == conversation_id, table.episode_id == episode_id)
-        )
+    if requeue:  # an edit keeps the episode row; a deletion's provenance rows go with it (ON DELETE CASCADE)
+        for table in (RelationProvenance, EntityProvenance):
+            await session.execute(
+                delete(table).where(table.conversation_id == conversation_id, table.episode_id == episode_id)
+            )
     retraction = Retraction(
         relations_removed=sorted(decision.relations_removed),
         relations_kept=sorted(decision.relations_kept),
@@ -392,19 +406,36 @@ async def remove_episode(
     session: AsyncSession, conversation_id: int, episode: Episode
 ) -> tuple[dict[str, int | None], int]:
     """Unlink an episode from its chain, drop it and its search document, leave a
-    tombstone. Returns the neighbours that were joined and the documents removed."""
-    if episode.prev_id is not None:
-        await session.execute(update(Episode).where(Episode.id == episode.prev_id).values(next_id=episode.next_id))
-    if episode.next_id is not None:
-        await session.execute(update(Episode).where(Episode.id == episode.next_id).values(prev_id=episode.prev_id))
-    documents = await remove_documents(session, "episode", [episode.id])
-    await session.execute(delete(Episode).where(Episode.id == episode.id))
-    await session.execute(
-        insert(Tombstone)
-        .values(conversation_id=conversation_id, platform_message_id=episode.platform_message_id)
-        .on_conflict_do_nothing()
+    tombstone (one statement: this is on every deletion's path). Returns the neighbours
+    that were joined and the search documents removed."""
+    removed = await session.execute(
+        text(
+            """
+            WITH joined AS (
+                UPDATE episodes SET
+                    next_id = CASE WHEN id = :prev THEN :next ELSE next_id END,
+                    prev_id = CASE WHEN id = :next THEN :prev ELSE prev_id END
+                WHERE id IN (:prev, :next)
+            ), document AS (
+                DELETE FROM search_documents WHERE kind = 'episode' AND ref_id = :id RETURNING 1
+            ), episode AS (
+                DELETE FROM episodes WHERE id = :id
+            ), tombstone AS (
+                INSERT INTO tombstones (conversation_id, platform_message_id) VALUES (:conversation, :message)
+                ON CONFLICT DO NOTHING
+            )
+            SELECT count(*) FROM document
+            """
+        ).bindparams(
+            bindparam("prev", type_=BigInteger), bindparam("next", type_=BigInteger), bindparam("id", type_=BigInteger),
+            bindparam("conversation", type_=BigInteger),
+        ),
+        {
+            "prev": episode.prev_id, "next": episode.next_id, "id": episode.id,
+            "conversation": conversation_id, "message": episode.platform_message_id,
+        },
     )
-    return {"prev": episode.prev_id, "next": episode.next_id}, documents
+    return {"prev": episode.prev_id, "next": episode.next_id}, removed.scalar_one()
 
 
 # --- the commands --------------------------------------------------------------------
@@ -438,16 +469,21 @@ async def _tombstoned(session: AsyncSession, conversation_id: int, platform_mess
 
 
 async def _lock(session: AsyncSession, conversation_id: int) -> None:
-    await lock_conversation(session, conversation_id, LockPurpose.CHAIN)
-    await lock_conversation(session, conversation_id, LockPurpose.GRAPH)
+    """CHAIN then GRAPH (the same order in every command that takes both), in one round
+    trip: a deletion's latency is mostly round trips."""
+    await session.execute(
+        text("SELECT pg_advisory_xact_lock(:chain, :conversation), pg_advisory_xact_lock(:graph, :conversation)"),
+        {"chain": int(LockPurpose.CHAIN), "graph": int(LockPurpose.GRAPH), "conversation": int(conversation_id)},
+    )
 
 
 async def _audit(session: AsyncSession, conversation_id: int, principal: str, action: str, report: Any) -> None:
     details = report.as_dict()
     details.pop("retraction")  # the counts carry it; ids below
     details["ids"] = {k: v for k, v in asdict(report.retraction).items() if isinstance(v, list)}
-    session.add(AuditEntry(conversation_id=conversation_id, principal=principal, action=action, details=details))
-    await session.flush()
+    await session.execute(
+        insert(AuditEntry).values(conversation_id=conversation_id, principal=principal, action=action, details=details)
+    )
 
 
 def _message_id(value: str) -> str:
@@ -482,11 +518,14 @@ async def delete_episode(
     """Delete one message and everything that rested only on it, in one transaction."""
     message_id = _message_id(platform_message_id)
     async with memory.sessions.begin() as session:
-        conversation_id = await _conversation_id(session, conversation, create=True)
-        assert conversation_id is not None
+        if isinstance(conversation, ConversationRef):
+            conversation_id = await ensure_conversation(session, conversation)
+        else:
+            conversation_id = conversation  # checked below, only if a tombstone must refer to it
         await _lock(session, conversation_id)
         episode = await _find_episode(session, conversation_id, message_id)
         if episode is None:
+            await _conversation_id(session, conversation_id, create=False)
             status = "already_deleted" if await _tombstoned(session, conversation_id, message_id) else "tombstoned"
             if status == "tombstoned":
                 await session.execute(
