@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Awaitable, Callable, Iterable
+from typing import Any, Iterable
 
 from sqlalchemy import BigInteger, Text, and_, bindparam, cast, delete, exists, func, literal, or_, select, text, update
 from sqlalchemy.dialects.postgresql import insert
@@ -73,6 +73,7 @@ from memory.schema import (
     Tombstone,
 )
 from memory.search_index import Document, episode_document_text, upsert_documents
+from memory.summary import rebuild_summary
 from memory.usage import Usage, record_usage
 
 ANSWER_WITHDRAWN = "[answer withdrawn: a message it drew on was deleted or edited]"
@@ -213,17 +214,19 @@ async def load_subgraph(session: AsyncSession, conversation_id: int, episode_id:
 # --- writing a decision --------------------------------------------------------------
 
 
-async def _with_documents(session: AsyncSession, kind: str, ids: list[int], change: Any) -> int:
-    """Run ``change`` (a DML statement on the records, RETURNING their ids) and drop the
-    records' search documents in the same statement: one round trip on the deletion
-    path instead of two. Returns the documents removed."""
+async def _with_documents(
+    session: AsyncSession, conversation_id: int, kind: str, model: Any, ids: list[int], change: Any
+) -> int:
+    """Apply ``change`` (a DELETE or UPDATE of ``model``) to the records ``ids`` and drop
+    their search documents in the same statement: one round trip on the deletion path
+    instead of two. Returns the documents removed."""
     documents = (
         delete(SearchDocument)
         .where(SearchDocument.kind == kind, SearchDocument.ref_id.in_(ids))
         .returning(SearchDocument.id)
         .cte("documents")
     )
-    records = change.cte("records")
+    records = change.where(model.conversation_id == conversation_id, model.id.in_(ids)).returning(model.id).cte("records")
     counts = select(
         select(func.count()).select_from(documents).scalar_subquery(),
         select(func.count()).select_from(records).scalar_subquery(),
@@ -234,9 +237,9 @@ async def _with_documents(session: AsyncSession, kind: str, ids: list[int], chan
 async def apply_decision(session: AsyncSession, conversation_id: int, decision: Decision, episode_id: int) -> int:
     """Write a deletion decision's graph changes; returns the search documents removed.
 
-    Shared by Stashbird's rule and the benchmark's comparison policies.
+    Shared by Stashbird's rule and the benchmark's comparison policies. A restored
+    relation is made current before its superseder goes (which would null the link).
     """
-    removed = 0
     if decision.relations_restored:
         restored = list(decision.relations_restored)
         await session.execute(
@@ -249,38 +252,21 @@ async def apply_decision(session: AsyncSession, conversation_id: int, decision: 
             .where(SearchDocument.kind == "relation", SearchDocument.ref_id.in_(restored))
             .values(is_current=True)
         )
-    if decision.relations_removed:
-        ids = list(decision.relations_removed)
-        removed += await _with_documents(
-            session, "relation", ids,
-            delete(Relation).where(Relation.conversation_id == conversation_id, Relation.id.in_(ids)).returning(Relation.id),
-        )
-    if decision.entities_anchored:
-        ids = list(decision.entities_anchored)
-        anchor = (
-            update(Entity)
-            .where(Entity.conversation_id == conversation_id, Entity.id.in_(ids))
-            .values(name=literal("anchor:") + cast(Entity.id, Text), summary="", attributes={}, embedding=None, is_anchor=True)
-            .returning(Entity.id)
-        )
-        removed += await _with_documents(session, "entity", ids, anchor)
-    if decision.entities_removed:
-        ids = list(decision.entities_removed)
-        removed += await _with_documents(
-            session, "entity", ids,
-            delete(Entity).where(Entity.conversation_id == conversation_id, Entity.id.in_(ids)).returning(Entity.id),
-        )
     if decision.entities_kept:
         await _clear_derived_metadata(session, conversation_id, decision.entities_kept, episode_id)
-    if decision.communities_dirtied:
-        ids = list(decision.communities_dirtied)
-        dirty = (
-            update(Community)
-            .where(Community.conversation_id == conversation_id, Community.id.in_(ids))
-            .values(dirty=True, label="", summary="")
-            .returning(Community.id)
-        )
-        removed += await _with_documents(session, "community", ids, dirty)
+    anchor = update(Entity).values(
+        name=literal("anchor:") + cast(Entity.id, Text), summary="", attributes={}, embedding=None, is_anchor=True
+    )
+    changes = (
+        ("relation", Relation, decision.relations_removed, delete(Relation)),
+        ("entity", Entity, decision.entities_anchored, anchor),
+        ("entity", Entity, decision.entities_removed, delete(Entity)),
+        ("community", Community, decision.communities_dirtied, update(Community).values(dirty=True, label="", summary="")),
+    )
+    removed = 0
+    for kind, model, ids, change in changes:
+        if ids:
+            removed += await _with_documents(session, conversation_id, kind, model, sorted(ids), change)
     return removed
 
 
@@ -493,23 +479,14 @@ def _message_id(value: str) -> str:
 
 
 async def _rebuild_summary_if_cleared(memory: Memory, conversation_id: int, retraction: Retraction) -> bool:
-    """The summary was cleared in the deleting transaction; regenerate it from what
-    survives. Without a summary module yet, it stays empty and dirty for consolidation."""
-    rebuild = _summary_rebuilder()
-    if not retraction.summary_cleared or rebuild is None:
+    """The summary was cleared (and marked dirty) in the deleting transaction, so no
+    deleted text outlives it even if this fails; regenerate it from what survives."""
+    if not retraction.summary_cleared:
         return False
     async with memory.sessions.begin() as session:
         await lock_conversation(session, conversation_id, LockPurpose.GRAPH)
-        await rebuild(memory, session, conversation_id)
+        await rebuild_summary(memory, session, conversation_id)
     return True
-
-
-def _summary_rebuilder() -> Callable[[Memory, AsyncSession, int], Awaitable[None]] | None:
-    try:
-        from memory.summary import rebuild_summary
-    except ImportError:
-        return None
-    return rebuild_summary
 
 
 async def delete_episode(

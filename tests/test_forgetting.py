@@ -226,9 +226,8 @@ async def test_checkpoint_answers_and_audit_lose_the_episode(memory: Memory, con
         evidence = set((await session.execute(select(AnswerEvidence.trace_id, AnswerEvidence.episode_id).where(AnswerEvidence.conversation_id == cid))).all())
         audit = (await session.execute(select(AuditEntry).where(AuditEntry.conversation_id == cid))).scalar_one()
     assert checkpoint.rolling_context == [{"entity_id": ann, "name": "Ann", "text": "Ann (thing)", "episode_ids": [e2]}]
-    assert "Kiwi" not in checkpoint.summary and checkpoint.pending_episode_ids == []
-    if not report.summary_rebuilt:
-        assert checkpoint.summary == "" and checkpoint.summary_dirty
+    assert report.summary_rebuilt and checkpoint.summary == "ann: Ann likes tea" and not checkpoint.summary_dirty
+    assert checkpoint.summary_episode_ids == [e2] and checkpoint.pending_episode_ids == []
     assert answers == {trace.id: ANSWER_WITHDRAWN, untouched.id: "Tea"}
     assert evidence == {(trace.id, e2), (untouched.id, e2)}
     assert (audit.principal, audit.action) == ("admin-7", "delete_episode")

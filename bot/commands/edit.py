@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 
-from bot.commands.forget import render_counts
+from bot.commands.forget import add_message_arguments, render_counts
 from bot.runtime import memory_from_settings
 from bot.settings import Settings
 from memory.consolidation import consolidate
@@ -23,10 +23,8 @@ STATUS = {
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--conversation", required=True, help="conversation name, or platform:workspace:channel")
-    parser.add_argument("--message", required=True, help="the platform message id")
+    add_message_arguments(parser)
     parser.add_argument("--text", required=True, help="the new text of the message")
-    parser.add_argument("--principal", default="cli", help="who asks, for the audit log")
     parser.add_argument("--no-consolidate", action="store_true", help="only queue the edit for consolidation")
 
 

@@ -17,10 +17,15 @@ STATUS = {
 }
 
 
-def configure(parser: argparse.ArgumentParser) -> None:
+def add_message_arguments(parser: argparse.ArgumentParser) -> None:
+    """Which message, and who asks (shared with ``stashbird edit``)."""
     parser.add_argument("--conversation", required=True, help="conversation name, or platform:workspace:channel")
     parser.add_argument("--message", required=True, help="the platform message id")
     parser.add_argument("--principal", default="cli", help="who asks, for the audit log")
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    add_message_arguments(parser)
 
 
 async def run(args: argparse.Namespace, settings: Settings) -> dict:
