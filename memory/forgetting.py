@@ -37,7 +37,8 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Iterable
 
-from sqlalchemy import BigInteger, Text, and_, bindparam, cast, delete, exists, func, literal, or_, select, text, update
+from sqlalchemy import BigInteger, Text, bindparam, cast, delete, exists, func, literal, or_, select, text, union, update
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -145,7 +146,7 @@ def _support(holds: bool, witness: int | None, episode_id: int) -> frozenset[int
     return frozenset(([episode_id] if holds else []) + ([witness] if witness is not None else []))
 
 
-async def _load_relations(session: AsyncSession, episode_id: int, condition: Any) -> dict[int, RelationFacts]:
+async def _load_relations(session: AsyncSession, conversation_id: int, episode_id: int, ids: Any) -> dict[int, RelationFacts]:
     rows = await session.execute(
         select(
             Relation.id,
@@ -155,7 +156,7 @@ async def _load_relations(session: AsyncSession, episode_id: int, condition: Any
             Relation.superseded_by,
             _holds(RelationProvenance.relation_id, Relation.id, episode_id),
             _witness(RelationProvenance.relation_id, Relation.id, episode_id),
-        ).where(condition)
+        ).where(Relation.conversation_id == conversation_id, Relation.id.in_(ids))
     )
     return {
         r: RelationFacts(s, o, _support(holds, witness, episode_id), by if status == "superseded" else None)
@@ -163,24 +164,26 @@ async def _load_relations(session: AsyncSession, episode_id: int, condition: Any
     }
 
 
+def _ids(values: Iterable[int]) -> Any:
+    return select(func.unnest(cast(sorted(values), ARRAY(BigInteger))))
+
+
 async def load_subgraph(session: AsyncSession, conversation_id: int, episode_id: int) -> SupplyGraph:
-    """The part of the graph deleting ``episode_id`` can change (see SupplyGraph), found
-    through the provenance, endpoint and supersession indexes only."""
+    """The part of the graph deleting ``episode_id`` can change (see SupplyGraph).
+
+    Each query names its rows through the provenance, endpoint and supersession indexes
+    (unions of id sets, never an OR that would scan the conversation), so the cost
+    follows what is affected, not the size of the memory.
+    """
     holding_r = select(RelationProvenance.relation_id).where(
         RelationProvenance.conversation_id == conversation_id, RelationProvenance.episode_id == episode_id
     )
-    relations = await _load_relations(
-        session,
-        episode_id,
-        and_(
-            Relation.conversation_id == conversation_id,
-            or_(Relation.id.in_(holding_r), Relation.superseded_by.in_(holding_r)),
-        ),
-    )
+    superseded = select(Relation.id).where(Relation.conversation_id == conversation_id, Relation.superseded_by.in_(holding_r))
+    relations = await _load_relations(session, conversation_id, episode_id, union(holding_r, superseded))
     holding_e = select(EntityProvenance.entity_id).where(
         EntityProvenance.conversation_id == conversation_id, EntityProvenance.episode_id == episode_id
     )
-    endpoints = list({e for rel in relations.values() for e in rel.endpoints})
+    endpoints = {e for rel in relations.values() for e in rel.endpoints}
     communities_of = (
         select(func.array_agg(CommunityMember.community_id))
         .where(CommunityMember.entity_id == Entity.id)
@@ -193,7 +196,7 @@ async def load_subgraph(session: AsyncSession, conversation_id: int, episode_id:
                 _holds(EntityProvenance.entity_id, Entity.id, episode_id),
                 _witness(EntityProvenance.entity_id, Entity.id, episode_id),
                 communities_of,
-            ).where(Entity.conversation_id == conversation_id, or_(Entity.id.in_(holding_e), Entity.id.in_(endpoints)))
+            ).where(Entity.conversation_id == conversation_id, Entity.id.in_(union(holding_e, _ids(endpoints))))
         )
     ).all()
     entities = {e: EntityFacts(_support(holds, witness, episode_id)) for e, holds, witness, _ in rows}
@@ -203,11 +206,12 @@ async def load_subgraph(session: AsyncSession, conversation_id: int, episode_id:
             communities.setdefault(community_id, set()).add(entity_id)
     unsupported = [e for e, facts in entities.items() if not facts.support - {episode_id}]
     if unsupported:
-        touching = or_(Relation.subject_id.in_(unsupported), Relation.object_id.in_(unsupported))
-        more = await _load_relations(
-            session, episode_id, and_(Relation.conversation_id == conversation_id, touching, Relation.id.not_in(list(relations)))
+        touching = union(
+            select(Relation.id).where(Relation.subject_id.in_(unsupported)),
+            select(Relation.id).where(Relation.object_id.in_(unsupported)),
         )
-        relations.update(more)
+        more = await _load_relations(session, conversation_id, episode_id, touching)
+        relations.update({r: rel for r, rel in more.items() if r not in relations})
     return SupplyGraph(relations, entities, {c: frozenset(m) for c, m in communities.items()})
 
 
