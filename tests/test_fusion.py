@@ -15,7 +15,7 @@ from memory.retrieval.fusion import (
     reciprocal_rank_fusion,
 )
 from memory.retrieval.llm_steps import apply_scores, clean_sub_queries, needs_decomposition
-from memory.retrieval.search import Candidate, choose_plan, or_query
+from memory.retrieval.search import Candidate, choose_plan, or_query, rare_terms
 
 
 def test_rrf_scores_are_sums_of_reciprocal_ranks() -> None:
@@ -67,8 +67,10 @@ def test_when_to_decompose() -> None:
     assert not needs_decomposition("What did Caroline research?", now)
 
 
-def test_or_query_joins_words() -> None:
-    assert or_query("What's Ann's job, or hobby?") == "What's or Ann's or job or hobby"
+def test_common_terms_are_left_out_unless_nothing_else_is_left() -> None:
+    assert rare_terms({"caroline": 0.5, "research": 0.01, "adopt": 0.1}) == ["adopt", "research"]
+    assert rare_terms({"caroline": 0.5, "melani": 0.45}) == ["caroline", "melani"]
+    assert or_query(["ann", "or", "job", "c++"]) == "ann or job"
 
 
 def test_vector_plan() -> None:

@@ -30,7 +30,7 @@ from memory.schema import Episode, EntityProvenance, RelationProvenance, Speaker
 SUPPORTS_PER_ITEM = 2
 _EARLIEST = datetime.min.replace(tzinfo=timezone.utc)
 # How many of the best episode hits bring their chain surroundings, and how far.
-CONTEXT_ITEMS = 5
+CONTEXT_ITEMS = 3
 CONTEXT_SPAN = 2
 
 

@@ -19,9 +19,15 @@ too few rows of a conversation that holds a small share of the table. Therefore:
 Figures are printed by ``stashbird bench retrieval``.
 
 Full-text query. ``websearch_to_tsquery`` joins words with AND, which for a natural
-question matches almost nothing; the question's words are joined with ``or`` (the
+question matches almost nothing; the question's terms are joined with ``or`` (the
 websearch syntax for OR) so that any of them may match and ``ts_rank_cd`` ranks the
-documents that cover more of them, closer together, first.
+documents that cover more of them, closer together, first. ``ts_rank_cd`` knows
+nothing of how common a term is, so terms found in more than ``COMMON_TERM_SHARE`` of
+the conversation's messages (a speaker's name in a two-person chat, "time", "love")
+are left out of the query unless nothing else is left: they would match half the
+conversation, drown the rare terms that carry the question, and make the ranking
+slow on a large conversation. The share is measured on up to ``TERM_SAMPLE``
+messages of the conversation (all of them in a small one) in one statement.
 """
 
 from __future__ import annotations
@@ -49,8 +55,8 @@ METHODS = ("vector", "text")
 # documents puts every one of them in its top 60, so at full weight a weak fact would
 # rank with the best messages.
 KIND_WEIGHTS = {"episode": 1.0, "entity": 0.5, "relation": 0.5, "community": 0.5}
-_WORD = re.compile(r"[^\W_]+(?:'[^\W_]+)?")
-_OPERATOR_WORDS = {"or", "and", "not"}
+COMMON_TERM_SHARE = 0.10
+TERM_SAMPLE = 2_000
 
 Key = tuple[str, int]  # (kind, ref_id)
 
@@ -110,10 +116,35 @@ class SearchResult:
     lists: int = field(default=0)
 
 
-def or_query(question: str) -> str:
-    """The question's words joined by ``or`` for ``websearch_to_tsquery``."""
-    words = [w for w in _WORD.findall(question) if w.lower() not in _OPERATOR_WORDS]
-    return " or ".join(words)
+def rare_terms(shares: dict[str, float], limit: float = COMMON_TERM_SHARE) -> list[str]:
+    """The query terms to search for: those not common in the conversation, or all of
+    them when every one is common. Pure."""
+    rare = [term for term, share in shares.items() if share <= limit]
+    return sorted(rare or shares)
+
+
+def or_query(terms: Sequence[str]) -> str:
+    """Terms joined by ``or`` for ``websearch_to_tsquery`` (operator words dropped)."""
+    return " or ".join(t for t in terms if t.isalnum() and t not in _OPERATOR_WORDS)
+
+
+_OPERATOR_WORDS = {"or", "and", "not"}
+
+
+async def _term_shares(session: AsyncSession, conversation_id: int, question: str) -> dict[str, float]:
+    """Each English lexeme of ``question`` and the share of the conversation's messages
+    (a sample of at most TERM_SAMPLE) that contain it."""
+    rows = await session.execute(
+        text(
+            "WITH sample AS MATERIALIZED (SELECT tsv FROM search_documents "
+            "WHERE conversation_id = :c AND kind = 'episode' LIMIT :n), "
+            "terms AS (SELECT DISTINCT lexeme FROM unnest(to_tsvector('english', :q))) "
+            "SELECT terms.lexeme, (SELECT count(*) FROM sample WHERE sample.tsv @@ plainto_tsquery('simple', terms.lexeme)), "
+            "(SELECT count(*) FROM sample) FROM terms"
+        ),
+        {"c": conversation_id, "n": TERM_SAMPLE, "q": question},
+    )
+    return {lexeme: (found / total if total else 0.0) for lexeme, found, total in rows}
 
 
 def choose_plan(sizes: dict[str, int], table_rows: int, top: int) -> VectorPlan:
@@ -180,7 +211,7 @@ def _vector_sql(kinds: Sequence[str], exact: bool) -> str:
 def _text_sql(kinds: Sequence[str]) -> str:
     parts = [
         f"(SELECT {_COLUMNS}, ts_rank_cd(tsv, query) AS score "
-        "FROM search_documents, websearch_to_tsquery('english', :t) AS query "
+        "FROM search_documents, websearch_to_tsquery('simple', :t) AS query "
         f"WHERE conversation_id = :c AND kind = '{kind}' AND tsv @@ query ORDER BY score DESC LIMIT :n)"
         for kind in kinds
     ]
@@ -213,10 +244,12 @@ async def search(
     time_ranges: Sequence[TimeRange] = (),
     prefer_current: bool = True,
     methods: Sequence[str] = METHODS,
+    common_terms: bool = False,
 ) -> SearchResult:
     """Fused candidates for all ``variants`` in one conversation, best first.
 
-    ``methods`` limits the search to ``vector`` or ``text`` (the benchmark baselines).
+    ``methods`` limits the search to ``vector`` or ``text``, and ``common_terms=True``
+    keeps common terms in the full-text query (the benchmark's raw-turn baselines).
     Run inside a transaction (the HNSW plan sets ``hnsw.ef_search`` locally).
     """
     unknown = (set(kinds) - set(KINDS)) | (set(methods) - set(METHODS))
@@ -243,7 +276,8 @@ async def search(
                         session, _vector_sql(kinds_, exact), {**base, "q": list(variant.embedding)}, rows, "similarity", True
                     )
                 )
-        words = or_query(variant.text)
+        shares = await _term_shares(session, conversation_id, variant.text)
+        words = or_query(sorted(shares) if common_terms else rare_terms(shares))
         searchable = [k for k in kinds if k in plan.exact or k in plan.hnsw]
         if words and searchable and "text" in methods:
             add(await _ranked_lists(session, _text_sql(searchable), {**base, "t": words}, rows, "text_rank", False))
