@@ -7,8 +7,8 @@ evidence turns, so facts resting on several turns are restated across sessions) 
 correction sequences (bot/benchmarks/correction_sequences.py). The final state of each
 sequence passes when:
 
-- no duplicate active relations (two active relations with the same subject, predicate,
-  object and fact);
+- no duplicate active relations (two active relations with the same subject, predicate
+  and fact);
 - no superseded relation left active (a fact a later message contradicted);
 - every relation's provenance is exactly the episodes that stated it (and every stated
   fact is there).
@@ -42,7 +42,7 @@ from memory.ingest import ingest_messages
 from memory.reconcile import normalize_name, normalize_predicate
 from memory.schema import Entity, Episode, Relation, RelationProvenance
 
-Key = tuple[str, str, str, str]
+Key = tuple[str, str, str]
 T0 = datetime(2025, 1, 6, 9, tzinfo=timezone.utc)
 
 
@@ -52,10 +52,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def key_of(relation: dict[str, Any]) -> Key:
+    """What identifies a stated fact: subject, predicate and fact sentence. Not the
+    object's name: entity reconciliation may rightly file the object under the name of
+    the entity it merged into ("volunteered at a homeless shelter" into "volunteering at
+    a homeless shelter"); the fact sentence still says what was stated."""
     return (
         normalize_name(relation["subject"]),
         normalize_predicate(relation["predicate"]),
-        normalize_name(relation["object"]),
         normalize_name(relation["fact"]),
     )
 
