@@ -15,7 +15,7 @@ from memory.retrieval.fusion import (
     reciprocal_rank_fusion,
 )
 from memory.retrieval.llm_steps import apply_scores, clean_sub_queries, needs_decomposition
-from memory.retrieval.search import Candidate, choose_plan, or_query, rare_terms
+from memory.retrieval.search import Candidate, choose_plan, estimate_size, or_query, rare_terms
 
 
 def test_rrf_scores_are_sums_of_reciprocal_ranks() -> None:
@@ -70,6 +70,11 @@ def test_when_to_decompose() -> None:
 def test_common_terms_are_left_out_unless_nothing_else_is_left() -> None:
     assert rare_terms({"caroline": 0.5, "research": 0.01, "adopt": 0.1}) == ["adopt", "research"]
     assert rare_terms({"caroline": 0.5, "melani": 0.45}) == ["caroline", "melani"]
+    # In a large conversation the rarest terms are kept while their matches stay bounded.
+    shares = {"lgbtq": 0.004, "group": 0.02, "support": 0.05}
+    assert rare_terms(shares, messages=1_000) == ["group", "lgbtq", "support"]
+    assert rare_terms(shares, messages=100_000, match_rows=2_000) == ["lgbtq"]
+    assert rare_terms({"go": 0.09}, messages=100_000, match_rows=2_000) == ["go"]
     assert or_query(["ann", "or", "job", "c++"]) == "ann or job"
 
 
@@ -77,5 +82,8 @@ def test_vector_plan() -> None:
     assert choose_plan({"episode": 500, "entity": 0}, 10_000, 60).exact == ("episode",)
     big = choose_plan({"episode": 100_000, "relation": 30_000}, 140_000, 60)
     assert big.hnsw == ("episode", "relation") and big.ef_search == 840
+    assert estimate_size(500, 1e6, 0.5, 0.9) == 500
+    assert estimate_size(20_000, 110_000, 0.9, 0.95) == 94_050
+    assert estimate_size(20_000, 110_000, None, 0.95) == 20_000
     tiny_share = choose_plan({"episode": 25_000}, 10_000_000, 60)
     assert tiny_share.exact == ("episode",) and not tiny_share.hnsw

@@ -27,7 +27,17 @@ the conversation's messages (a speaker's name in a two-person chat, "time", "lov
 are left out of the query unless nothing else is left: they would match half the
 conversation, drown the rare terms that carry the question, and make the ranking
 slow on a large conversation. The share is measured on up to ``TERM_SAMPLE``
-messages of the conversation (all of them in a small one) in one statement.
+messages of the conversation (all of them in a small one) in one statement. In a
+large conversation the rarest terms are kept only while the messages they are expected
+to match stay under ``TEXT_MATCH_ROWS``, which bounds the ranking work (the vector
+side still sees everything).
+
+Sizes. A capped count (index-only, stops at ``EXACT_SCAN_ROWS``) tells small from
+large; the size of a large (conversation, kind) is estimated from the planner
+statistics (``pg_stats`` frequencies of the conversation and of the kind, the table's
+``reltuples``), as the planner itself does, because an exact count of 100K rows costs
+more than the whole search. Without statistics the estimate falls back to the cap,
+which errs towards a larger ``ef_search`` or the exact scan.
 """
 
 from __future__ import annotations
@@ -56,7 +66,8 @@ METHODS = ("vector", "text")
 # rank with the best messages.
 KIND_WEIGHTS = {"episode": 1.0, "entity": 0.5, "relation": 0.5, "community": 0.5}
 COMMON_TERM_SHARE = 0.10
-TERM_SAMPLE = 2_000
+TERM_SAMPLE = 1_000
+TEXT_MATCH_ROWS = 2_000
 
 Key = tuple[str, int]  # (kind, ref_id)
 
@@ -107,6 +118,7 @@ class VectorPlan:
     exact: tuple[str, ...]
     hnsw: tuple[str, ...] = ()
     ef_search: int = 0
+    episode_rows: int = 0  # the conversation's messages (estimated when large)
 
 
 @dataclass
@@ -116,11 +128,23 @@ class SearchResult:
     lists: int = field(default=0)
 
 
-def rare_terms(shares: dict[str, float], limit: float = COMMON_TERM_SHARE) -> list[str]:
-    """The query terms to search for: those not common in the conversation, or all of
-    them when every one is common. Pure."""
-    rare = [term for term, share in shares.items() if share <= limit]
-    return sorted(rare or shares)
+def rare_terms(
+    shares: dict[str, float], messages: int = 0, limit: float = COMMON_TERM_SHARE, match_rows: int = TEXT_MATCH_ROWS
+) -> list[str]:
+    """The query terms to search for: those not common in the conversation (all of
+    them when every one is common), rarest first while the ``messages`` they are
+    expected to match stay under ``match_rows`` (the rarest is always kept). Pure."""
+    rare = sorted((share, term) for term, share in shares.items() if share <= limit) or sorted(
+        (share, term) for term, share in shares.items()
+    )
+    kept: list[str] = []
+    expected = 0.0
+    for share, term in rare:
+        expected += share * messages
+        if kept and expected > match_rows:
+            break
+        kept.append(term)
+    return sorted(kept)
 
 
 def or_query(terms: Sequence[str]) -> str:
@@ -147,6 +171,14 @@ async def _term_shares(session: AsyncSession, conversation_id: int, question: st
     return {lexeme: (found / total if total else 0.0) for lexeme, found, total in rows}
 
 
+def estimate_size(counted: int, table_rows: float, conversation_share: float | None, kind_share: float | None) -> int:
+    """Rows of one (conversation, kind): the capped count when it is below the cap,
+    else the statistics' estimate, never below the count. Pure."""
+    if counted < EXACT_SCAN_ROWS or conversation_share is None or kind_share is None:
+        return counted
+    return max(counted, int(table_rows * conversation_share * kind_share))
+
+
 def choose_plan(sizes: dict[str, int], table_rows: int, top: int) -> VectorPlan:
     """Pure plan choice from the per-kind document counts of the conversation and the
     number of rows of the whole table (see the module docstring)."""
@@ -166,7 +198,7 @@ def choose_plan(sizes: dict[str, int], table_rows: int, top: int) -> VectorPlan:
         else:
             hnsw.append(kind)
             ef = max(ef, needed, 40)
-    return VectorPlan(tuple(exact), tuple(hnsw), ef)
+    return VectorPlan(tuple(exact), tuple(hnsw), ef, sizes.get("episode", 0))
 
 
 async def _plan(session: AsyncSession, conversation_id: int, kinds: Sequence[str], top: int) -> VectorPlan:
@@ -179,20 +211,27 @@ async def _plan(session: AsyncSession, conversation_id: int, kinds: Sequence[str
         {"c": conversation_id, "kinds": list(kinds), "cap": EXACT_SCAN_ROWS},
     )
     sizes = dict(rows.all())
-    large = [kind for kind, size in sizes.items() if size >= EXACT_SCAN_ROWS]
     table_rows = 0
-    if large:
-        for kind in large:
-            sizes[kind] = (
-                await session.execute(
-                    text("SELECT count(*) FROM search_documents WHERE conversation_id = :c AND kind = :k"),
-                    {"c": conversation_id, "k": kind},
-                )
-            ).scalar_one()
-        table_rows = (
-            await session.execute(text("SELECT reltuples::bigint FROM pg_class WHERE oid = 'search_documents'::regclass"))
-        ).scalar_one()
-    return choose_plan(sizes, table_rows, top)
+    if any(size >= EXACT_SCAN_ROWS for size in sizes.values()):
+        table_rows, conversation_share, kind_shares = (
+            await session.execute(
+                text(
+                    "SELECT c.reltuples, "
+                    "(SELECT m.f FROM pg_stats s, unnest(s.most_common_vals::text::bigint[], s.most_common_freqs) "
+                    "AS m(v, f) WHERE s.tablename = 'search_documents' AND s.attname = 'conversation_id' AND m.v = :c), "
+                    "(SELECT json_object_agg(m.v, m.f) FROM pg_stats s, unnest(s.most_common_vals::text::text[], "
+                    "s.most_common_freqs) AS m(v, f) WHERE s.tablename = 'search_documents' AND s.attname = 'kind') "
+                    "FROM pg_class c WHERE c.oid = 'search_documents'::regclass"
+                ),
+                {"c": conversation_id},
+            )
+        ).one()
+        kind_shares = kind_shares or {}
+        sizes = {
+            kind: estimate_size(size, table_rows, conversation_share, kind_shares.get(kind))
+            for kind, size in sizes.items()
+        }
+    return choose_plan(sizes, int(table_rows), top)
 
 
 _COLUMNS = "kind, ref_id, text, message_time, is_current"
@@ -277,7 +316,7 @@ async def search(
                     )
                 )
         shares = await _term_shares(session, conversation_id, variant.text)
-        words = or_query(sorted(shares) if common_terms else rare_terms(shares))
+        words = or_query(sorted(shares) if common_terms else rare_terms(shares, plan.episode_rows))
         searchable = [k for k in kinds if k in plan.exact or k in plan.hnsw]
         if words and searchable and "text" in methods:
             add(await _ranked_lists(session, _text_sql(searchable), {**base, "t": words}, rows, "text_rank", False))
