@@ -68,6 +68,9 @@ KIND_WEIGHTS = {"episode": 1.0, "entity": 0.5, "relation": 0.5, "community": 0.5
 COMMON_TERM_SHARE = 0.10
 TERM_SAMPLE = 1_000
 TEXT_MATCH_ROWS = 2_000
+# Below this many messages shares are too coarse to call a term common (one message in
+# a short chat is already several percent), and ranking every match costs nothing.
+PRUNE_FROM_MESSAGES = 200
 
 Key = tuple[str, int]  # (kind, ref_id)
 
@@ -316,7 +319,8 @@ async def search(
                     )
                 )
         shares = await _term_shares(session, conversation_id, variant.text)
-        words = or_query(sorted(shares) if common_terms else rare_terms(shares, plan.episode_rows))
+        prune = not common_terms and plan.episode_rows >= PRUNE_FROM_MESSAGES
+        words = or_query(rare_terms(shares, plan.episode_rows) if prune else sorted(shares))
         searchable = [k for k in kinds if k in plan.exact or k in plan.hnsw]
         if words and searchable and "text" in methods:
             add(await _ranked_lists(session, _text_sql(searchable), {**base, "t": words}, rows, "text_rank", False))
