@@ -37,7 +37,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Iterable
 
-from sqlalchemy import BigInteger, Text, bindparam, cast, delete, exists, func, literal, or_, select, text, union, update
+from sqlalchemy import BigInteger, Text, and_, bindparam, cast, delete, exists, func, literal, or_, select, text, union, update
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -168,7 +168,25 @@ def _ids(values: Iterable[int]) -> Any:
     return select(func.unnest(cast(sorted(values), ARRAY(BigInteger))))
 
 
-async def load_subgraph(session: AsyncSession, conversation_id: int, episode_id: int) -> SupplyGraph:
+@dataclass(frozen=True)
+class Affected:
+    graph: SupplyGraph
+    # loaded entities whose summary or attributes were written from the episode (or
+    # from episodes unknown): cleared if the entity is kept, since they may quote it
+    stale_summaries: frozenset[int]
+
+
+def _summary_drew_on(episode_id: int) -> Any:
+    return and_(
+        or_(Entity.summary != "", Entity.attributes != {}),
+        or_(
+            ~Entity.attributes.has_key("summary_episode_ids"),
+            Entity.attributes["summary_episode_ids"].contains([episode_id]),
+        ),
+    )
+
+
+async def load_subgraph(session: AsyncSession, conversation_id: int, episode_id: int) -> Affected:
     """The part of the graph deleting ``episode_id`` can change (see SupplyGraph).
 
     Each query names its rows through the provenance, endpoint and supersession indexes
@@ -196,12 +214,14 @@ async def load_subgraph(session: AsyncSession, conversation_id: int, episode_id:
                 _holds(EntityProvenance.entity_id, Entity.id, episode_id),
                 _witness(EntityProvenance.entity_id, Entity.id, episode_id),
                 communities_of,
+                _summary_drew_on(episode_id),
             ).where(Entity.conversation_id == conversation_id, Entity.id.in_(union(holding_e, _ids(endpoints))))
         )
     ).all()
-    entities = {e: EntityFacts(_support(holds, witness, episode_id)) for e, holds, witness, _ in rows}
+    entities = {e: EntityFacts(_support(holds, witness, episode_id)) for e, holds, witness, _, _ in rows}
+    stale = frozenset(e for e, _, _, _, drew_on in rows if drew_on)
     communities: dict[int, set[int]] = {}
-    for entity_id, _, _, held_by in rows:
+    for entity_id, _, _, held_by, _ in rows:
         for community_id in held_by or ():
             communities.setdefault(community_id, set()).add(entity_id)
     unsupported = [e for e, facts in entities.items() if not facts.support - {episode_id}]
@@ -212,7 +232,7 @@ async def load_subgraph(session: AsyncSession, conversation_id: int, episode_id:
         )
         more = await _load_relations(session, conversation_id, episode_id, touching)
         relations.update({r: rel for r, rel in more.items() if r not in relations})
-    return SupplyGraph(relations, entities, {c: frozenset(m) for c, m in communities.items()})
+    return Affected(SupplyGraph(relations, entities, {c: frozenset(m) for c, m in communities.items()}), stale)
 
 
 # --- writing a decision --------------------------------------------------------------
@@ -238,7 +258,9 @@ async def _with_documents(
     return (await session.execute(counts)).one()[0]
 
 
-async def apply_decision(session: AsyncSession, conversation_id: int, decision: Decision, episode_id: int) -> int:
+async def apply_decision(
+    session: AsyncSession, conversation_id: int, decision: Decision, stale_summaries: Iterable[int] = ()
+) -> int:
     """Write a deletion decision's graph changes; returns the search documents removed.
 
     Shared by Stashbird's rule and the benchmark's comparison policies. A restored
@@ -256,8 +278,8 @@ async def apply_decision(session: AsyncSession, conversation_id: int, decision: 
             .where(SearchDocument.kind == "relation", SearchDocument.ref_id.in_(restored))
             .values(is_current=True)
         )
-    if decision.entities_kept:
-        await _clear_derived_metadata(session, conversation_id, decision.entities_kept, episode_id)
+    if stale := decision.entities_kept & set(stale_summaries):
+        await _clear_derived_metadata(session, conversation_id, stale)
     anchor = update(Entity).values(
         name=literal("anchor:") + cast(Entity.id, Text), summary="", attributes={}, embedding=None, is_anchor=True
     )
@@ -274,24 +296,12 @@ async def apply_decision(session: AsyncSession, conversation_id: int, decision: 
     return removed
 
 
-async def _clear_derived_metadata(
-    session: AsyncSession, conversation_id: int, entity_ids: Iterable[int], episode_id: int
-) -> None:
-    """A summary written from the lost message (``attributes.summary_episode_ids``, or
-    unknown provenance) may quote it: clear it and re-index the entity without it."""
-    drew_on = or_(
-        ~Entity.attributes.has_key("summary_episode_ids"),
-        Entity.attributes["summary_episode_ids"].contains([episode_id]),
-    )
+async def _clear_derived_metadata(session: AsyncSession, conversation_id: int, entity_ids: Iterable[int]) -> None:
+    """Clear summaries that may quote a lost message and re-index the entities without them."""
     rows = (
         await session.execute(
             update(Entity)
-            .where(
-                Entity.conversation_id == conversation_id,
-                Entity.id.in_(list(entity_ids)),
-                or_(Entity.summary != "", Entity.attributes != {}),
-                drew_on,
-            )
+            .where(Entity.conversation_id == conversation_id, Entity.id.in_(list(entity_ids)))
             .values(summary="", attributes={})
             .returning(Entity.id, Entity.name, Entity.type, Entity.embedding)
         )
@@ -369,8 +379,8 @@ async def retract_support(
 ) -> Retraction:
     """Take one episode's support out of everything derived from it (the shared half of
     delete and edit); the caller holds both locks and handles the episode row."""
-    graph = await load_subgraph(session, conversation_id, episode_id)
-    decision = decide_deletion(graph, episode_id)
+    affected = await load_subgraph(session, conversation_id, episode_id)
+    decision = decide_deletion(affected.graph, episode_id)
     if requeue:  # an edit keeps the episode row; a deletion's provenance rows go with it (ON DELETE CASCADE)
         for table in (RelationProvenance, EntityProvenance):
             await session.execute(
@@ -385,7 +395,7 @@ async def retract_support(
         entities_kept=sorted(decision.entities_kept),
         communities_dirtied=sorted(decision.communities_dirtied),
     )
-    retraction.documents_removed = await apply_decision(session, conversation_id, decision, episode_id)
+    retraction.documents_removed = await apply_decision(session, conversation_id, decision, affected.stale_summaries)
     gone = set(decision.entities_removed | decision.entities_anchored)
     await _update_checkpoint(session, conversation_id, episode_id, gone, requeue, retraction)
     retraction.answers_withdrawn = await _withdraw_answers(session, conversation_id, episode_id)

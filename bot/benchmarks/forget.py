@@ -228,7 +228,7 @@ async def delete_with(memory: Memory, policy: str, cid: int, dia_id: str) -> Non
             await session.execute(select(Episode).where(Episode.conversation_id == cid, Episode.platform_message_id == dia_id))
         ).scalar_one()
         decision = POLICIES[policy](await whole_graph(session, cid), episode.id)
-        await apply_decision(session, cid, decision, episode.id)
+        await apply_decision(session, cid, decision)
         await remove_episode(session, cid, episode)
 
 
