@@ -57,7 +57,7 @@ from memory.retrieval.timeparse import TimeRange
 from memory.search_index import KINDS
 
 EXACT_SCAN_ROWS = 20_000
-OVERFETCH = 3.0
+OVERFETCH = 2.0
 MAX_EF_SEARCH = 1000
 METHODS = ("vector", "text")
 # Weight of each kind's ranked lists in the fusion. Facts and entities are views of the
@@ -67,7 +67,8 @@ METHODS = ("vector", "text")
 KIND_WEIGHTS = {"episode": 1.0, "entity": 0.5, "relation": 0.5, "community": 0.5}
 COMMON_TERM_SHARE = 0.10
 TERM_SAMPLE = 1_000
-TEXT_MATCH_ROWS = 2_000
+TEXT_MATCH_ROWS = 500
+TEXT_RANK_CAP = 2_000
 # Below this many messages shares are too coarse to call a term common (one message in
 # a short chat is already several percent), and ranking every match costs nothing.
 PRUNE_FROM_MESSAGES = 200
@@ -251,10 +252,13 @@ def _vector_sql(kinds: Sequence[str], exact: bool) -> str:
 
 
 def _text_sql(kinds: Sequence[str]) -> str:
+    """Ranks at most ``TEXT_RANK_CAP`` matches per kind: a safety net for the case the
+    sampled shares underestimate a term (never binds in a conversation that small)."""
     parts = [
-        f"(SELECT {_COLUMNS}, ts_rank_cd(tsv, query) AS score "
-        "FROM search_documents, websearch_to_tsquery('simple', :t) AS query "
-        f"WHERE conversation_id = :c AND kind = '{kind}' AND tsv @@ query ORDER BY score DESC LIMIT :n)"
+        f"(SELECT {_COLUMNS}, ts_rank_cd(tsv, query) AS score FROM "
+        f"(SELECT {_COLUMNS}, tsv FROM search_documents WHERE conversation_id = :c AND kind = '{kind}' "
+        "AND tsv @@ websearch_to_tsquery('simple', :t) LIMIT :cap) AS matches, "
+        "websearch_to_tsquery('simple', :t) AS query ORDER BY score DESC LIMIT :n)"
         for kind in kinds
     ]
     return " UNION ALL ".join(parts)
@@ -323,7 +327,8 @@ async def search(
         words = or_query(rare_terms(shares, plan.episode_rows) if prune else sorted(shares))
         searchable = [k for k in kinds if k in plan.exact or k in plan.hnsw]
         if words and searchable and "text" in methods:
-            add(await _ranked_lists(session, _text_sql(searchable), {**base, "t": words}, rows, "text_rank", False))
+            params = {**base, "t": words, "cap": TEXT_RANK_CAP}
+            add(await _ranked_lists(session, _text_sql(searchable), params, rows, "text_rank", False))
     fused = reciprocal_rank_fusion(rankings, rrf_k, weights)
 
     def weight(key: Key) -> float:
