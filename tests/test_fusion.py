@@ -81,7 +81,7 @@ def test_common_terms_are_left_out_unless_nothing_else_is_left() -> None:
 def test_vector_plan() -> None:
     assert choose_plan({"episode": 500, "entity": 0}, 10_000, 60).exact == ("episode",)
     big = choose_plan({"episode": 100_000, "relation": 30_000}, 140_000, 60)
-    assert big.hnsw == ("episode", "relation") and big.ef_search == 840
+    assert big.hnsw == ("episode", "relation") and big.ef_search == 560  # 2 x 60 / (30K / 140K)
     assert estimate_size(500, 1e6, 0.5, 0.9) == 500
     assert estimate_size(20_000, 110_000, 0.9, 0.95) == 94_050
     assert estimate_size(20_000, 110_000, None, 0.95) == 20_000
