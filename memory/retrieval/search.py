@@ -324,7 +324,9 @@ async def search(
                 )
         shares = await _term_shares(session, conversation_id, variant.text)
         prune = not common_terms and plan.episode_rows >= PRUNE_FROM_MESSAGES
-        words = or_query(rare_terms(shares, plan.episode_rows) if prune else sorted(shares))
+        # The match bound is about cost, which only a large conversation has.
+        large = plan.episode_rows if plan.episode_rows >= EXACT_SCAN_ROWS else 0
+        words = or_query(rare_terms(shares, large) if prune else sorted(shares))
         searchable = [k for k in kinds if k in plan.exact or k in plan.hnsw]
         if words and searchable and "text" in methods:
             params = {**base, "t": words, "cap": TEXT_RANK_CAP}
