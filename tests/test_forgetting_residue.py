@@ -12,7 +12,7 @@ from datetime import datetime, timedelta, timezone
 from sqlalchemy import select
 
 from memory.consolidation import consolidate
-from memory.conversations import ConversationRef
+from memory.conversations import ConversationRef, find_conversation
 from memory.core import Memory
 from memory.episodes import validate_message
 from memory.forgetting import delete_episode, edit_episode
@@ -69,8 +69,10 @@ async def test_deleted_markers_survive_nowhere(memory: Memory, conversation_ref:
     )
     await consolidate(memory, conversation_ref)
     async with memory.sessions.begin() as session:
-        episodes = dict((await session.execute(select(Episode.platform_message_id, Episode.id))).all())
-        cid = (await session.execute(select(Episode.conversation_id).where(Episode.id == episodes["m1"]))).scalar_one()
+        cid = await find_conversation(session, conversation_ref)
+        episodes = dict(
+            (await session.execute(select(Episode.platform_message_id, Episode.id).where(Episode.conversation_id == cid))).all()
+        )
         ids = list((await session.execute(select(Entity.id).where(Entity.conversation_id == cid))).scalars())
         group = Community(conversation_id=cid, label=f"{gone1} group", summary=f"Ann, who moved to {gone1}", dirty=False)
         trace = AnswerTrace(conversation_id=cid, principal="u", question="Where did Ann move?", answer=f"To {gone1}.")
@@ -115,11 +117,12 @@ async def test_an_edit_leaves_no_trace_of_the_old_text_and_keeps_what_it_still_s
 
     facts: dict[str, set[str]] = {}
     async with memory.sessions() as session:
+        cid = await find_conversation(session, conversation_ref)
         rows = await session.execute(
             select(Relation.fact, Episode.platform_message_id)
             .join(RelationProvenance, RelationProvenance.relation_id == Relation.id)
             .join(Episode, Episode.id == RelationProvenance.episode_id)
-            .where(Episode.platform_message_id.in_(["m1", "m2"]), Relation.conversation_id == Episode.conversation_id)
+            .where(Episode.platform_message_id.in_(["m1", "m2"]), Relation.conversation_id == cid)
         )
         for fact, message in rows:
             facts.setdefault(fact, set()).add(message)
