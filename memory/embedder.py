@@ -84,6 +84,10 @@ class LocalEmbedder:
 
         model_path, tokenizer_path = _local_files()
         options = onnxruntime.SessionOptions()
+        # Idle onnxruntime threads spin by default, taking the cores the database needs
+        # while the next batch is embedded alongside the current one's writes.
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        options.add_session_config_entry("session.inter_op.allow_spinning", "0")
         if self.threads:
             options.intra_op_num_threads = self.threads
         self._session = onnxruntime.InferenceSession(
