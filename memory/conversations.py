@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import select
+from sqlalchemy import delete, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -82,3 +82,12 @@ async def ensure_speaker(
         .returning(Speaker.id)
     )
     return (await session.execute(statement)).scalar_one()
+
+
+async def delete_conversation(session: AsyncSession, ref: ConversationRef) -> bool:
+    """Remove a conversation and everything stored for it (every table cascades from it)."""
+    conversation_id = await find_conversation(session, ref)
+    if conversation_id is None:
+        return False
+    await session.execute(delete(Conversation).where(Conversation.id == conversation_id))
+    return True

@@ -6,10 +6,12 @@ from datetime import datetime, timedelta, timezone
 
 from sqlalchemy import select
 
+from memory.conversations import ConversationRef, delete_conversation, ensure_conversation, find_conversation
 from memory.core import Memory
 from memory.episodes import append_messages, validate_message
+from memory.facts import list_facts
 from memory.graph import add_relation_support, create_entity, create_relation, supersede_relation
-from memory.schema import Relation, RelationProvenance, SearchDocument
+from memory.schema import Entity, Episode, Relation, RelationProvenance, SearchDocument
 
 T0 = datetime(2026, 3, 1, tzinfo=timezone.utc)
 
@@ -32,3 +34,30 @@ async def test_relation_lifecycle_writes(memory: Memory, conversation_id: int) -
     assert support == {e1, e2}
     assert tuple(status) == ("superseded", new)
     assert current == {old: False, new: True}
+
+
+async def test_facts_list_their_supporting_messages_and_conversations_delete_whole(
+    memory: Memory, conversation_ref: ConversationRef
+) -> None:
+    vector = [1.0] + [0.0] * 383
+    messages = [validate_message({"id": f"m{i}", "author": "ann", "text": f"fact {i}", "ts": T0 + timedelta(minutes=i)}) for i in range(2)]
+    async with memory.sessions.begin() as session:
+        cid = await ensure_conversation(session, conversation_ref)
+        e1, e2 = [r.episode_id for r in await append_messages(session, memory.embedder, cid, messages)]
+        ann = await create_entity(session, cid, name="Ann", type_="person", summary="", embedding=vector, episode_ids=[e1])
+        city = await create_entity(session, cid, name="Oslo", type_="place", summary="", embedding=vector, episode_ids=[e2])
+        await create_relation(session, cid, subject_id=ann, object_id=city, predicate="visits", fact="Ann visits Oslo", embedding=vector, episode_ids=[e1, e2])
+    async with memory.sessions() as session:
+        facts = await list_facts(session, cid)
+    assert [(f["subject"], f["object"], f["status"], f["messages"]) for f in facts] == [("Ann", "Oslo", "active", ["m0", "m1"])]
+
+    async with memory.sessions.begin() as session:
+        assert await delete_conversation(session, conversation_ref)
+        assert not await delete_conversation(session, conversation_ref)
+    async with memory.sessions() as session:
+        assert await find_conversation(session, conversation_ref) is None
+        left = [
+            (await session.execute(select(table.id).where(table.conversation_id == cid))).all()
+            for table in (Episode, Entity, Relation, SearchDocument)
+        ]
+    assert left == [[], [], [], []]

@@ -1,21 +1,26 @@
-"""``stashbird demo``: ingest a bundled multi-party sample conversation into the
-(embedded) database, show what was stored, then ask it a few questions and print the
-answers with their citations."""
+"""``stashbird demo``: the whole memory on a bundled multi-party sample conversation.
+
+It starts the sample's conversation afresh, ingests it, consolidates it into facts with
+provenance, asks a few questions (answers cite messages), then deletes one message and
+shows that what rested only on it is gone while everything else stays.
+"""
 
 from __future__ import annotations
 
 import argparse
-from importlib import resources
 from datetime import datetime, timezone
+from importlib import resources
 from pathlib import Path
 
-
+from bot.commands.ask import render_answer
 from bot.importers import read_jsonl
 from bot.runtime import memory_from_settings
 from bot.settings import Settings
-from bot.commands.ask import render_answer
 from memory.answering import answer
-from memory.conversations import ConversationRef
+from memory.consolidation import consolidate
+from memory.conversations import ConversationRef, delete_conversation, find_conversation
+from memory.facts import list_facts
+from memory.forgetting import delete_episode
 from memory.ingest import ingest_messages
 from memory.timeline import chain
 
@@ -27,6 +32,7 @@ QUESTIONS = (
     "Who is writing the rollback plan for Atlas?",
     "What is the name of Marco's dog?",
 )
+FORGOTTEN = ("m13", "What is the name of Marco's dog?")  # the message deleted, the question asked again
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -38,30 +44,54 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict:
     with resources.as_file(resources.files("bot") / "data" / SAMPLE) as path:
         parsed = read_jsonl(Path(path))
     async with memory_from_settings(settings) as memory:
+        async with memory.sessions.begin() as session:
+            await delete_conversation(session, ref)
         counts = await ingest_messages(memory, ref, parsed.messages)
+        consolidation = await consolidate(memory, ref)
         async with memory.sessions() as session:
             episodes = await chain(session, ref)
+            facts = await list_facts(session, await find_conversation(session, ref))
         answers = [(await answer(memory, ref, q, QUESTION_DATE, principal="demo")).to_dict() for q in QUESTIONS]
+        message_id, question = FORGOTTEN
+        deletion = await delete_episode(memory, ref, message_id, principal="demo")
+        after = (await answer(memory, ref, question, QUESTION_DATE, principal="demo")).to_dict()
     return {
         "conversation": str(ref),
         "ingested": counts["stored"],
-        "duplicates": counts["duplicate"],
         "episodes": episodes,
+        "consolidation": consolidation.as_dict(),
+        "facts": facts,
         "answers": answers,
+        "deletion": deletion.as_dict(),
+        "answer_after_deletion": after,
     }
 
 
 def render(result: dict) -> str:
     lines = [
-        f"Stored the sample conversation as {result['conversation']!r}: "
-        f"{result['ingested']} new episodes, {result['duplicates']} already there.",
+        f"Stored the sample conversation as {result['conversation']!r}: {result['ingested']} episodes "
+        "(each embedded and indexed for search), in chain order:",
+    ]
+    lines += [f"  {e['message_id']:>4} {e['time'][:16]} {e['speaker']} ({e['role']}): {e['text']}" for e in result["episodes"]]
+    report = result["consolidation"]
+    lines += [
         "",
-        "Episodes in chain order (each is embedded and indexed for search):",
+        f"Consolidated {report['episodes']} episodes: {report['entities_created']} entities, "
+        f"{report['relations_created']} relations ({report['relations_superseded']} superseded), "
+        f"{report['llm_calls']} LLM calls. Facts with the messages that support them:",
     ]
     lines += [
-        f"  [{e['id']}] {e['time'][:16]} {e['speaker']} ({e['role']}): {e['text']}" for e in result["episodes"]
+        f"  {'  ' if f['status'] == 'active' else '~ '}{f['fact']}  <- {', '.join(f['messages'])}" for f in result["facts"]
     ]
     lines += ["", f"Asking the memory (as of {QUESTION_DATE:%Y-%m-%d}):"]
     for item in result["answers"]:
         lines += [""] + render_answer(item)
+    deletion = result["deletion"]
+    counts = ", ".join(f"{name} {value}" for name, value in deletion["counts"].items() if value)
+    lines += [
+        "",
+        f"Deleting message {deletion['platform_message_id']}: {deletion['status']} ({counts or 'nothing derived'}).",
+        "",
+    ]
+    lines += render_answer(result["answer_after_deletion"])
     return "\n".join(lines)
