@@ -23,22 +23,27 @@ def relation_document_text(fact: str) -> str:
     return fact
 
 
+async def _add_support(
+    session: AsyncSession, link: type[EntityProvenance] | type[RelationProvenance], owner: dict[str, int],
+    conversation_id: int, episode_ids: Iterable[int],
+) -> None:
+    rows = [{**owner, "episode_id": e, "conversation_id": conversation_id} for e in set(episode_ids)]
+    if rows:
+        await session.execute(insert(link).values(rows).on_conflict_do_nothing())
+
+
 async def add_entity_support(
     session: AsyncSession, conversation_id: int, entity_id: int, episode_ids: Iterable[int]
 ) -> None:
     """Add episodes to P(e); adding one twice is a no-op (provenance is a set)."""
-    rows = [{"entity_id": entity_id, "episode_id": e, "conversation_id": conversation_id} for e in set(episode_ids)]
-    if rows:
-        await session.execute(insert(EntityProvenance).values(rows).on_conflict_do_nothing())
+    await _add_support(session, EntityProvenance, {"entity_id": entity_id}, conversation_id, episode_ids)
 
 
 async def add_relation_support(
     session: AsyncSession, conversation_id: int, relation_id: int, episode_ids: Iterable[int]
 ) -> None:
     """Add episodes to P(r); adding one twice is a no-op (provenance is a set)."""
-    rows = [{"relation_id": relation_id, "episode_id": e, "conversation_id": conversation_id} for e in set(episode_ids)]
-    if rows:
-        await session.execute(insert(RelationProvenance).values(rows).on_conflict_do_nothing())
+    await _add_support(session, RelationProvenance, {"relation_id": relation_id}, conversation_id, episode_ids)
 
 
 async def create_entity(
