@@ -15,7 +15,7 @@ from memory.retrieval.fusion import (
     reciprocal_rank_fusion,
 )
 from memory.retrieval.llm_steps import apply_scores, clean_sub_queries, needs_decomposition
-from memory.retrieval.search import Candidate, choose_plan, estimate_size, or_query, rare_terms
+from memory.retrieval.search import Candidate, choose_plan, estimate_size, rare_terms, term_weight, tsquery_text
 
 
 def test_rrf_scores_are_sums_of_reciprocal_ranks() -> None:
@@ -75,7 +75,12 @@ def test_common_terms_are_left_out_unless_nothing_else_is_left() -> None:
     assert rare_terms(shares, messages=1_000) == ["group", "lgbtq", "support"]
     assert rare_terms(shares, messages=100_000, match_rows=2_000) == ["lgbtq"]
     assert rare_terms({"go": 0.09}, messages=100_000, match_rows=2_000) == ["go"]
-    assert or_query(["ann", "or", "job", "c++"]) == "ann or job"
+    assert tsquery_text(["ann", "or", "cut-ov", "o'neil", "a\\b"]) == "'ann' | 'or' | 'cut-ov' | 'o''neil' | 'a\\\\b'"
+
+
+def test_rarer_terms_weigh_more() -> None:
+    assert term_weight(0.01, 1_000) > term_weight(0.1, 1_000) > term_weight(0.5, 1_000) > 0
+    assert term_weight(0.0, 16) > term_weight(6 / 16, 16)
 
 
 def test_vector_plan() -> None:

@@ -13,7 +13,8 @@ from memory.episodes import append_messages, validate_message
 from memory.graph import create_entity, create_relation, supersede_relation
 from memory.retrieval.evidence import assemble
 from memory.retrieval.pipeline import retrieve
-from memory.retrieval.search import QueryVariant, search
+from memory.retrieval.search import QueryVariant, _term_shares, search
+from memory.retrieval.timeparse import TimeRange
 from memory.schema import SearchDocument
 
 T0 = datetime(2024, 5, 1, 9, tzinfo=timezone.utc)
@@ -153,3 +154,50 @@ async def test_best_hits_bring_their_surroundings_once(memory: Memory, conversat
         all_items = await assemble(session, conversation_id, retrieval.candidates, 4)
     shown = [e.episode_id for item in all_items for e in item.episodes]
     assert sorted(shown) == sorted(set(shown)) == sorted(episodes)
+
+
+ATLAS = [
+    ("priya", "Reminder that the Atlas launch review is on Thursday."),
+    ("tom", "The rollback plan for Atlas is in the team wiki now."),
+    ("alice", "Correction: the cut-over moved to March 27 because of the audit."),
+    ("priya", "Alice is leading the Atlas migration to Postgres 16."),
+    ("marco", "I adopted a dog named Biscuit over the weekend!"),
+]
+
+
+async def _text_search(memory: Memory, conversation_id: int, question: str) -> list[int]:
+    vector = (await memory.embedder.embed([question])).vectors[0]
+    async with memory.sessions.begin() as session:
+        found = await search(session, conversation_id, [QueryVariant(question, vector)], kinds=("episode",), methods=("text",))
+    return [c.ref_id for c in found.candidates]
+
+
+async def test_hyphenated_words_are_searched_whole(memory: Memory, conversation_id: int) -> None:
+    """"cut-over" is the lexeme ``cut-ov`` (besides ``cut``): it must reach the query
+    and count as a rare term, not be dropped or split again."""
+    cuts = [("tom", "We cut the budget for Atlas."), ("ann", "Cut the cake at noon."), ("bob", "I cut my hair.")]
+    ids = await _store(memory, conversation_id, cuts + ATLAS)
+    async with memory.sessions() as session:
+        shares, sampled = await _term_shares(session, conversation_id, "the cut-over")
+    assert sampled == len(ids) and shares["cut-ov"] == 1 / len(ids) and shares["cut"] == 4 / len(ids)
+    assert (await _text_search(memory, conversation_id, "When is the Atlas cut-over?"))[0] == ids[5]
+
+
+async def test_full_text_ranks_rare_terms_above_common_ones(memory: Memory, conversation_id: int) -> None:
+    # "atlas" is in three of five messages, "audit" in one: one match each, equal ts_rank_cd.
+    ids = await _store(memory, conversation_id, ATLAS)
+    assert (await _text_search(memory, conversation_id, "Atlas audit"))[0] == ids[2]
+
+
+async def test_named_time_brings_its_messages_beyond_the_top_lists(memory: Memory, conversation_id: int) -> None:
+    ids = await _store(memory, conversation_id)  # one message an hour from T0
+    question = "What did Ann say about her running shoes?"
+    vector = (await memory.embedder.embed([question])).vectors[0]
+    hour = TimeRange(T0 + timedelta(hours=3), T0 + timedelta(hours=4), "at noon")
+    async with memory.sessions.begin() as session:
+        plain = await search(session, conversation_id, [QueryVariant(question, vector)], top=1, methods=("vector",), kinds=("episode",))
+        dated = await search(
+            session, conversation_id, [QueryVariant(question, vector)], top=1, methods=("vector",), kinds=("episode",), time_ranges=[hour]
+        )
+    assert ids[3] not in {c.ref_id for c in plain.candidates}
+    assert ids[3] in {c.ref_id for c in dated.candidates}

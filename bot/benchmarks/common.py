@@ -33,14 +33,18 @@ def load_locomo(folder: Path) -> list[locomo.Conversation]:
 
 
 @asynccontextmanager
-async def bench_memory(settings: Settings, name: str, embedder: Embedder | None = None, **kwargs) -> AsyncIterator[Memory]:
-    """A Memory on a fresh database of the embedded server (dropped first if left over),
-    or on DATABASE_URL when set, where the benchmark uses conversations of its own."""
+async def bench_memory(
+    settings: Settings, name: str, embedder: Embedder | None = None, *, keep: bool = False, **kwargs
+) -> AsyncIterator[Memory]:
+    """A Memory on a fresh database of the embedded server (dropped first if left over;
+    ``keep=True`` reuses it as left by the last run), or on DATABASE_URL when set, where
+    the benchmark uses conversations of its own."""
     embedder = embedder or build_embedder(settings)
     if settings.database_url:
         url = settings.database_url
     else:
-        drop_embedded_database(settings.data_dir, name)
+        if not keep:
+            drop_embedded_database(settings.data_dir, name)
         url = start_embedded(settings.data_dir, name)
     memory = await open_memory(url, embedder, **kwargs)
     try:

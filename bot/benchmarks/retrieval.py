@@ -39,6 +39,7 @@ from bot.progress import progress
 from bot.settings import Settings
 from memory.conversations import ConversationRef, ensure_conversation, find_conversation
 from memory.core import Memory
+from memory.errors import ValidationError
 from memory.ingest import ingest_messages
 from memory.retrieval.evidence import EvidenceItem, assemble, format_evidence
 from memory.retrieval.pipeline import retrieve
@@ -54,6 +55,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add_locomo_argument(parser)
     parser.add_argument("--no-consolidate", action="store_true", help="search raw turns only (skip the offline extractor)")
     parser.add_argument("--conversations", type=int, default=0, help="only the first N conversations (0: all)")
+    parser.add_argument(
+        "--only", default="", help="only these conversations, by file name, comma-separated (e.g. 26,30)"
+    )
+    parser.add_argument(
+        "--reuse",
+        action="store_true",
+        help="keep the benchmark database between runs and skip ingest and consolidation of a "
+        "conversation it already holds (fast iterations on retrieval; not for ingest figures)",
+    )
     parser.add_argument("--synthetic", type=int, default=100_000, help="episodes of the synthetic latency conversation (0: skip)")
     parser.add_argument("--synthetic-queries", type=int, default=300, help="queries timed on the synthetic conversation")
 
@@ -102,8 +112,18 @@ def context_episodes(items: Sequence[EvidenceItem]) -> set[int]:
 
 
 async def _ingest(memory: Memory, conversation: locomo.Conversation, run_id: str, consolidate: bool) -> tuple[int, dict[str, int]]:
+    """Ingest and consolidate (both skipped for what the database already holds: the
+    ingest when every turn is stored, the consolidation past its checkpoint)."""
     ref = ConversationRef("bench", run_id, f"locomo-{conversation.name}")
-    await ingest_messages(memory, ref, [t.message for t in conversation.turns])
+    async with memory.sessions() as session:
+        known = await find_conversation(session, ref)
+        stored = 0
+        if known is not None:
+            stored = (
+                await session.execute(select(func.count()).select_from(Episode).where(Episode.conversation_id == known))
+            ).scalar_one()
+    if stored < len(conversation.turns):
+        await ingest_messages(memory, ref, [t.message for t in conversation.turns])
     if consolidate:
         from memory.consolidation import consolidate as run_consolidation
         from memory.extraction.offline import OfflineExtractor
@@ -131,8 +151,7 @@ async def _baseline(memory: Memory, conversation_id: int, question: str, vector:
         return await assemble(session, conversation_id, found.candidates, k, context_items=0)
 
 
-async def _locomo(memory: Memory, conversations: list[locomo.Conversation], consolidate: bool) -> dict:
-    run_id = uuid.uuid4().hex[:6]
+async def _locomo(memory: Memory, conversations: list[locomo.Conversation], consolidate: bool, run_id: str) -> dict:
     system = {k: Score() for k in KS}
     baselines = {"full_text": Score(), "vector": Score()}
     latencies: list[float] = []
@@ -251,12 +270,19 @@ async def _synthetic(memory: Memory, texts: list[str], asked: list[str], size: i
 
 
 async def run(args: argparse.Namespace, settings: Settings) -> dict:
+    if args.reuse and args.synthetic:
+        raise ValidationError("--reuse", "the synthetic latency conversation would pile up in a kept database; add --synthetic 0")
     conversations = load_locomo(args.locomo)
+    if args.only:
+        wanted = {name.strip() for name in args.only.split(",")}
+        conversations = [c for c in conversations if c.name in wanted]
     if args.conversations:
         conversations = conversations[: args.conversations]
     consolidate = not args.no_consolidate
-    async with bench_memory(settings, "stashbird_bench_retrieval") as memory:
-        result = {"bench": "retrieval", **await _locomo(memory, conversations, consolidate)}
+    # A reused database keeps one copy of each conversation per graph setting.
+    run_id = ("reuse-graph" if consolidate else "reuse-raw") if args.reuse else uuid.uuid4().hex[:6]
+    async with bench_memory(settings, "stashbird_bench_retrieval", keep=args.reuse) as memory:
+        result = {"bench": "retrieval", **await _locomo(memory, conversations, consolidate, run_id)}
         if args.synthetic:
             texts = [t.message.text for c in conversations for t in c.turns]
             asked = [q.question for c in conversations for q in c.questions]

@@ -18,19 +18,24 @@ too few rows of a conversation that holds a small share of the table. Therefore:
   exact scan is used: slower but never silently incomplete.
 Figures are printed by ``stashbird bench retrieval``.
 
-Full-text query. ``websearch_to_tsquery`` joins words with AND, which for a natural
-question matches almost nothing; the question's terms are joined with ``or`` (the
-websearch syntax for OR) so that any of them may match and ``ts_rank_cd`` ranks the
-documents that cover more of them, closer together, first. ``ts_rank_cd`` knows
-nothing of how common a term is, so terms found in more than ``COMMON_TERM_SHARE`` of
-the conversation's messages (a speaker's name in a two-person chat, "time", "love")
-are left out of the query unless nothing else is left: they would match half the
-conversation, drown the rare terms that carry the question, and make the ranking
-slow on a large conversation. The share is measured on up to ``TERM_SAMPLE``
-messages of the conversation (all of them in a small one) in one statement. In a
-large conversation the rarest terms are kept only while the messages they are expected
-to match stay under ``TEXT_MATCH_ROWS``, which bounds the ranking work (the vector
-side still sees everything).
+Full-text query. The question's English lexemes are OR-ed into a ``tsquery``, each
+quoted whole (the parser keeps "cut-over" as the lexeme ``cut-ov``, which is what
+matches the compound; split again it would match nothing), so that any of them may
+match. Matches are ranked by the summed weight of the terms they hold, BM25's idf
+measured on up to ``TERM_SAMPLE`` messages of the conversation (all of them in a small
+one), ties by ``ts_rank_cd`` (terms close together): ``ts_rank_cd`` alone knows nothing
+of how common a term is and ranks a message that only names a speaker with one that
+holds the question's rare word. Terms found in more than ``COMMON_TERM_SHARE`` of the
+messages (a speaker's name in a two-person chat, "time", "love") are left out of the
+query unless nothing else is left: they would match half the conversation and make the
+ranking slow on a large one. In a large conversation the rarest terms are kept only
+while the messages they are expected to match stay under ``TEXT_MATCH_ROWS``, which
+bounds the ranking work (the vector side still sees everything).
+
+Named times. When the question names a time ("on 7 July, 2023", "last week"), the
+messages of that time are searched by vector on their own as one more ranked list, so
+they compete even when messages of other times say more of the question's words; they
+are also weighted up after fusion.
 
 Sizes. A capped count (index-only, stops at ``EXACT_SCAN_ROWS``) tells small from
 large; the size of a large (conversation, kind) is estimated from the planner
@@ -65,6 +70,7 @@ METHODS = ("vector", "text")
 # documents puts every one of them in its top 60, so at full weight a weak fact would
 # rank with the best messages.
 KIND_WEIGHTS = {"episode": 1.0, "entity": 0.5, "relation": 0.5, "community": 0.5}
+METHOD_WEIGHTS = {"vector": 1.0, "text": 1.0}
 COMMON_TERM_SHARE = 0.10
 TERM_SAMPLE = 1_000
 TEXT_MATCH_ROWS = 500
@@ -151,28 +157,39 @@ def rare_terms(
     return sorted(kept)
 
 
-def or_query(terms: Sequence[str]) -> str:
-    """Terms joined by ``or`` for ``websearch_to_tsquery`` (operator words dropped)."""
-    return " or ".join(t for t in terms if t.isalnum() and t not in _OPERATOR_WORDS)
+def tsquery_text(terms: Sequence[str]) -> str:
+    """The lexemes OR-ed as ``tsquery`` input, each quoted so that it is taken as one
+    lexeme whatever it holds: the English parser keeps hyphenated words whole
+    ("cut-over" is the lexeme ``cut-ov`` besides ``cut`` and ``over``), and a parser
+    would split them again. Pure."""
+    return " | ".join("'" + t.replace("\\", "\\\\").replace("'", "''") + "'" for t in terms)
 
 
-_OPERATOR_WORDS = {"or", "and", "not"}
+def term_weight(share: float, sampled: int) -> float:
+    """How much matching one term says (BM25's idf from its share of the sampled
+    messages): a rare term far more than a speaker's name found everywhere. Pure."""
+    found = share * sampled
+    return math.log(1 + (sampled - found + 0.5) / (found + 0.5))
 
 
-async def _term_shares(session: AsyncSession, conversation_id: int, question: str) -> dict[str, float]:
+async def _term_shares(session: AsyncSession, conversation_id: int, question: str) -> tuple[dict[str, float], int]:
     """Each English lexeme of ``question`` and the share of the conversation's messages
-    (a sample of at most TERM_SAMPLE) that contain it."""
-    rows = await session.execute(
-        text(
-            "WITH sample AS MATERIALIZED (SELECT tsv FROM search_documents "
-            "WHERE conversation_id = :c AND kind = 'episode' LIMIT :n), "
-            "terms AS (SELECT DISTINCT lexeme FROM unnest(to_tsvector('english', :q))) "
-            "SELECT terms.lexeme, (SELECT count(*) FROM sample WHERE sample.tsv @@ plainto_tsquery('simple', terms.lexeme)), "
-            "(SELECT count(*) FROM sample) FROM terms"
-        ),
-        {"c": conversation_id, "n": TERM_SAMPLE, "q": question},
-    )
-    return {lexeme: (found / total if total else 0.0) for lexeme, found, total in rows}
+    (a sample of at most TERM_SAMPLE) that contain it, and the sample's size. Lexemes
+    are compared whole (a hyphenated lexeme is not split again)."""
+    rows = (
+        await session.execute(
+            text(
+                "WITH sample AS MATERIALIZED (SELECT tsvector_to_array(tsv) AS lexemes FROM search_documents "
+                "WHERE conversation_id = :c AND kind = 'episode' LIMIT :n), "
+                "terms AS (SELECT DISTINCT lexeme FROM unnest(to_tsvector('english', :q))) "
+                "SELECT terms.lexeme, (SELECT count(*) FROM sample WHERE terms.lexeme = ANY(sample.lexemes)), "
+                "(SELECT count(*) FROM sample) FROM terms"
+            ),
+            {"c": conversation_id, "n": TERM_SAMPLE, "q": question},
+        )
+    ).all()
+    sampled = rows[0][2] if rows else 0
+    return {lexeme: (found / total if total else 0.0) for lexeme, found, total in rows}, sampled
 
 
 def estimate_size(counted: int, table_rows: float, conversation_share: float | None, kind_share: float | None) -> int:
@@ -251,14 +268,28 @@ def _vector_sql(kinds: Sequence[str], exact: bool) -> str:
     return " UNION ALL ".join(parts)
 
 
+def _in_range_sql(ranges: int) -> str:
+    """Nearest messages among those sent in the asked-about time ranges (at most
+    ``TEXT_RANK_CAP`` of them compared, so a wide range stays cheap)."""
+    inside = " OR ".join(f"(message_time >= :start{i} AND message_time < :end{i})" for i in range(ranges))
+    return (
+        f"SELECT {_COLUMNS}, 1 - (embedding <=> :q) AS score FROM (SELECT {_COLUMNS}, embedding FROM search_documents "
+        f"WHERE conversation_id = :c AND kind = 'episode' AND ({inside}) LIMIT :cap) AS dated "
+        "ORDER BY embedding <=> :q LIMIT :n"
+    )
+
+
 def _text_sql(kinds: Sequence[str]) -> str:
-    """Ranks at most ``TEXT_RANK_CAP`` matches per kind: a safety net for the case the
-    sampled shares underestimate a term (never binds in a conversation that small)."""
+    """Matches ranked by the summed weight of the query terms they hold, ties by
+    ts_rank_cd (terms close together), which is the score returned. Ranks at most
+    ``TEXT_RANK_CAP`` matches per kind: a safety net for the case the sampled shares
+    underestimate a term (never binds in a conversation that small)."""
     parts = [
-        f"(SELECT {_COLUMNS}, ts_rank_cd(tsv, query) AS score FROM "
+        f"(SELECT {_COLUMNS}, ts_rank_cd(tsv, CAST(:t AS tsquery)) AS score FROM "
         f"(SELECT {_COLUMNS}, tsv FROM search_documents WHERE conversation_id = :c AND kind = '{kind}' "
-        "AND tsv @@ websearch_to_tsquery('simple', :t) LIMIT :cap) AS matches, "
-        "websearch_to_tsquery('simple', :t) AS query ORDER BY score DESC LIMIT :n)"
+        "AND tsv @@ CAST(:t AS tsquery) LIMIT :cap) AS matches "
+        "ORDER BY (SELECT sum(q.w) FROM unnest(CAST(:terms AS text[]), CAST(:weights AS float8[])) AS q(term, w) "
+        "WHERE q.term = ANY(tsvector_to_array(matches.tsv))) DESC, score DESC LIMIT :n)"
         for kind in kinds
     ]
     return " UNION ALL ".join(parts)
@@ -308,11 +339,17 @@ async def search(
     rankings: list[list[Key]] = []
     weights: list[float] = []
 
-    def add(lists: dict[str, list[Key]]) -> None:
+    def add(lists: dict[str, list[Key]], method: str) -> None:
         for kind, keys in lists.items():
             rankings.append(keys)
-            weights.append(KIND_WEIGHTS[kind])
+            weights.append(KIND_WEIGHTS[kind] * METHOD_WEIGHTS[method])
 
+    if time_ranges and "vector" in methods and "episode" in kinds and variants:
+        # A question about a named time brings that time's messages even when other
+        # times' messages say more of its words.
+        bounds = {f"{edge}{i}": getattr(r, edge) for i, r in enumerate(time_ranges) for edge in ("start", "end")}
+        params = {"c": conversation_id, "n": top, "cap": TEXT_RANK_CAP, "q": list(variants[0].embedding), **bounds}
+        add(await _ranked_lists(session, _in_range_sql(len(time_ranges)), params, rows, "similarity", True), "vector")
     for variant in variants:
         base = {"c": conversation_id, "n": top}
         for kinds_, exact in ((plan.exact, True), (plan.hnsw, False)):
@@ -320,17 +357,20 @@ async def search(
                 add(
                     await _ranked_lists(
                         session, _vector_sql(kinds_, exact), {**base, "q": list(variant.embedding)}, rows, "similarity", True
-                    )
+                    ),
+                    "vector",
                 )
-        shares = await _term_shares(session, conversation_id, variant.text)
+        shares, sampled = await _term_shares(session, conversation_id, variant.text)
         prune = not common_terms and plan.episode_rows >= PRUNE_FROM_MESSAGES
         # The match bound is about cost, which only a large conversation has.
         large = plan.episode_rows if plan.episode_rows >= EXACT_SCAN_ROWS else 0
-        words = or_query(rare_terms(shares, large) if prune else sorted(shares))
+        terms = rare_terms(shares, large) if prune else sorted(shares)
         searchable = [k for k in kinds if k in plan.exact or k in plan.hnsw]
-        if words and searchable and "text" in methods:
-            params = {**base, "t": words, "cap": TEXT_RANK_CAP}
-            add(await _ranked_lists(session, _text_sql(searchable), params, rows, "text_rank", False))
+        if terms and searchable and "text" in methods:
+            # The plain baseline (common_terms) ranks by ts_rank_cd alone.
+            term_weights = [0.0 if common_terms else term_weight(shares[t], sampled) for t in terms]
+            params = {**base, "t": tsquery_text(terms), "terms": terms, "weights": term_weights, "cap": TEXT_RANK_CAP}
+            add(await _ranked_lists(session, _text_sql(searchable), params, rows, "text_rank", False), "text")
     fused = reciprocal_rank_fusion(rankings, rrf_k, weights)
 
     def weight(key: Key) -> float:
