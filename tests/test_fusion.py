@@ -9,12 +9,15 @@ from hypothesis import given, strategies as st
 
 from memory.retrieval.fusion import (
     IN_RANGE_WEIGHT,
+    NAMED_SPEAKER_WEIGHT,
+    STATES_TIME_WEIGHT,
     SUPERSEDED_WEIGHT,
     preference_weight,
     ranked,
     reciprocal_rank_fusion,
 )
 from memory.retrieval.llm_steps import apply_scores, clean_sub_queries, needs_decomposition
+from memory.retrieval.pipeline import named_speaker
 from memory.retrieval.search import Candidate, choose_plan, estimate_size, rare_terms, term_weight, tsquery_text
 
 
@@ -44,6 +47,16 @@ def test_preferences() -> None:
     assert preference_weight(is_current=False, in_time_range=False, prefer_current=True) == SUPERSEDED_WEIGHT
     assert preference_weight(is_current=False, in_time_range=False, prefer_current=False) == 1.0
     assert preference_weight(is_current=True, in_time_range=True, prefer_current=True) == IN_RANGE_WEIGHT
+    both = preference_weight(is_current=True, in_time_range=False, prefer_current=True, answers_when=True, by_named_speaker=True)
+    assert both == STATES_TIME_WEIGHT * NAMED_SPEAKER_WEIGHT > 1
+
+
+def test_named_speaker() -> None:
+    speakers = ["Caroline", "Melanie Smith", "Jo"]
+    assert named_speaker("What did Caroline research?", speakers) == "Caroline"
+    assert named_speaker("Where is melanie's house?", speakers) == "Melanie Smith"
+    assert named_speaker("What do Caroline and Melanie both like?", speakers) is None
+    assert named_speaker("What did Joanna say?", speakers) is None
 
 
 def _candidate(ref_id: int) -> Candidate:

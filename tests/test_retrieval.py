@@ -154,6 +154,10 @@ async def test_best_hits_bring_their_surroundings_once(memory: Memory, conversat
         all_items = await assemble(session, conversation_id, retrieval.candidates, 4)
     shown = [e.episode_id for item in all_items for e in item.episodes]
     assert sorted(shown) == sorted(set(shown)) == sorted(episodes)
+    # The surroundings stay within their token budget: here room for the reply only.
+    async with memory.sessions() as session:
+        (bounded,) = await assemble(session, conversation_id, retrieval.candidates, 1, context_tokens=16)
+    assert [e.episode_id for e in bounded.context] == [episodes[1]]
 
 
 ATLAS = [
@@ -201,3 +205,11 @@ async def test_named_time_brings_its_messages_beyond_the_top_lists(memory: Memor
         )
     assert ids[3] not in {c.ref_id for c in plain.candidates}
     assert ids[3] in {c.ref_id for c in dated.candidates}
+
+
+async def test_messages_of_the_named_speaker_come_first(memory: Memory, conversation_id: int) -> None:
+    chat = [("bob", "I went hiking in the Alps last summer."), ("ann", "I went hiking in the Alps last summer.")]
+    bob, ann = await _store(memory, conversation_id, chat)
+    for question, first in (("Where did Ann go hiking?", ann), ("Where did Bob go hiking?", bob)):
+        retrieval = await retrieve(memory, conversation_id, question, T0 + timedelta(days=1))
+        assert retrieval.candidates[0].ref_id == first

@@ -7,7 +7,15 @@ from datetime import date, datetime, timedelta, timezone
 import pytest
 from hypothesis import given, strategies as st
 
-from memory.retrieval.timeparse import AnchoredOffset, TimeRange, asks_about_past, resolve_anchor, resolve_times
+from memory.retrieval.timeparse import (
+    AnchoredOffset,
+    TimeRange,
+    asks_about_past,
+    asks_when,
+    resolve_anchor,
+    resolve_times,
+    states_time,
+)
 
 # Wednesday 12 July 2023, 15:00 UTC
 NOW = datetime(2023, 7, 12, 15, tzinfo=timezone.utc)
@@ -93,3 +101,11 @@ def test_past_expressions_never_end_after_the_question_day(moment: datetime, exp
     if expression.startswith("last ") and expression.split()[1] in ("monday", "sunday", "Monday", "Sunday"):
         assert found.end - found.start == timedelta(days=1)
         assert found.start.date() < moment.date()
+
+
+def test_questions_asking_when_and_messages_naming_a_time() -> None:
+    assert asks_when("When is the Atlas cut-over?") and asks_when("what year did Ann move?")
+    assert not asks_when("Where did Ann go when it rained?")
+    said = datetime(2026, 3, 4, tzinfo=timezone.utc)
+    assert states_time("The cut-over moved to March 27.", said) and states_time("I went there yesterday", said)
+    assert not states_time("The rollback plan is in the wiki.", said)

@@ -281,7 +281,10 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict:
     consolidate = not args.no_consolidate
     # A reused database keeps one copy of each conversation per graph setting.
     run_id = ("reuse-graph" if consolidate else "reuse-raw") if args.reuse else uuid.uuid4().hex[:6]
-    async with bench_memory(settings, "stashbird_bench_retrieval", keep=args.reuse) as memory:
+    # A database of its own, so that a normal run (which starts from a fresh one) never
+    # drops what --reuse keeps.
+    database = "stashbird_bench_retrieval_reuse" if args.reuse else "stashbird_bench_retrieval"
+    async with bench_memory(settings, database, keep=args.reuse) as memory:
         result = {"bench": "retrieval", **await _locomo(memory, conversations, consolidate, run_id)}
         if args.synthetic:
             texts = [t.message.text for c in conversations for t in c.turns]

@@ -7,13 +7,25 @@ this part is what runs offline and what the retrieval benchmark times.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
 from memory.core import Memory
 from memory.retrieval.search import Candidate, QueryVariant, VectorPlan, search
-from memory.retrieval.timeparse import AnchoredOffset, TimeRange, asks_about_past, resolve_anchor, resolve_times
+from memory.retrieval.timeparse import (
+    AnchoredOffset,
+    TimeRange,
+    asks_about_past,
+    asks_when,
+    resolve_anchor,
+    resolve_times,
+)
+from memory.schema import Speaker
 from memory.usage import Usage
 
 ANCHOR_KINDS = ("episode", "relation")
@@ -28,6 +40,23 @@ class Retrieval:
     candidates: list[Candidate]
     plan: VectorPlan
     usages: list[Usage] = field(default_factory=list)
+
+
+def named_speaker(question: str, speakers: Sequence[str]) -> str | None:
+    """The one speaker the question names (by full name or first name, possessive
+    included), or None when it names none or several. Pure."""
+    named = [
+        name
+        for name in speakers
+        if name.split()
+        and re.search(rf"\b({re.escape(name)}|{re.escape(name.split()[0])})\b", question, re.IGNORECASE)
+    ]
+    return named[0] if len(named) == 1 else None
+
+
+async def _speaker_names(session: AsyncSession, conversation_id: int) -> list[str]:
+    rows = await session.execute(select(Speaker.display_name).where(Speaker.conversation_id == conversation_id))
+    return list(rows.scalars())
 
 
 async def retrieve(
@@ -63,5 +92,7 @@ async def retrieve(
             rrf_k=params.rrf_k,
             time_ranges=ranges,
             prefer_current=prefer_current,
+            asks_when=asks_when(question),
+            named_speaker=named_speaker(question, await _speaker_names(session, conversation_id)),
         )
     return Retrieval(question, list(sub_queries), ranges, prefer_current, result.candidates, result.plan, [usage])

@@ -58,7 +58,7 @@ from sqlalchemy import bindparam, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memory.retrieval.fusion import preference_weight, ranked, reciprocal_rank_fusion, weigh
-from memory.retrieval.timeparse import TimeRange
+from memory.retrieval.timeparse import TimeRange, states_time
 from memory.search_index import KINDS
 
 EXACT_SCAN_ROWS = 20_000
@@ -322,11 +322,15 @@ async def search(
     prefer_current: bool = True,
     methods: Sequence[str] = METHODS,
     common_terms: bool = False,
+    asks_when: bool = False,
+    named_speaker: str | None = None,
 ) -> SearchResult:
     """Fused candidates for all ``variants`` in one conversation, best first.
 
     ``methods`` limits the search to ``vector`` or ``text``, and ``common_terms=True``
     keeps common terms in the full-text query (the benchmark's raw-turn baselines).
+    ``asks_when`` weights up documents that name a time, ``named_speaker`` (a display
+    name) the messages of that speaker.
     Run inside a transaction (the HNSW plan sets ``hnsw.ef_search`` locally).
     """
     unknown = (set(kinds) - set(KINDS)) | (set(methods) - set(METHODS))
@@ -376,7 +380,15 @@ async def search(
     def weight(key: Key) -> float:
         row = rows[key]
         in_range = row.message_time is not None and any(r.contains(row.message_time) for r in time_ranges)
-        return preference_weight(is_current=row.is_current, in_time_range=in_range, prefer_current=prefer_current)
+        answers_when = asks_when and row.message_time is not None and states_time(row.text, row.message_time)
+        by_speaker = named_speaker is not None and row.kind == "episode" and row.text.startswith(f"{named_speaker}: ")
+        return preference_weight(
+            is_current=row.is_current,
+            in_time_range=in_range,
+            prefer_current=prefer_current,
+            answers_when=answers_when,
+            by_named_speaker=by_speaker,
+        )
 
     scores = weigh(fused, weight)
     candidates = [

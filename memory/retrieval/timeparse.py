@@ -266,3 +266,17 @@ def asks_about_past(question: str, ranges: list[TimeRange | AnchoredOffset], que
         return True
     today_start = _day_start(_aware(question_date).date(), _aware(question_date).tzinfo)
     return any(isinstance(r, TimeRange) and r.end <= today_start for r in ranges)
+
+
+_ASKS_WHEN = re.compile(r"^\W*(when\b|what (date|day|time|year|month)\b|how long ago\b|since when\b)", re.IGNORECASE)
+
+
+def asks_when(question: str) -> bool:
+    """True when the answer is a time ("When did ...?", "What year ...?")."""
+    return bool(_ASKS_WHEN.search(question))
+
+
+def states_time(text: str, said_at: datetime) -> bool:
+    """True when a message names a time (a date, a weekday, "last year"): the kind of
+    message that answers a question asking when."""
+    return bool(resolve_times(text, said_at))
