@@ -1,8 +1,8 @@
 """Hybrid search over one conversation's search documents.
 
 For every query variant and every document kind: pgvector nearest neighbours (cosine,
-``<=>``) and Postgres full-text search (``websearch_to_tsquery`` ranked by
-``ts_rank_cd``), top ``search_top`` each. All the ranked lists are fused by reciprocal
+``<=>``) and Postgres full-text search (the question's terms OR-ed, ranked by their
+idf, see below), top ``search_top`` each. All the ranked lists are fused by reciprocal
 rank fusion, which also merges and de-duplicates across variants. Every statement
 filters on ``conversation_id``: nothing from another conversation can come back.
 
