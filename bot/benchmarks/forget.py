@@ -34,7 +34,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 
 import numpy as np
-from sqlalchemy import BigInteger, DateTime, Integer, bindparam, func, select, text
+from sqlalchemy import BigInteger, DateTime, Integer, bindparam, select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot import locomo

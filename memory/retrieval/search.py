@@ -48,7 +48,6 @@ which errs towards a larger ``ef_search`` or the exact scan.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
