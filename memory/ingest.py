@@ -26,22 +26,26 @@ async def ingest_messages(
         conversation_id = await ensure_conversation(session, ref)
     batches = [messages[i:i + batch_size] for i in range(0, len(messages), batch_size)]
     counts: Counter[str] = Counter()
-    pending: asyncio.Task[EmbeddingBatch] | None = None
-    for index, batch in enumerate(batches):
-        embedded = await (pending or memory.embedder.embed([m.document_text for m in batch]))
-        pending = (
-            asyncio.ensure_future(memory.embedder.embed([m.document_text for m in batches[index + 1]]))
-            if index + 1 < len(batches)
-            else None
-        )
-        async with memory.sessions.begin() as session:
-            results = await append_messages(session, memory.embedder, conversation_id, batch, embedded.vectors)
-            await record_usage(
-                session,
-                conversation_id,
-                Usage("ingestion", "embed_episode", embedded.model, 1, embedded.prompt_tokens),
+    pending: asyncio.Future[EmbeddingBatch] | None = None
+    try:
+        for index, batch in enumerate(batches):
+            embedded = await (pending or memory.embedder.embed([m.document_text for m in batch]))
+            pending = (
+                asyncio.ensure_future(memory.embedder.embed([m.document_text for m in batches[index + 1]]))
+                if index + 1 < len(batches)
+                else None
             )
-        counts.update(r.status for r in results)
-        if on_batch:
-            on_batch(results)
+            async with memory.sessions.begin() as session:
+                results = await append_messages(session, memory.embedder, conversation_id, batch, embedded.vectors)
+                await record_usage(
+                    session,
+                    conversation_id,
+                    Usage("ingestion", "embed_episode", embedded.model, 1, embedded.prompt_tokens),
+                )
+            counts.update(r.status for r in results)
+            if on_batch:
+                on_batch(results)
+    finally:
+        if pending is not None:  # a failed batch must not leave the next embedding running
+            pending.cancel()
     return counts
