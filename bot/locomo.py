@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from memory.episodes import Message
@@ -44,13 +44,31 @@ class Conversation:
 
 def parse_session_date(value: str) -> datetime:
     """``1:56 pm on 8 May, 2023`` as UTC."""
-    return datetime.strptime(value.strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=timezone.utc)
+    return datetime.strptime(value.strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC)
 
 
 def turn_text(turn: dict) -> str:
     text = turn.get("text", "")
     caption = turn.get("blip_caption")
     return f"{text} [shares {caption}]" if caption else text
+
+
+def evidence_ids(raw: list) -> tuple[str, ...]:
+    """The evidence turn ids of one question, as the turns spell them. A few annotations
+    hold several ids in one string ("D8:6; D9:17", "D9:1 D4:4"), a stray colon
+    ("D:11:26") or a leading zero ("D30:05"); an id that still names no turn is kept as
+    written and counts as a miss. Pure."""
+    ids: list[str] = []
+    for entry in raw:
+        if not isinstance(entry, str):
+            continue
+        for part in re.split(r"[;,\s]+", entry.strip()):
+            match = re.fullmatch(r"D:?(\d+):0*(\d+)", part)
+            if match:
+                ids.append(f"D{match[1]}:{match[2]}")
+            elif part:
+                ids.append(part)
+    return tuple(dict.fromkeys(ids))
 
 
 def load(path: Path) -> Conversation:
@@ -75,7 +93,7 @@ def load(path: Path) -> Conversation:
         Question(
             question=item["question"],
             answer=str(item.get("answer", item.get("adversarial_answer", ""))),
-            evidence=tuple(e.strip() for e in item.get("evidence", []) if isinstance(e, str)),
+            evidence=evidence_ids(item.get("evidence", [])),
             category=int(item["category"]),
         )
         for item in data.get("qa", [])
