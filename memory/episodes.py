@@ -4,9 +4,10 @@ transaction, so it is retrievable at once."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Any, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
 
 from sqlalchemy import and_, or_, select, text, update
 from sqlalchemy.dialects.postgresql import insert
@@ -15,6 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from memory.conversations import ROLES, ensure_speaker
 from memory.embedder import Embedder
 from memory.errors import ValidationError
+from memory.exchange_vectors import refresh_exchange_vectors
 from memory.locks import LockPurpose, lock_conversation
 from memory.schema import Episode, Tombstone
 from memory.search_index import Document, episode_document_text, upsert_documents
@@ -54,11 +56,11 @@ def parse_time(value: Any, field: str = "ts") -> datetime:
     if isinstance(value, datetime):
         parsed = value
     elif isinstance(value, (int, float)) and not isinstance(value, bool):
-        parsed = datetime.fromtimestamp(float(value), tz=timezone.utc)
+        parsed = datetime.fromtimestamp(float(value), tz=UTC)
     elif isinstance(value, str) and value.strip():
         text = value.strip()
         try:
-            parsed = datetime.fromtimestamp(float(text), tz=timezone.utc)
+            parsed = datetime.fromtimestamp(float(text), tz=UTC)
         except ValueError:
             try:
                 parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
@@ -66,7 +68,7 @@ def parse_time(value: Any, field: str = "ts") -> datetime:
                 raise ValidationError(field, f"cannot parse message time {value!r}") from None
     else:
         raise ValidationError(field, "message time is missing or not a time")
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 def _required_text(fields: Mapping[str, Any], key: str, label: str) -> str:
@@ -110,14 +112,16 @@ def validate_message(fields: Mapping[str, Any]) -> Message:
     )
 
 
-async def link_into_chain(session: AsyncSession, conversation_id: int, episode_id: int, at: datetime) -> None:
-    """Place an episode between its neighbours by message time (caller holds the chain lock)."""
+async def link_into_chain(session: AsyncSession, conversation_id: int, episode_id: int, at: datetime) -> int | None:
+    """Place an episode between its neighbours by message time (caller holds the chain
+    lock); returns the episode now after it, whose predecessor changed."""
     before, after = await _neighbours(session, conversation_id, episode_id, at)
     await session.execute(update(Episode).where(Episode.id == episode_id).values(prev_id=before, next_id=after))
     if before is not None:
         await session.execute(update(Episode).where(Episode.id == before).values(next_id=episode_id))
     if after is not None:
         await session.execute(update(Episode).where(Episode.id == after).values(prev_id=episode_id))
+    return after
 
 
 async def _neighbours(
@@ -177,6 +181,9 @@ async def append_messages(
         key: await ensure_speaker(session, conversation_id, *key)
         for key in dict.fromkeys((m.speaker_id, m.speaker_name, m.role) for m in messages)
     }
+    own_vector: dict[str, Sequence[float]] = {}
+    for message, vector in zip(messages, vectors, strict=True):
+        own_vector.setdefault(message.platform_message_id, vector)
     candidates = [m for m in messages if m.platform_message_id not in refused]
     inserted: dict[str, int] = {}
     if candidates:
@@ -193,6 +200,7 @@ async def append_messages(
                         "platform_message_id": m.platform_message_id,
                         "reply_to": m.reply_to,
                         "thread_id": m.thread_id,
+                        "embedding": list(own_vector[m.platform_message_id]),
                     }
                     for m in candidates
                 ]
@@ -213,19 +221,21 @@ async def append_messages(
             results.append(AppendResult(message_id, "stored", episode_id))
         else:
             results.append(AppendResult(message_id, "duplicate", None))
-    await _link_new(session, conversation_id, sorted((d.message_time, d.ref_id) for d in documents))
+    successors = await _link_new(session, conversation_id, sorted((d.message_time, d.ref_id) for d in documents))
     await upsert_documents(session, conversation_id, documents)
+    await refresh_exchange_vectors(session, conversation_id, [d.ref_id for d in documents] + successors)
     return results
 
 
-async def _link_new(session: AsyncSession, conversation_id: int, new: list[tuple[datetime, int]]) -> None:
-    """Link freshly inserted episodes (sorted by time, then id) into the chain.
+async def _link_new(session: AsyncSession, conversation_id: int, new: list[tuple[datetime, int]]) -> list[int]:
+    """Link freshly inserted episodes (sorted by time, then id) into the chain; returns
+    the episodes whose predecessor changed besides the new ones.
 
     The common case, messages arriving in order, is one statement: they extend the
     chain after its current tail. Anything else is linked one episode at a time.
     """
     if not new:
-        return
+        return []
     ids = [episode_id for _, episode_id in new]
     tail = (
         await session.execute(
@@ -236,9 +246,8 @@ async def _link_new(session: AsyncSession, conversation_id: int, new: list[tuple
         )
     ).first()
     if tail is not None and tail.message_time > new[0][0]:
-        for at, episode_id in new:
-            await link_into_chain(session, conversation_id, episode_id, at)
-        return
+        successors = [await link_into_chain(session, conversation_id, episode_id, at) for at, episode_id in new]
+        return [e for e in successors if e is not None]
     chain = ([tail.id] if tail is not None else []) + ids
     prevs = [None, *chain[:-1]]
     nexts = [*chain[1:], None]
@@ -253,3 +262,4 @@ async def _link_new(session: AsyncSession, conversation_id: int, new: list[tuple
     )
     if tail is not None:
         await session.execute(update(Episode).where(Episode.id == tail.id).values(next_id=ids[0]))
+    return []

@@ -33,19 +33,35 @@ Decisions beyond Algorithm 1, and why:
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
-from typing import Any, Iterable
+from datetime import UTC, datetime
+from typing import Any
 
-from sqlalchemy import BigInteger, Text, and_, bindparam, cast, delete, exists, func, literal, or_, select, text, union, update
-from sqlalchemy.dialects.postgresql import ARRAY
-from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy import (
+    BigInteger,
+    Text,
+    and_,
+    bindparam,
+    cast,
+    delete,
+    exists,
+    func,
+    literal,
+    or_,
+    select,
+    text,
+    union,
+    update,
+)
+from sqlalchemy.dialects.postgresql import ARRAY, insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memory.conversations import ConversationRef, ensure_conversation, find_conversation
 from memory.core import Memory
 from memory.embedder import EmbeddingBatch
 from memory.errors import ValidationError
+from memory.exchange_vectors import refresh_exchange_vectors
 from memory.forgetting_rules import (
     Decision,
     EntityFacts,
@@ -406,8 +422,9 @@ async def remove_episode(
     session: AsyncSession, conversation_id: int, episode: Episode
 ) -> tuple[dict[str, int | None], int]:
     """Unlink an episode from its chain, drop it and its search document, leave a
-    tombstone (one statement: this is on every deletion's path). Returns the neighbours
-    that were joined and the search documents removed."""
+    tombstone (one statement: this is on every deletion's path), then recompute the
+    searched vector of the message after it, which held a share of the deleted one's.
+    Returns the neighbours that were joined and the search documents removed."""
     removed = await session.execute(
         text(
             """
@@ -435,7 +452,10 @@ async def remove_episode(
             "conversation": conversation_id, "message": episode.platform_message_id,
         },
     )
-    return {"prev": episode.prev_id, "next": episode.next_id}, removed.scalar_one()
+    documents_removed = removed.scalar_one()
+    if episode.next_id is not None:
+        await refresh_exchange_vectors(session, conversation_id, [episode.next_id])
+    return {"prev": episode.prev_id, "next": episode.next_id}, documents_removed
 
 
 # --- the commands --------------------------------------------------------------------
@@ -570,12 +590,15 @@ async def edit_episode(
             document_text, batch = embedded
             retraction = await retract_support(session, conversation_id, episode.id, requeue=True)
             episode.text = new_text
-            episode.edited_at = edited_at or datetime.now(timezone.utc)
+            episode.embedding = list(batch.vectors[0])
+            episode.edited_at = edited_at or datetime.now(UTC)
             await upsert_documents(
                 session,
                 conversation_id,
                 [Document("episode", episode.id, document_text, batch.vectors[0], episode.message_time)],
             )
+            await session.flush()  # the refresh below reads the new own vector
+            await refresh_exchange_vectors(session, conversation_id, [episode.id, *filter(None, [episode.next_id])])
             await record_usage(
                 session, conversation_id, Usage("ingestion", "embed_episode", batch.model, 1, batch.prompt_tokens)
             )

@@ -20,6 +20,7 @@ class MemoryParams:
     # retrieval
     search_top: int = 60
     rrf_k: int = 60
+    chain_share: float = 0.15  # a found message lends this share of its score to the ones next to it
     rerank_top: int = 30
     evidence_k: int = 30
     max_subqueries: int = 4

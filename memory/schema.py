@@ -23,7 +23,6 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TSVECTOR
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-
 TSV_EXPRESSION = "to_tsvector('english', text)"
 
 
@@ -60,7 +59,9 @@ class Speaker(Base):
 
 
 class Episode(Base):
-    """One message. Bot messages are stored as context but never count as evidence."""
+    """One message. Bot messages are stored as context but never count as evidence.
+    ``embedding`` is the message's own vector; its search document holds the vector it
+    is searched by (``memory.exchange_vectors``)."""
 
     __tablename__ = "episodes"
 
@@ -75,6 +76,7 @@ class Episode(Base):
     platform_message_id: Mapped[str] = mapped_column(Text)
     reply_to: Mapped[str | None] = mapped_column(Text)
     thread_id: Mapped[str | None] = mapped_column(Text)
+    embedding: Mapped[Any] = mapped_column(Vector(), nullable=True)
     prev_id: Mapped[int | None] = mapped_column(
         BigInteger, ForeignKey("episodes.id", ondelete="SET NULL")
     )
@@ -192,6 +194,7 @@ class SearchDocument(Base):
 
     ``tsv`` is a generated column (English full-text vector of ``text``).
     ``is_current`` is false for superseded relations so retrieval can prefer current facts.
+    For an episode, ``embedding`` is the vector of its exchange (``memory.exchange_vectors``).
     """
 
     __tablename__ = "search_documents"

@@ -3,9 +3,9 @@ that is gone."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Iterable, Sequence
 
 from sqlalchemy import delete
 from sqlalchemy.dialects.postgresql import insert

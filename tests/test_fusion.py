@@ -15,6 +15,7 @@ from memory.retrieval.fusion import (
     preference_weight,
     ranked,
     reciprocal_rank_fusion,
+    spread_to_neighbours,
 )
 from memory.retrieval.llm_steps import apply_scores, clean_sub_queries, needs_decomposition
 from memory.retrieval.pipeline import named_speaker
@@ -105,3 +106,14 @@ def test_vector_plan() -> None:
     assert estimate_size(20_000, 110_000, None, 0.95) == 20_000
     tiny_share = choose_plan({"episode": 25_000}, 10_000_000, 60)
     assert tiny_share.exact == ("episode",) and not tiny_share.hnsw
+
+
+def test_neighbours_gain_a_share_of_the_best_found_neighbour() -> None:
+    scores = {"a": 1.0, "b": 0.2, "x": 0.5}
+    neighbours = {"a": ["b", "c"], "x": ["c"], "gone": ["a"]}
+    spread = spread_to_neighbours(scores, neighbours, 0.25)
+    assert spread["a"] == 1.0  # "gone" has no score: it lends nothing
+    assert spread["b"] == pytest.approx(0.2 + 0.25)
+    assert spread["c"] == pytest.approx(0.25)  # the better of a and x, not their sum
+    assert spread["x"] == 0.5
+    assert spread_to_neighbours(scores, neighbours, 0.0) == {**scores, "b": 0.2, "c": 0.0}

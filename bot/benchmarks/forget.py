@@ -377,6 +377,10 @@ async def bulk_conversation(memory: Memory, run: str, size: int) -> int:
            UNION ALL SELECT :cid, 'entity', e.id, e.name, e.embedding, NULL FROM entities e WHERE e.conversation_id = :cid
            UNION ALL SELECT :cid, 'relation', r.id, r.fact, {vec('r.id', dim)}, NULL FROM relations r WHERE r.conversation_id = :cid
            UNION ALL SELECT :cid, 'community', c.id, c.summary, {vec('c.id', dim)}, NULL FROM communities c WHERE c.conversation_id = :cid""",
+        # Each message's own vector, so that a deletion recomputes its successor's
+        # exchange vector as it does in a real conversation (memory.exchange_vectors).
+        """UPDATE episodes e SET embedding = d.embedding FROM search_documents d
+           WHERE d.kind = 'episode' AND d.ref_id = e.id AND e.conversation_id = :cid""",
     ]
     async with memory.sessions.begin() as session:
         cid = await ensure_conversation(session, ConversationRef("bench-forget", run, f"latency-{size}"))

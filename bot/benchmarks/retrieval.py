@@ -6,18 +6,20 @@ with the offline extractor (``--no-consolidate`` skips it), then for every quest
 categories 1-4 run retrieval as ``stashbird ask`` does offline and assemble the top K
 evidence items, K = 10 and 30. A gold evidence turn counts as found when it is in the
 context: a retrieved episode, or a supporting episode attached to a retrieved relation
-or entity. Evidence ids are stripped of spaces; ids that name no turn count as misses.
+or entity. Evidence ids are read as ``bot.locomo.evidence_ids`` normalises them; ids
+that name no turn count as misses.
 Questions without any evidence id cannot be scored and are reported apart. Tokens are
 the tiktoken count of the evidence exactly as the answerer's prompt shows it.
 
 Baselines from the same run, over raw turns only: full-text search alone (every term
-of the question, OR-ed, ranked by ts_rank_cd) and vector search alone, K = 30 (the issue's reference: BM25 over raw turns at K = 30 finds all
-evidence for 55.8% of questions and 61.5% of evidence turns).
+of the question, OR-ed, ranked by ts_rank_cd) and vector search alone (each message by
+its own vector, not its exchange), K = 30 (the issue's reference: BM25 over raw turns at
+K = 30 finds all evidence for 55.8% of questions and 61.5% of evidence turns).
 
 Latency: per question, retrieval without LLM calls (query embedding + hybrid search);
 then one synthetic conversation of ``--synthetic`` episodes (LoCoMo texts reused with
-random unit vectors, bulk-inserted), timed on the search alone since its vectors are not
-the embedder's.
+random unit vectors, bulk-inserted and chained), timed on the search alone since its
+vectors are not the embedder's.
 """
 
 from __future__ import annotations
@@ -34,7 +36,13 @@ import numpy as np
 from sqlalchemy import func, select, text
 
 from bot import locomo
-from bot.benchmarks.common import add_locomo_argument, bench_memory, load_locomo, median, percentile
+from bot.benchmarks.common import (
+    add_locomo_argument,
+    bench_memory,
+    load_locomo,
+    median,
+    percentile,
+)
 from bot.progress import progress
 from bot.settings import Settings
 from memory.conversations import ConversationRef, ensure_conversation, find_conversation
@@ -104,7 +112,7 @@ class Score:
 
 def gold_episodes(question: locomo.Question, episode_of: dict[str, int]) -> list[int | None]:
     """The evidence turns as episode ids; ``None`` for an id that names no turn (a miss)."""
-    return [episode_of.get(e.replace(" ", "")) for e in question.evidence]
+    return [episode_of.get(e) for e in question.evidence]
 
 
 def context_episodes(items: Sequence[EvidenceItem]) -> set[int]:
@@ -147,6 +155,7 @@ async def _baseline(memory: Memory, conversation_id: int, question: str, vector:
             kinds=("episode",),
             methods=(method,),
             common_terms=True,
+            exchange_vectors=False,
         )
         return await assemble(session, conversation_id, found.candidates, k, context_items=0)
 
@@ -246,6 +255,16 @@ async def _synthetic(memory: Memory, texts: list[str], asked: list[str], size: i
                 },
             )
     async with memory.engine.begin() as connection:
+        # The chain, as ingestion would have linked it (retrieval reads it for neighbours).
+        await connection.execute(
+            text(
+                "UPDATE episodes e SET prev_id = c.prev, next_id = c.next FROM (SELECT id, "
+                "lag(id) OVER (ORDER BY message_time, id) AS prev, lead(id) OVER (ORDER BY message_time, id) AS next "
+                "FROM episodes WHERE conversation_id = :c) c WHERE e.id = c.id"
+            ),
+            {"c": conversation_id},
+        )
+    async with memory.engine.begin() as connection:
         # Fresh planner statistics, as autovacuum would gather after such a load.
         await connection.execute(text("ANALYZE search_documents"))
     load_seconds = time.perf_counter() - began
@@ -256,7 +275,14 @@ async def _synthetic(memory: Memory, texts: list[str], asked: list[str], size: i
     for question, vector in zip(questions, query_vectors):
         began = time.perf_counter()
         async with memory.sessions.begin() as session:
-            found = await search(session, conversation_id, [QueryVariant(question, vector.tolist())], top=memory.params.search_top)
+            found = await search(
+                session,
+                conversation_id,
+                [QueryVariant(question, vector.tolist())],
+                top=memory.params.search_top,
+                rrf_k=memory.params.rrf_k,
+                chain_share=memory.params.chain_share,
+            )
         latencies.append((time.perf_counter() - began) * 1000)
         plan = found.plan
     async with memory.sessions.begin() as session:

@@ -43,6 +43,26 @@ def reciprocal_rank_fusion(
     return scores
 
 
+def spread_to_neighbours(
+    scores: Mapping[K, float], neighbours: Mapping[K, Sequence[K]], share: float
+) -> dict[K, float]:
+    """Each key also gains ``share`` of the best score among the keys it neighbours
+    (keys with no score of their own enter the result with that alone): a message and
+    the ones next to it in the chain are one exchange, and the half that holds the
+    answer often shares few words with the question ("Since I was 17" after "How long
+    have you been painting?"). Pure."""
+    gained: dict[K, float] = {}
+    for key, around in neighbours.items():
+        if key not in scores:
+            continue
+        for neighbour in around:
+            gained[neighbour] = max(gained.get(neighbour, 0.0), share * scores[key])
+    result = dict(scores)
+    for key, gain in gained.items():
+        result[key] = result.get(key, 0.0) + gain
+    return result
+
+
 def weigh(scores: Mapping[K, float], weight: Callable[[K], float]) -> dict[K, float]:
     return {key: score * weight(key) for key, score in scores.items()}
 

@@ -94,5 +94,6 @@ async def retrieve(
             prefer_current=prefer_current,
             asks_when=asks_when(question),
             named_speaker=named_speaker(question, await _speaker_names(session, conversation_id)),
+            chain_share=params.chain_share,
         )
     return Retrieval(question, list(sub_queries), ranges, prefer_current, result.candidates, result.plan, [usage])

@@ -56,7 +56,13 @@ from pgvector.sqlalchemy import Vector
 from sqlalchemy import bindparam, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from memory.retrieval.fusion import preference_weight, ranked, reciprocal_rank_fusion, weigh
+from memory.retrieval.fusion import (
+    preference_weight,
+    ranked,
+    reciprocal_rank_fusion,
+    spread_to_neighbours,
+    weigh,
+)
 from memory.retrieval.timeparse import TimeRange, states_time
 from memory.search_index import KINDS
 
@@ -91,8 +97,9 @@ class QueryVariant:
 
 @dataclass(frozen=True)
 class Candidate:
-    """One fused search result. ``similarity`` is the best cosine similarity any variant
-    reached (0 when only full-text found it); ``text_rank`` the best ts_rank_cd."""
+    """One fused search result. ``similarity`` is the best cosine similarity of the
+    document's own vector any variant reached (0 when only full-text or a neighbour
+    found it); ``text_rank`` the best ts_rank_cd."""
 
     kind: str
     ref_id: int
@@ -255,15 +262,40 @@ async def _plan(session: AsyncSession, conversation_id: int, kinds: Sequence[str
 
 
 _COLUMNS = "kind, ref_id, text, message_time, is_current"
+# Documents are ranked by ``embedding`` (for an episode, its exchange: see
+# memory.exchange_vectors); the similarity reported is that of the message's own vector,
+# which is what says whether this message itself bears on the question. It is looked up
+# for the hits only, after the limit.
+_HITS = "hits.kind, hits.ref_id, hits.text, hits.message_time, hits.is_current"
+_OWN_SIMILARITY = (
+    "1 - (coalesce((SELECT ep.embedding FROM episodes ep WHERE hits.kind = 'episode' AND ep.id = hits.ref_id), "
+    "hits.embedding) <=> :q)"
+)
 
 
-def _vector_sql(kinds: Sequence[str], exact: bool) -> str:
-    order = "(embedding <=> :q) + 0" if exact else "embedding <=> :q"
-    parts = [
-        f"(SELECT {_COLUMNS}, 1 - (embedding <=> :q) AS score FROM search_documents "
-        f"WHERE conversation_id = :c AND kind = '{kind}' ORDER BY {order} LIMIT :n)"
-        for kind in kinds
-    ]
+def _with_own_similarity(hits_sql: str) -> str:
+    """``hits_sql`` (rows of _COLUMNS, embedding and distance, nearest first) with the
+    own similarity as score, in the same order."""
+    return f"(SELECT {_HITS}, {_OWN_SIMILARITY} AS score FROM ({hits_sql}) AS hits ORDER BY hits.distance)"
+
+
+def _vector_sql(kinds: Sequence[str], exact: bool, own_vectors: bool = False) -> str:
+    parts = []
+    for kind in kinds:
+        if own_vectors:
+            hits = (
+                "SELECT d.kind, d.ref_id, d.text, d.message_time, d.is_current, d.embedding, "
+                "coalesce(ep.embedding, d.embedding) <=> :q AS distance FROM search_documents d "
+                "LEFT JOIN episodes ep ON d.kind = 'episode' AND ep.id = d.ref_id "
+                f"WHERE d.conversation_id = :c AND d.kind = '{kind}' ORDER BY distance LIMIT :n"
+            )
+        else:
+            order = "(embedding <=> :q) + 0" if exact else "embedding <=> :q"
+            hits = (
+                f"SELECT {_COLUMNS}, embedding, embedding <=> :q AS distance FROM search_documents "
+                f"WHERE conversation_id = :c AND kind = '{kind}' ORDER BY {order} LIMIT :n"
+            )
+        parts.append(_with_own_similarity(hits))
     return " UNION ALL ".join(parts)
 
 
@@ -271,10 +303,10 @@ def _in_range_sql(ranges: int) -> str:
     """Nearest messages among those sent in the asked-about time ranges (at most
     ``TEXT_RANK_CAP`` of them compared, so a wide range stays cheap)."""
     inside = " OR ".join(f"(message_time >= :start{i} AND message_time < :end{i})" for i in range(ranges))
-    return (
-        f"SELECT {_COLUMNS}, 1 - (embedding <=> :q) AS score FROM (SELECT {_COLUMNS}, embedding FROM search_documents "
-        f"WHERE conversation_id = :c AND kind = 'episode' AND ({inside}) LIMIT :cap) AS dated "
-        "ORDER BY embedding <=> :q LIMIT :n"
+    return _with_own_similarity(
+        f"SELECT {_COLUMNS}, embedding, embedding <=> :q AS distance FROM (SELECT {_COLUMNS}, embedding "
+        f"FROM search_documents WHERE conversation_id = :c AND kind = 'episode' AND ({inside}) LIMIT :cap) AS dated "
+        "ORDER BY distance LIMIT :n"
     )
 
 
@@ -309,6 +341,28 @@ async def _ranked_lists(
     return lists
 
 
+async def _chain_neighbours(
+    session: AsyncSession, conversation_id: int, episode_ids: Sequence[int], rows: dict[Key, _Row]
+) -> dict[Key, list[Key]]:
+    """The messages just before and after each of ``episode_ids`` in the chain (one
+    query through the primary key and the documents' unique ref index); their documents
+    are added to ``rows``."""
+    neighbours: dict[Key, list[Key]] = {}
+    result = await session.execute(
+        text(
+            "SELECT e.id, d.kind, d.ref_id, d.text, d.message_time, d.is_current FROM episodes e "
+            "CROSS JOIN LATERAL (VALUES (e.prev_id), (e.next_id)) AS nb(id) "
+            "JOIN search_documents d ON d.kind = 'episode' AND d.ref_id = nb.id AND d.conversation_id = :c "
+            "WHERE e.conversation_id = :c AND e.id = ANY(:ids)"
+        ),
+        {"c": conversation_id, "ids": list(episode_ids)},
+    )
+    for episode_id, kind, ref_id, doc_text, message_time, is_current in result:
+        rows.setdefault((kind, ref_id), _Row(kind, ref_id, doc_text, message_time, is_current))
+        neighbours.setdefault(("episode", episode_id), []).append((kind, ref_id))
+    return neighbours
+
+
 async def search(
     session: AsyncSession,
     conversation_id: int,
@@ -323,13 +377,17 @@ async def search(
     common_terms: bool = False,
     asks_when: bool = False,
     named_speaker: str | None = None,
+    chain_share: float = 0.0,
+    exchange_vectors: bool = True,
 ) -> SearchResult:
     """Fused candidates for all ``variants`` in one conversation, best first.
 
     ``methods`` limits the search to ``vector`` or ``text``, and ``common_terms=True``
-    keeps common terms in the full-text query (the benchmark's raw-turn baselines).
+    keeps common terms in the full-text query and ``exchange_vectors=False`` ranks
+    messages by their own vectors, by an exact scan (the benchmark's raw-turn baselines).
     ``asks_when`` weights up documents that name a time, ``named_speaker`` (a display
-    name) the messages of that speaker.
+    name) the messages of that speaker; with ``chain_share`` the messages next to a
+    found message gain that share of its score (``spread_to_neighbours``).
     Run inside a transaction (the HNSW plan sets ``hnsw.ef_search`` locally).
     """
     unknown = (set(kinds) - set(KINDS)) | (set(methods) - set(METHODS))
@@ -359,7 +417,12 @@ async def search(
             if kinds_ and "vector" in methods:
                 add(
                     await _ranked_lists(
-                        session, _vector_sql(kinds_, exact), {**base, "q": list(variant.embedding)}, rows, "similarity", True
+                        session,
+                        _vector_sql(kinds_, exact, own_vectors=not exchange_vectors),
+                        {**base, "q": list(variant.embedding)},
+                        rows,
+                        "similarity",
+                        True,
                     ),
                     "vector",
                 )
@@ -390,6 +453,9 @@ async def search(
         )
 
     scores = weigh(fused, weight)
+    if chain_share and "episode" in kinds:
+        found = [ref_id for kind, ref_id in scores if kind == "episode"]
+        scores = spread_to_neighbours(scores, await _chain_neighbours(session, conversation_id, found, rows), chain_share)
     candidates = [
         Candidate(
             kind=rows[key].kind,
