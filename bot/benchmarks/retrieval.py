@@ -274,7 +274,7 @@ async def _synthetic(memory: Memory, texts: list[str], asked: list[str], size: i
     plan = None
     for question, vector in zip(questions, query_vectors):
         began = time.perf_counter()
-        async with memory.sessions.begin() as session:
+        async with memory.sessions.begin() as session, memory.sessions() as text_session:
             found = await search(
                 session,
                 conversation_id,
@@ -282,6 +282,7 @@ async def _synthetic(memory: Memory, texts: list[str], asked: list[str], size: i
                 top=memory.params.search_top,
                 rrf_k=memory.params.rrf_k,
                 chain_share=memory.params.chain_share,
+                text_session=text_session,
             )
         latencies.append((time.perf_counter() - began) * 1000)
         plan = found.plan

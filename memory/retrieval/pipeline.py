@@ -75,11 +75,14 @@ async def retrieve(
     usage = Usage("retrieval", "embed_query", batch.model, 1, batch.prompt_tokens)
     variants = [QueryVariant(t, v) for t, v in zip(texts, batch.vectors, strict=True)]
     params = memory.params
-    async with memory.sessions.begin() as session:
+    # A second connection reads the full-text lists while the first reads the vector ones.
+    async with memory.sessions.begin() as session, memory.sessions() as text_session:
         for anchor, variant in zip(anchors, variants[len(texts) - len(anchors):]):
             # When did the anchor event happen? The best dated match says; if nothing
             # matches, the anchor phrase is still searched but there is no time boost.
-            found = await search(session, conversation_id, [variant], top=params.search_top, kinds=ANCHOR_KINDS)
+            found = await search(
+                session, conversation_id, [variant], top=params.search_top, kinds=ANCHOR_KINDS, text_session=text_session
+            )
             dated = next((c for c in found.candidates if c.message_time is not None), None)
             if dated is not None:
                 ranges.append(resolve_anchor(anchor, dated.message_time))
@@ -95,5 +98,6 @@ async def retrieve(
             asks_when=asks_when(question),
             named_speaker=named_speaker(question, await _speaker_names(session, conversation_id)),
             chain_share=params.chain_share,
+            text_session=text_session,
         )
     return Retrieval(question, list(sub_queries), ranges, prefer_current, result.candidates, result.plan, [usage])

@@ -29,8 +29,9 @@ holds the question's rare word. Terms found in more than ``COMMON_TERM_SHARE`` o
 messages (a speaker's name in a two-person chat, "time", "love") are left out of the
 query unless nothing else is left: they would match half the conversation and make the
 ranking slow on a large one. In a large conversation the rarest terms are kept only
-while the messages they are expected to match stay under ``TEXT_MATCH_ROWS``, which
-bounds the ranking work (the vector side still sees everything).
+while the messages they are expected to match stay under ``TEXT_MATCH_ROWS``, and at
+most that many matches are ranked, which bounds the work (the vector side still sees
+everything).
 
 Named times. When the question names a time ("on 7 July, 2023", "last week"), the
 messages of that time are searched by vector on their own as one more ranked list, so
@@ -47,6 +48,7 @@ which errs towards a larger ``ef_search`` or the exact scan.
 
 from __future__ import annotations
 
+import asyncio
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -79,7 +81,8 @@ METHOD_WEIGHTS = {"vector": 1.0, "text": 1.0}
 COMMON_TERM_SHARE = 0.10
 TERM_SAMPLE = 1_000
 TEXT_MATCH_ROWS = 500
-TEXT_RANK_CAP = 2_000
+# Messages of a named time compared with the question at most (a wide range stays cheap).
+DATED_CAP = 2_000
 # Below this many messages shares are too coarse to call a term common (one message in
 # a short chat is already several percent), and ranking every match costs nothing.
 PRUNE_FROM_MESSAGES = 200
@@ -301,7 +304,7 @@ def _vector_sql(kinds: Sequence[str], exact: bool, own_vectors: bool = False) ->
 
 def _in_range_sql(ranges: int) -> str:
     """Nearest messages among those sent in the asked-about time ranges (at most
-    ``TEXT_RANK_CAP`` of them compared, so a wide range stays cheap)."""
+    ``DATED_CAP`` of them compared, so a wide range stays cheap)."""
     inside = " OR ".join(f"(message_time >= :start{i} AND message_time < :end{i})" for i in range(ranges))
     return _with_own_similarity(
         f"SELECT {_COLUMNS}, embedding, embedding <=> :q AS distance FROM (SELECT {_COLUMNS}, embedding "
@@ -313,8 +316,10 @@ def _in_range_sql(ranges: int) -> str:
 def _text_sql(kinds: Sequence[str]) -> str:
     """Matches ranked by the summed weight of the query terms they hold, ties by
     ts_rank_cd (terms close together), which is the score returned. Ranks at most
-    ``TEXT_RANK_CAP`` matches per kind: a safety net for the case the sampled shares
-    underestimate a term (never binds in a conversation that small)."""
+    ``TEXT_MATCH_ROWS`` matches per kind, the number the terms were chosen to match:
+    in a large conversation the sampled shares can underestimate a term, and ranking
+    four times as many matches made the slowest searches of 100K messages twice as slow
+    (the vector side still sees everything; the bound never binds in a small one)."""
     parts = [
         f"(SELECT {_COLUMNS}, ts_rank_cd(tsv, CAST(:t AS tsquery)) AS score FROM "
         f"(SELECT {_COLUMNS}, tsv FROM search_documents WHERE conversation_id = :c AND kind = '{kind}' "
@@ -379,6 +384,7 @@ async def search(
     named_speaker: str | None = None,
     chain_share: float = 0.0,
     exchange_vectors: bool = True,
+    text_session: AsyncSession | None = None,
 ) -> SearchResult:
     """Fused candidates for all ``variants`` in one conversation, best first.
 
@@ -388,7 +394,10 @@ async def search(
     ``asks_when`` weights up documents that name a time, ``named_speaker`` (a display
     name) the messages of that speaker; with ``chain_share`` the messages next to a
     found message gain that share of its score (``spread_to_neighbours``).
-    Run inside a transaction (the HNSW plan sets ``hnsw.ef_search`` locally).
+    Run inside a transaction (the HNSW plan sets ``hnsw.ef_search`` locally). Given a
+    second session, ``text_session``, the full-text lists are searched on it while the
+    vector lists are searched on ``session``: on a large conversation the two take
+    about as long, and the database runs them side by side.
     """
     unknown = (set(kinds) - set(KINDS)) | (set(methods) - set(METHODS))
     if unknown:
@@ -405,38 +414,54 @@ async def search(
             rankings.append(keys)
             weights.append(KIND_WEIGHTS[kind] * METHOD_WEIGHTS[method])
 
-    if time_ranges and "vector" in methods and "episode" in kinds and variants:
-        # A question about a named time brings that time's messages even when other
-        # times' messages say more of its words.
-        bounds = {f"{edge}{i}": getattr(r, edge) for i, r in enumerate(time_ranges) for edge in ("start", "end")}
-        params = {"c": conversation_id, "n": top, "cap": TEXT_RANK_CAP, "q": list(variants[0].embedding), **bounds}
-        add(await _ranked_lists(session, _in_range_sql(len(time_ranges)), params, rows, "similarity", True), "vector")
-    for variant in variants:
-        base = {"c": conversation_id, "n": top}
-        for kinds_, exact in ((plan.exact, True), (plan.hnsw, False)):
-            if kinds_ and "vector" in methods:
-                add(
-                    await _ranked_lists(
-                        session,
-                        _vector_sql(kinds_, exact, own_vectors=not exchange_vectors),
-                        {**base, "q": list(variant.embedding)},
-                        rows,
-                        "similarity",
-                        True,
-                    ),
-                    "vector",
-                )
-        shares, sampled = await _term_shares(session, conversation_id, variant.text)
-        prune = not common_terms and plan.episode_rows >= PRUNE_FROM_MESSAGES
-        # The match bound is about cost, which only a large conversation has.
-        large = plan.episode_rows if plan.episode_rows >= EXACT_SCAN_ROWS else 0
-        terms = rare_terms(shares, large) if prune else sorted(shares)
+    async def vector_lists() -> list[dict[str, list[Key]]]:
+        found = []
+        if time_ranges and "vector" in methods and "episode" in kinds and variants:
+            # A question about a named time brings that time's messages even when other
+            # times' messages say more of its words.
+            bounds = {f"{edge}{i}": getattr(r, edge) for i, r in enumerate(time_ranges) for edge in ("start", "end")}
+            params = {"c": conversation_id, "n": top, "cap": DATED_CAP, "q": list(variants[0].embedding), **bounds}
+            found.append(await _ranked_lists(session, _in_range_sql(len(time_ranges)), params, rows, "similarity", True))
+        for variant in variants:
+            for kinds_, exact in ((plan.exact, True), (plan.hnsw, False)):
+                if kinds_ and "vector" in methods:
+                    sql = _vector_sql(kinds_, exact, own_vectors=not exchange_vectors)
+                    params = {"c": conversation_id, "n": top, "q": list(variant.embedding)}
+                    found.append(await _ranked_lists(session, sql, params, rows, "similarity", True))
+        return found
+
+    async def text_lists(reader: AsyncSession) -> list[dict[str, list[Key]]]:
+        found = []
         searchable = [k for k in kinds if k in plan.exact or k in plan.hnsw]
-        if terms and searchable and "text" in methods:
-            # The plain baseline (common_terms) ranks by ts_rank_cd alone.
-            term_weights = [0.0 if common_terms else term_weight(shares[t], sampled) for t in terms]
-            params = {**base, "t": tsquery_text(terms), "terms": terms, "weights": term_weights, "cap": TEXT_RANK_CAP}
-            add(await _ranked_lists(session, _text_sql(searchable), params, rows, "text_rank", False), "text")
+        if "text" not in methods or not searchable:
+            return found
+        for variant in variants:
+            shares, sampled = await _term_shares(reader, conversation_id, variant.text)
+            prune = not common_terms and plan.episode_rows >= PRUNE_FROM_MESSAGES
+            # The match bound is about cost, which only a large conversation has.
+            large = plan.episode_rows if plan.episode_rows >= EXACT_SCAN_ROWS else 0
+            terms = rare_terms(shares, large) if prune else sorted(shares)
+            if terms:
+                # The plain baseline (common_terms) ranks by ts_rank_cd alone.
+                term_weights = [0.0 if common_terms else term_weight(shares[t], sampled) for t in terms]
+                params = {
+                    "c": conversation_id, "n": top, "t": tsquery_text(terms), "terms": terms,
+                    "weights": term_weights, "cap": TEXT_MATCH_ROWS,
+                }
+                found.append(await _ranked_lists(reader, _text_sql(searchable), params, rows, "text_rank", False))
+        return found
+
+    if text_session is None:
+        by_vector, by_text = await vector_lists(), await text_lists(session)
+    else:
+        async with asyncio.TaskGroup() as group:
+            vector_task = group.create_task(vector_lists())
+            text_task = group.create_task(text_lists(text_session))
+        by_vector, by_text = vector_task.result(), text_task.result()
+    for lists in by_vector:
+        add(lists, "vector")
+    for lists in by_text:
+        add(lists, "text")
     fused = reciprocal_rank_fusion(rankings, rrf_k, weights)
 
     def weight(key: Key) -> float:
