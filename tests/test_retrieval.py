@@ -213,3 +213,18 @@ async def test_messages_of_the_named_speaker_come_first(memory: Memory, conversa
     for question, first in (("Where did Ann go hiking?", ann), ("Where did Bob go hiking?", bob)):
         retrieval = await retrieve(memory, conversation_id, question, T0 + timedelta(days=1))
         assert retrieval.candidates[0].ref_id == first
+
+
+async def test_two_connections_find_what_one_finds(memory: Memory, conversation_id: int) -> None:
+    """The full-text lists read on a second connection give the same fused order."""
+    await _store(memory, conversation_id)
+    question = "What did Biscuit chew?"
+    vector = (await memory.embedder.embed([question])).vectors[0]
+    async with memory.sessions.begin() as session:
+        alone = await search(session, conversation_id, [QueryVariant(question, vector)], chain_share=0.15)
+    async with memory.sessions.begin() as session, memory.sessions() as text_session:
+        side_by_side = await search(
+            session, conversation_id, [QueryVariant(question, vector)], chain_share=0.15, text_session=text_session
+        )
+    assert [(c.key, c.text_rank > 0) for c in side_by_side.candidates] == [(c.key, c.text_rank > 0) for c in alone.candidates]
+    assert any(c.text_rank > 0 for c in alone.candidates), "full text must have found Biscuit"
