@@ -5,7 +5,7 @@ transaction, so it is retrievable at once."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -16,7 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from memory.conversations import ROLES, ensure_speaker
 from memory.embedder import Embedder
 from memory.errors import ValidationError
-from memory.exchange_vectors import refresh_exchange_vectors
+from memory.exchange_vectors import new_exchange_vectors, refresh_exchange_vectors
 from memory.locks import LockPurpose, lock_conversation
 from memory.schema import Episode, Tombstone
 from memory.search_index import Document, episode_document_text, upsert_documents
@@ -222,8 +222,11 @@ async def append_messages(
         else:
             results.append(AppendResult(message_id, "duplicate", None))
     successors = await _link_new(session, conversation_id, sorted((d.message_time, d.ref_id) for d in documents))
-    await upsert_documents(session, conversation_id, documents)
-    await refresh_exchange_vectors(session, conversation_id, [d.ref_id for d in documents] + successors)
+    # Each document is written once, with the vector it is searched by: an index entry
+    # per write is most of what a write costs.
+    searched = await new_exchange_vectors(session, {d.ref_id: d.embedding for d in documents})
+    await upsert_documents(session, conversation_id, [replace(d, embedding=searched[d.ref_id]) for d in documents])
+    await refresh_exchange_vectors(session, conversation_id, successors)
     return results
 
 

@@ -6,9 +6,10 @@ long have you been doing yoga?" and shares none of its words. Searching each mes
 be found by what was asked. On the LoCoMo retrieval benchmark this found as much
 evidence as embedding the two messages' text together (80.7% against 80.6% of questions
 with all their evidence, one point more than own vectors alone) at no extra embedding
-cost: the vector is a sum of stored vectors, recomputed in SQL whenever the chain
-changes (an insertion before a message, the deletion or edit of the message before it),
-so a deleted message leaves nothing of itself in its successor's vector.
+cost: the vector is a sum of stored vectors. A new message's is computed before its
+document is written (``new_exchange_vectors``); when the chain changes under a stored
+message (an insertion before it, the deletion or edit of the message before it) it is
+recomputed in SQL, so a deleted message leaves nothing of itself in its successor's.
 
 The own vector is ``episodes.embedding``, so that search documents stay as narrow as
 they were (two vectors in one row would push one of them out of line, and every exact
@@ -18,10 +19,13 @@ searched vector it has.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 
-from sqlalchemy import text
+import numpy as np
+from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import AsyncSession
+
+from memory.schema import Episode
 
 # Chosen on LoCoMo (0.5 and 1.0 tried; 0.5 found as much evidence with fewer tokens). A
 # change needs a migration that recomputes every episode's vector, as 0002 does.
@@ -34,6 +38,30 @@ _REFRESH = text(
     "WHERE e.conversation_id = :c AND e.id = ANY(:ids) AND e.embedding IS NOT NULL "
     "AND d.kind = 'episode' AND d.ref_id = e.id"
 )
+
+
+def exchange_vector(own: Sequence[float], previous: Sequence[float] | None) -> list[float]:
+    """``own + PREVIOUS_SHARE * previous`` (just ``own`` for the first message). Pure;
+    ``_REFRESH`` computes the same in SQL."""
+    if previous is None:
+        return list(own)
+    return (np.asarray(own, dtype=np.float64) + PREVIOUS_SHARE * np.asarray(previous, dtype=np.float64)).tolist()
+
+
+async def new_exchange_vectors(session: AsyncSession, own: Mapping[int, Sequence[float]]) -> dict[int, list[float]]:
+    """Searched vectors of freshly linked episodes from their own vectors (``own``, by
+    episode id) and their predecessors' (from ``own`` or, for the one before the
+    batch, from the database): computed before their documents are written, so that
+    each is written once."""
+    prev_of = dict((await session.execute(select(Episode.id, Episode.prev_id).where(Episode.id.in_(list(own))))).all())
+    stored_ids = {p for p in prev_of.values() if p is not None and p not in own}
+    stored = (
+        dict((await session.execute(select(Episode.id, Episode.embedding).where(Episode.id.in_(stored_ids)))).all())
+        if stored_ids
+        else {}
+    )
+    vectors = {**stored, **own}
+    return {e: exchange_vector(vector, vectors.get(prev_of.get(e))) for e, vector in own.items()}
 
 
 async def refresh_exchange_vectors(session: AsyncSession, conversation_id: int, episode_ids: Iterable[int]) -> None:
