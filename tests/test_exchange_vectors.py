@@ -13,7 +13,7 @@ from memory.conversations import ConversationRef
 from memory.core import Memory
 from memory.database import create_engine, downgrade, upgrade
 from memory.episodes import validate_message
-from memory.exchange_vectors import PREVIOUS_SHARE
+from memory.exchange_vectors import PREVIOUS_SHARE, exchange_vector
 from memory.forgetting import delete_episode, edit_episode
 from memory.ingest import ingest_messages
 from memory.schema import Episode, SearchDocument
@@ -40,6 +40,11 @@ def _assert_exchange(vectors: dict, message_id: str, previous: str | None) -> No
     searched, own = vectors[message_id]
     expected = own + PREVIOUS_SHARE * vectors[previous][1] if previous else own
     assert np.allclose(searched, expected, atol=1e-5), f"{message_id} is not its own vector + share of {previous}"
+
+
+def test_exchange_vector_adds_a_share_of_the_previous_one() -> None:
+    assert exchange_vector([1.0, 0.0], [0.0, 1.0]) == [1.0, PREVIOUS_SHARE]
+    assert exchange_vector([1.0, 0.0], None) == [1.0, 0.0]
 
 
 async def test_exchange_vectors_follow_the_chain(memory: Memory, conversation_ref: ConversationRef, conversation_id: int) -> None:
