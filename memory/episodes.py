@@ -16,7 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from memory.conversations import ROLES, ensure_speaker
 from memory.embedder import Embedder
 from memory.errors import ValidationError
-from memory.exchange_vectors import new_exchange_vectors, refresh_exchange_vectors
+from memory.exchange_vectors import exchange_vectors_of, refresh_exchange_vectors
 from memory.locks import LockPurpose, lock_conversation
 from memory.schema import Episode, Tombstone
 from memory.search_index import Document, episode_document_text, upsert_documents
@@ -112,16 +112,18 @@ def validate_message(fields: Mapping[str, Any]) -> Message:
     )
 
 
-async def link_into_chain(session: AsyncSession, conversation_id: int, episode_id: int, at: datetime) -> int | None:
+async def link_into_chain(
+    session: AsyncSession, conversation_id: int, episode_id: int, at: datetime
+) -> tuple[int | None, int | None]:
     """Place an episode between its neighbours by message time (caller holds the chain
-    lock); returns the episode now after it, whose predecessor changed."""
+    lock); returns the episodes now before and after it (the latter's predecessor changed)."""
     before, after = await _neighbours(session, conversation_id, episode_id, at)
     await session.execute(update(Episode).where(Episode.id == episode_id).values(prev_id=before, next_id=after))
     if before is not None:
         await session.execute(update(Episode).where(Episode.id == before).values(next_id=episode_id))
     if after is not None:
         await session.execute(update(Episode).where(Episode.id == after).values(prev_id=episode_id))
-    return after
+    return before, after
 
 
 async def _neighbours(
@@ -221,24 +223,30 @@ async def append_messages(
             results.append(AppendResult(message_id, "stored", episode_id))
         else:
             results.append(AppendResult(message_id, "duplicate", None))
-    successors = await _link_new(session, conversation_id, sorted((d.message_time, d.ref_id) for d in documents))
+    prev_of, successors = await _link_new(
+        session, conversation_id, sorted((d.message_time, d.ref_id) for d in documents)
+    )
     # Each document is written once, with the vector it is searched by: an index entry
     # per write is most of what a write costs.
-    searched = await new_exchange_vectors(session, {d.ref_id: d.embedding for d in documents})
+    searched = await exchange_vectors_of(session, {d.ref_id: d.embedding for d in documents}, prev_of)
     await upsert_documents(session, conversation_id, [replace(d, embedding=searched[d.ref_id]) for d in documents])
     await refresh_exchange_vectors(session, conversation_id, successors)
     return results
 
 
-async def _link_new(session: AsyncSession, conversation_id: int, new: list[tuple[datetime, int]]) -> list[int]:
+async def _link_new(
+    session: AsyncSession, conversation_id: int, new: list[tuple[datetime, int]]
+) -> tuple[dict[int, int | None], list[int]]:
     """Link freshly inserted episodes (sorted by time, then id) into the chain; returns
-    the episodes whose predecessor changed besides the new ones.
+    each new episode's predecessor and the episodes whose predecessor changed besides
+    the new ones. (A later new episode never goes before an earlier one, so the
+    predecessors hold once all are linked.)
 
     The common case, messages arriving in order, is one statement: they extend the
     chain after its current tail. Anything else is linked one episode at a time.
     """
     if not new:
-        return []
+        return {}, []
     ids = [episode_id for _, episode_id in new]
     tail = (
         await session.execute(
@@ -249,8 +257,8 @@ async def _link_new(session: AsyncSession, conversation_id: int, new: list[tuple
         )
     ).first()
     if tail is not None and tail.message_time > new[0][0]:
-        successors = [await link_into_chain(session, conversation_id, episode_id, at) for at, episode_id in new]
-        return [e for e in successors if e is not None]
+        links = {episode_id: await link_into_chain(session, conversation_id, episode_id, at) for at, episode_id in new}
+        return {e: before for e, (before, _) in links.items()}, [after for _, after in links.values() if after is not None]
     chain = ([tail.id] if tail is not None else []) + ids
     prevs = [None, *chain[:-1]]
     nexts = [*chain[1:], None]
@@ -265,4 +273,4 @@ async def _link_new(session: AsyncSession, conversation_id: int, new: list[tuple
     )
     if tail is not None:
         await session.execute(update(Episode).where(Episode.id == tail.id).values(next_id=ids[0]))
-    return []
+    return dict(zip(ids, prevs[start:], strict=True)), []

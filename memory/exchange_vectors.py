@@ -7,7 +7,7 @@ be found by what was asked. On the LoCoMo retrieval benchmark this found as much
 evidence as embedding the two messages' text together (80.7% against 80.6% of questions
 with all their evidence, one point more than own vectors alone) at no extra embedding
 cost: the vector is a sum of stored vectors. A new message's is computed before its
-document is written (``new_exchange_vectors``); when the chain changes under a stored
+document is written (``exchange_vectors_of``); when the chain changes under a stored
 message (an insertion before it, the deletion or edit of the message before it) it is
 recomputed in SQL, so a deleted message leaves nothing of itself in its successor's.
 
@@ -48,12 +48,13 @@ def exchange_vector(own: Sequence[float], previous: Sequence[float] | None) -> l
     return (np.asarray(own, dtype=np.float64) + PREVIOUS_SHARE * np.asarray(previous, dtype=np.float64)).tolist()
 
 
-async def new_exchange_vectors(session: AsyncSession, own: Mapping[int, Sequence[float]]) -> dict[int, list[float]]:
-    """Searched vectors of freshly linked episodes from their own vectors (``own``, by
-    episode id) and their predecessors' (from ``own`` or, for the one before the
-    batch, from the database): computed before their documents are written, so that
-    each is written once."""
-    prev_of = dict((await session.execute(select(Episode.id, Episode.prev_id).where(Episode.id.in_(list(own))))).all())
+async def exchange_vectors_of(
+    session: AsyncSession, own: Mapping[int, Sequence[float]], prev_of: Mapping[int, int | None]
+) -> dict[int, list[float]]:
+    """Searched vectors of episodes about to be (re)written, from their own vectors
+    (``own``, by episode id) and their predecessors' (``prev_of``), taken from ``own``
+    or, for predecessors outside it, from the database: computed before the documents
+    are written, so that each is written once."""
     stored_ids = {p for p in prev_of.values() if p is not None and p not in own}
     stored = (
         dict((await session.execute(select(Episode.id, Episode.embedding).where(Episode.id.in_(stored_ids)))).all())

@@ -61,7 +61,7 @@ from memory.conversations import ConversationRef, ensure_conversation, find_conv
 from memory.core import Memory
 from memory.embedder import EmbeddingBatch
 from memory.errors import ValidationError
-from memory.exchange_vectors import refresh_exchange_vectors
+from memory.exchange_vectors import exchange_vectors_of, refresh_exchange_vectors
 from memory.forgetting_rules import (
     Decision,
     EntityFacts,
@@ -592,13 +592,15 @@ async def edit_episode(
             episode.text = new_text
             episode.embedding = list(batch.vectors[0])
             episode.edited_at = edited_at or datetime.now(UTC)
+            searched = await exchange_vectors_of(session, {episode.id: batch.vectors[0]}, {episode.id: episode.prev_id})
             await upsert_documents(
                 session,
                 conversation_id,
-                [Document("episode", episode.id, document_text, batch.vectors[0], episode.message_time)],
+                [Document("episode", episode.id, document_text, searched[episode.id], episode.message_time)],
             )
-            await session.flush()  # the refresh below reads the new own vector
-            await refresh_exchange_vectors(session, conversation_id, [episode.id, *filter(None, [episode.next_id])])
+            if episode.next_id is not None:
+                await session.flush()  # the successor's vector is recomputed from the new own vector
+                await refresh_exchange_vectors(session, conversation_id, [episode.next_id])
             await record_usage(
                 session, conversation_id, Usage("ingestion", "embed_episode", batch.model, 1, batch.prompt_tokens)
             )
