@@ -1,4 +1,4 @@
-"""Alembic environment: runs on a connection handed over by memory.database, or, from
+"""Alembic environment: runs on a connection handed over by memory.store.database, or, from
 the ``alembic`` command line, on DATABASE_URL."""
 
 import asyncio

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bot import locomo
-from memory.episodes import Message, validate_message
+from memory.episodes.append import Message, validate_message
 from memory.errors import ValidationError
 
 

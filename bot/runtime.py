@@ -8,9 +8,9 @@ from typing import AsyncIterator
 
 from bot.settings import Settings
 from memory.core import Memory, open_memory
-from memory.embedded import start_embedded
-from memory.embedder import Embedder, LocalEmbedder, OpenAIEmbedder
-from memory.llm import LLMClient
+from memory.models.embedder import Embedder, LocalEmbedder, OpenAIEmbedder
+from memory.models.llm import LLMClient
+from memory.store.embedded import start_embedded
 
 
 def build_embedder(settings: Settings) -> Embedder:

@@ -10,11 +10,11 @@ from typing import Collection
 
 from sqlalchemy import func, select, text
 
-from memory.consolidation import ConsolidationReport, consolidate
+from memory.consolidation.run import ConsolidationReport, consolidate
 from memory.core import Memory
-from memory.llm import LLMError
-from memory.locks import LockPurpose
-from memory.schema import Checkpoint, Episode
+from memory.models.llm import LLMError
+from memory.store.locks import LockPurpose
+from memory.store.schema import Checkpoint, Episode
 
 log = logging.getLogger(__name__)
 

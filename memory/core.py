@@ -9,10 +9,15 @@ from dataclasses import dataclass, field
 
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
-from memory.database import check_embedding_dim, create_engine, session_factory, upgrade
-from memory.embedder import Embedder
-from memory.llm import LLMClient
+from memory.models.embedder import Embedder
+from memory.models.llm import LLMClient
 from memory.params import MemoryParams
+from memory.store.database import (
+    check_embedding_dim,
+    create_engine,
+    session_factory,
+    upgrade,
+)
 
 
 @dataclass

@@ -14,12 +14,12 @@ import pytest
 
 os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
 
-from bot.scripted_llm import ScriptedLLMServer  # noqa: E402
-from memory.conversations import ConversationRef, ensure_conversation  # noqa: E402
+from bot.testing.scripted_llm import ScriptedLLMServer  # noqa: E402
 from memory.core import Memory, open_memory  # noqa: E402
-from memory.embedded import start_embedded  # noqa: E402
-from memory.embedder import LocalEmbedder  # noqa: E402
-from memory.llm import LLMClient  # noqa: E402
+from memory.models.embedder import LocalEmbedder  # noqa: E402
+from memory.models.llm import LLMClient  # noqa: E402
+from memory.store.conversations import ConversationRef, ensure_conversation  # noqa: E402
+from memory.store.embedded import start_embedded  # noqa: E402
 
 
 @pytest.fixture(scope="session")

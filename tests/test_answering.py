@@ -10,13 +10,19 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from sqlalchemy import select
 
-from memory.answering import NOT_IN_MEMORY, answer
-from memory.conversations import ConversationRef
 from memory.core import Memory
-from memory.episodes import validate_message
+from memory.episodes.append import validate_message
+from memory.episodes.ingest import ingest_messages
 from memory.errors import ValidationError
-from memory.ingest import ingest_messages
-from memory.schema import AnswerEvidence, AnswerTrace, AuditEntry, Episode, UsageEntry
+from memory.retrieval.answering import NOT_IN_MEMORY, answer
+from memory.store.conversations import ConversationRef
+from memory.store.schema import (
+    AnswerEvidence,
+    AnswerTrace,
+    AuditEntry,
+    Episode,
+    UsageEntry,
+)
 
 T0 = datetime(2024, 5, 6, 9, tzinfo=timezone.utc)
 CHAT = [
@@ -40,7 +46,7 @@ async def _chat(memory: Memory, ref: ConversationRef) -> dict[str, int]:
 
 
 async def _id(session, ref: ConversationRef) -> int:
-    from memory.conversations import find_conversation
+    from memory.store.conversations import find_conversation
 
     return await find_conversation(session, ref)
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from memory.consolidation.extraction import ReplayExtractor
 from memory.errors import ValidationError
-from memory.extraction import ReplayExtractor
 from tests.test_cli_ingest import stashbird
 
 

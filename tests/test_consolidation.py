@@ -9,14 +9,19 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from sqlalchemy import delete, select
 
-from memory.conversations import ConversationRef
-from memory.consolidation import consolidate
+from memory.consolidation.extraction import (
+    Chunk,
+    Extraction,
+    OfflineExtractor,
+    ReplayExtractor,
+)
+from memory.consolidation.run import consolidate
 from memory.core import Memory
-from memory.extraction import Chunk, Extraction, OfflineExtractor, ReplayExtractor
-from memory.ingest import ingest_messages
-from memory.episodes import validate_message
+from memory.episodes.append import validate_message
+from memory.episodes.ingest import ingest_messages
 from memory.params import MemoryParams
-from memory.schema import (
+from memory.store.conversations import ConversationRef
+from memory.store.schema import (
     Checkpoint,
     Entity,
     EntityProvenance,
@@ -266,7 +271,7 @@ async def test_backlog_skips_a_conversation_another_worker_holds(
     from sqlalchemy import text
 
     from jobs.consolidation import consolidate_backlog
-    from memory.locks import LockPurpose
+    from memory.store.locks import LockPurpose
 
     await ingest_messages(memory, conversation_ref, messages([("w1", "Ann", "I moved to Quito.")]))
     key = {"purpose": int(LockPurpose.CONSOLIDATION), "conversation": conversation_id}

@@ -9,17 +9,17 @@ import dataclasses
 import pytest
 from sqlalchemy import select
 
-from bot import scripted_memory
-from bot.scripted_llm import ChatRequest, ScriptedLLMServer
+from bot.testing import scripted_memory
+from bot.testing.scripted_llm import ChatRequest, ScriptedLLMServer
 from jobs.consolidation import consolidate_backlog
-from memory.consolidation import consolidate
-from memory.conversations import ConversationRef
+from memory.consolidation.rolling_context import context_size
+from memory.consolidation.run import consolidate
 from memory.core import Memory
-from memory.ingest import ingest_messages
-from memory.llm import LLMError
+from memory.episodes.ingest import ingest_messages
+from memory.models.llm import LLMError
 from memory.params import MemoryParams
-from memory.rolling_context import context_size
-from memory.schema import Checkpoint, Relation, UsageEntry
+from memory.store.conversations import ConversationRef
+from memory.store.schema import Checkpoint, Relation, UsageEntry
 from tests.test_consolidation import episode_ids, graph_state, messages
 
 ROWS = [

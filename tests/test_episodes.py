@@ -8,13 +8,13 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from sqlalchemy import func, select, text
 
-from memory.conversations import ConversationRef
 from memory.core import Memory
-from memory.episodes import append_messages, parse_time, validate_message
+from memory.episodes.append import append_messages, parse_time, validate_message
+from memory.episodes.chain import chain
+from memory.episodes.ingest import ingest_messages
 from memory.errors import ValidationError
-from memory.ingest import ingest_messages
-from memory.schema import Episode, SearchDocument, Tombstone, UsageEntry
-from memory.timeline import chain
+from memory.store.conversations import ConversationRef
+from memory.store.schema import Episode, SearchDocument, Tombstone, UsageEntry
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
 

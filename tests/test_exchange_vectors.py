@@ -9,14 +9,14 @@ from datetime import datetime, timedelta, timezone
 import numpy as np
 from sqlalchemy import select, text
 
-from memory.conversations import ConversationRef
 from memory.core import Memory
-from memory.database import create_engine, downgrade, upgrade
-from memory.episodes import validate_message
-from memory.exchange_vectors import PREVIOUS_SHARE, exchange_vector
-from memory.forgetting import delete_episode, edit_episode
-from memory.ingest import ingest_messages
-from memory.schema import Episode, SearchDocument
+from memory.episodes.append import validate_message
+from memory.episodes.exchange_vectors import PREVIOUS_SHARE, exchange_vector
+from memory.episodes.ingest import ingest_messages
+from memory.forgetting.commands import delete_episode, edit_episode
+from memory.store.conversations import ConversationRef
+from memory.store.database import create_engine, downgrade, upgrade
+from memory.store.schema import Episode, SearchDocument
 
 T0 = datetime(2024, 5, 6, 9, tzinfo=timezone.utc)
 

@@ -8,10 +8,11 @@ from datetime import datetime, timedelta, timezone
 from sqlalchemy import select
 
 from memory.core import Memory
-from memory.episodes import append_messages, validate_message
-from memory.forgetting import ANSWER_WITHDRAWN, delete_episode, edit_episode
-from memory.graph import create_entity, create_relation, supersede_relation
-from memory.schema import (
+from memory.episodes.append import append_messages, validate_message
+from memory.forgetting.commands import ANSWER_WITHDRAWN, delete_episode, edit_episode
+from memory.graph.writes import create_entity, create_relation, supersede_relation
+from memory.store.documents import Document, upsert_documents
+from memory.store.schema import (
     AnswerEvidence,
     AnswerTrace,
     AuditEntry,
@@ -25,7 +26,6 @@ from memory.schema import (
     RelationProvenance,
     SearchDocument,
 )
-from memory.search_index import Document, upsert_documents
 
 T0 = datetime(2026, 3, 1, tzinfo=timezone.utc)
 VECTOR = [1.0] + [0.0] * 383

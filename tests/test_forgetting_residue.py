@@ -11,15 +11,24 @@ from datetime import datetime, timedelta, timezone
 
 from sqlalchemy import select
 
-from memory.consolidation import consolidate
-from memory.conversations import ConversationRef, find_conversation
+from memory.consolidation.run import consolidate
 from memory.core import Memory
-from memory.episodes import validate_message
-from memory.forgetting import delete_episode, edit_episode
-from memory.ingest import ingest_messages
-from memory.residue import find_tokens, text_columns
-from memory.schema import AnswerEvidence, AnswerTrace, Community, CommunityMember, Entity, Episode, Relation, RelationProvenance
-from memory.search_index import Document, upsert_documents
+from memory.episodes.append import validate_message
+from memory.episodes.ingest import ingest_messages
+from memory.forgetting.commands import delete_episode, edit_episode
+from memory.store.conversations import ConversationRef, find_conversation
+from memory.store.documents import Document, upsert_documents
+from memory.store.residue import find_tokens, text_columns
+from memory.store.schema import (
+    AnswerEvidence,
+    AnswerTrace,
+    Community,
+    CommunityMember,
+    Entity,
+    Episode,
+    Relation,
+    RelationProvenance,
+)
 
 T0 = datetime(2026, 3, 1, tzinfo=timezone.utc)
 

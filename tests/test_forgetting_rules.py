@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memory.forgetting_rules import (
+from memory.forgetting.rules import (
     Decision,
     EntityFacts,
     RelationFacts,

@@ -5,7 +5,8 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from memory.retrieval.fusion import (
     IN_RANGE_WEIGHT,
@@ -17,9 +18,20 @@ from memory.retrieval.fusion import (
     reciprocal_rank_fusion,
     spread_to_neighbours,
 )
-from memory.retrieval.llm_steps import apply_scores, clean_sub_queries, needs_decomposition
+from memory.retrieval.llm_steps import (
+    apply_scores,
+    clean_sub_queries,
+    needs_decomposition,
+)
 from memory.retrieval.pipeline import named_speaker
-from memory.retrieval.search import Candidate, choose_plan, estimate_size, rare_terms, term_weight, tsquery_text
+from memory.retrieval.search import (
+    Candidate,
+    choose_plan,
+    estimate_size,
+    rare_terms,
+    term_weight,
+    tsquery_text,
+)
 
 
 def test_rrf_scores_are_sums_of_reciprocal_ranks() -> None:

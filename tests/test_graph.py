@@ -6,12 +6,28 @@ from datetime import datetime, timedelta, timezone
 
 from sqlalchemy import select
 
-from memory.conversations import ConversationRef, delete_conversation, ensure_conversation, find_conversation
 from memory.core import Memory
-from memory.episodes import append_messages, validate_message
-from memory.facts import list_facts
-from memory.graph import add_relation_support, create_entity, create_relation, supersede_relation
-from memory.schema import Entity, Episode, Relation, RelationProvenance, SearchDocument
+from memory.episodes.append import append_messages, validate_message
+from memory.graph.reads import list_facts
+from memory.graph.writes import (
+    add_relation_support,
+    create_entity,
+    create_relation,
+    supersede_relation,
+)
+from memory.store.conversations import (
+    ConversationRef,
+    delete_conversation,
+    ensure_conversation,
+    find_conversation,
+)
+from memory.store.schema import (
+    Entity,
+    Episode,
+    Relation,
+    RelationProvenance,
+    SearchDocument,
+)
 
 T0 = datetime(2026, 3, 1, tzinfo=timezone.utc)
 

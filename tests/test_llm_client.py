@@ -10,13 +10,13 @@ import pytest
 from pydantic import BaseModel
 
 from bot.runtime import build_llm, memory_from_settings
-from bot.scripted_llm import ChatRequest, ScriptedLLMServer
 from bot.settings import Settings
+from bot.testing.scripted_llm import ChatRequest, ScriptedLLMServer
 from memory.core import Memory
-from memory.embedder import LocalEmbedder
-from memory.llm import LLMClient, LLMError
-from memory.tokens import count_tokens
-from memory.usage import record_usage, usage_totals
+from memory.models.embedder import LocalEmbedder
+from memory.models.llm import LLMClient, LLMError
+from memory.models.tokens import count_tokens
+from memory.store.ledger import record_usage, usage_totals
 
 
 class Fact(BaseModel):

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import text
 
-from memory.database import check_embedding_dim, create_engine, downgrade, upgrade
 from memory.errors import ConfigurationError
+from memory.store.database import check_embedding_dim, create_engine, downgrade, upgrade
 
 TABLES = {
     "conversations", "speakers", "episodes", "tombstones", "entities", "entity_provenance",

@@ -5,20 +5,25 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memory.chunking import cut_chunks
-from memory.params import MemoryParams
-from memory.reconcile import (
+from memory.consolidation.chunking import cut_chunks
+from memory.consolidation.rolling_context import (
+    context_size,
+    entry,
+    fit_context,
+    merge_context,
+)
+from memory.graph.reconcile import (
     EntityCandidate,
     NewFact,
     RelationBook,
     apply_relation,
     entity_decision,
     name_ratio,
-    numbers_differ,
     normalize_name,
     normalize_predicate,
+    numbers_differ,
 )
-from memory.rolling_context import context_size, entry, fit_context, merge_context
+from memory.params import MemoryParams
 
 PARAMS = MemoryParams()
 

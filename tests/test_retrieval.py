@@ -7,15 +7,15 @@ from datetime import datetime, timedelta, timezone
 
 from sqlalchemy import select
 
-from memory.conversations import ConversationRef, ensure_conversation
 from memory.core import Memory
-from memory.episodes import append_messages, validate_message
-from memory.graph import create_entity, create_relation, supersede_relation
+from memory.episodes.append import append_messages, validate_message
+from memory.graph.writes import create_entity, create_relation, supersede_relation
 from memory.retrieval.evidence import assemble
 from memory.retrieval.pipeline import retrieve
 from memory.retrieval.search import QueryVariant, _term_shares, search
 from memory.retrieval.timeparse import TimeRange
-from memory.schema import SearchDocument
+from memory.store.conversations import ConversationRef, ensure_conversation
+from memory.store.schema import SearchDocument
 
 T0 = datetime(2024, 5, 1, 9, tzinfo=timezone.utc)
 TEXTS = [

@@ -13,10 +13,14 @@ import httpx
 import numpy as np
 import pytest
 
-from bot.scripted_llm import EmbeddingRequest, ScriptedLLMServer, hashed_embedding
-from memory.embedder import OpenAIEmbedder
-from memory.llm import LLMClient, LLMError
-from memory.tokens import count_tokens
+from bot.testing.scripted_llm import (
+    EmbeddingRequest,
+    ScriptedLLMServer,
+    hashed_embedding,
+)
+from memory.models.embedder import OpenAIEmbedder
+from memory.models.llm import LLMClient, LLMError
+from memory.models.tokens import count_tokens
 
 
 async def test_embeddings_work_with_the_openai_embedder(scripted_llm: ScriptedLLMServer) -> None:

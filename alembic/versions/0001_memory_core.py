@@ -2,7 +2,7 @@
 checkpoints, usage ledger, audit log.
 
 The embedding dimension is fixed here, per database, from the ``embedding_dim``
-attribute that memory.database passes (or STASHBIRD_EMBEDDING_DIM, default 384), and
+attribute that memory.store.database passes (or STASHBIRD_EMBEDDING_DIM, default 384), and
 recorded in store_settings so that start-up can refuse a mismatched embedder.
 
 Revision ID: 0001

@@ -2,7 +2,7 @@
 
 ``episodes.embedding`` keeps a message's own vector; its search document's
 ``embedding`` becomes the exchange vector, own plus a share of the previous message's
-(see memory.exchange_vectors). Existing episodes are converted in place.
+(see memory.episodes.exchange_vectors). Existing episodes are converted in place.
 
 Revision ID: 0002
 Revises: 0001
@@ -18,7 +18,7 @@ down_revision = "0001"
 branch_labels = None
 depends_on = None
 
-# The share this revision applies to existing episodes (memory.exchange_vectors').
+# The share this revision applies to existing episodes (memory.episodes.exchange_vectors').
 PREVIOUS_SHARE = 0.5
 
 

@@ -8,8 +8,8 @@ from datetime import datetime, timezone
 
 from bot.runtime import memory_from_settings
 from bot.settings import Settings
-from memory.answering import Answer, answer
 from memory.errors import ValidationError
+from memory.retrieval.answering import Answer, answer
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

@@ -20,7 +20,7 @@ BENCHMARKS = {
 def configure(parser: argparse.ArgumentParser) -> None:
     benches = parser.add_subparsers(dest="bench", required=True)
     for name, help_text in BENCHMARKS.items():
-        module = importlib.import_module(f"bot.benchmarks.{name}")
+        module = importlib.import_module(f"bot.bench.{name}")
         sub = benches.add_parser(name, help=help_text, description=help_text)
         sub.add_argument("--json", action="store_true", help="print the result as JSON")
         module.configure(sub)
@@ -32,4 +32,4 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict:
 
 
 def render(result: dict) -> str:
-    return importlib.import_module(f"bot.benchmarks.{result['bench']}").render(result)
+    return importlib.import_module(f"bot.bench.{result['bench']}").render(result)

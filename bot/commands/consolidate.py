@@ -9,9 +9,13 @@ from pathlib import Path
 from bot.progress import progress
 from bot.runtime import memory_from_settings
 from bot.settings import Settings
-from memory.consolidation import consolidate, resolve_conversation, unconsolidated_count
-from memory.conversations import ConversationRef
-from memory.extraction import OfflineExtractor, ReplayExtractor
+from memory.consolidation.extraction import OfflineExtractor, ReplayExtractor
+from memory.consolidation.run import (
+    consolidate,
+    resolve_conversation,
+    unconsolidated_count,
+)
+from memory.store.conversations import ConversationRef
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

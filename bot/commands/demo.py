@@ -16,13 +16,17 @@ from bot.commands.ask import render_answer
 from bot.importers import read_jsonl
 from bot.runtime import memory_from_settings
 from bot.settings import Settings
-from memory.answering import answer
-from memory.consolidation import consolidate
-from memory.conversations import ConversationRef, delete_conversation, find_conversation
-from memory.facts import list_facts
-from memory.forgetting import delete_episode
-from memory.ingest import ingest_messages
-from memory.timeline import chain
+from memory.consolidation.run import consolidate
+from memory.episodes.chain import chain
+from memory.episodes.ingest import ingest_messages
+from memory.forgetting.commands import delete_episode
+from memory.graph.reads import list_facts
+from memory.retrieval.answering import answer
+from memory.store.conversations import (
+    ConversationRef,
+    delete_conversation,
+    find_conversation,
+)
 
 SAMPLE = "sample_conversation.jsonl"
 # Asked the day after the sample's last message.

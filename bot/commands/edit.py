@@ -10,9 +10,9 @@ import argparse
 from bot.commands.forget import add_message_arguments, render_counts
 from bot.runtime import memory_from_settings
 from bot.settings import Settings
-from memory.consolidation import consolidate
-from memory.conversations import ConversationRef
-from memory.forgetting import edit_episode
+from memory.consolidation.run import consolidate
+from memory.forgetting.commands import edit_episode
+from memory.store.conversations import ConversationRef
 
 STATUS = {
     "edited": "edited",

@@ -7,8 +7,8 @@ import argparse
 
 from bot.runtime import memory_from_settings
 from bot.settings import Settings
-from memory.conversations import ConversationRef
-from memory.forgetting import delete_episode
+from memory.forgetting.commands import delete_episode
+from memory.store.conversations import ConversationRef
 
 STATUS = {
     "deleted": "deleted",

@@ -9,9 +9,9 @@ from bot.importers import ParsedFile, read_jsonl, read_locomo
 from bot.progress import progress
 from bot.runtime import memory_from_settings
 from bot.settings import Settings
-from memory.conversations import ConversationRef
+from memory.episodes.ingest import ingest_messages
 from memory.errors import ValidationError
-from memory.ingest import ingest_messages
+from memory.store.conversations import ConversationRef
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

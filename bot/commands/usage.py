@@ -6,9 +6,9 @@ import argparse
 
 from bot.runtime import memory_from_settings
 from bot.settings import Settings
-from memory.conversations import ConversationRef, find_conversation
 from memory.errors import ValidationError
-from memory.usage import usage_totals
+from memory.store.conversations import ConversationRef, find_conversation
+from memory.store.ledger import usage_totals
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

@@ -23,9 +23,9 @@ from datetime import datetime, timezone
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from memory.models.tokens import count_tokens
 from memory.retrieval.search import Candidate
-from memory.schema import Episode, EntityProvenance, RelationProvenance, Speaker
-from memory.tokens import count_tokens
+from memory.store.schema import EntityProvenance, Episode, RelationProvenance, Speaker
 
 # Supporting episodes attached to one entity or relation. Relations rarely have more;
 # an entity mentioned everywhere must not drag the whole conversation into the answer.

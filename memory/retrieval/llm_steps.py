@@ -11,10 +11,10 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from memory.models.tokens import truncate_tokens
 from memory.retrieval.search import Candidate
 from memory.retrieval.timeparse import resolve_times
-from memory.tokens import truncate_tokens
-from memory.usage import Usage
+from memory.store.ledger import Usage
 
 RERANK_TEXT_TOKENS = 120
 

@@ -1,7 +1,7 @@
 """Retrieval without the LLM steps: resolve time expressions, embed the query variants,
 find the anchors of anchored expressions, run the hybrid search.
 
-The LLM steps (decomposition before, reranking after) live in ``memory.answering``;
+The LLM steps (decomposition before, reranking after) live in ``memory.retrieval.answering``;
 this part is what runs offline and what the retrieval benchmark times.
 """
 
@@ -25,8 +25,8 @@ from memory.retrieval.timeparse import (
     resolve_anchor,
     resolve_times,
 )
-from memory.schema import Speaker
-from memory.usage import Usage
+from memory.store.ledger import Usage
+from memory.store.schema import Speaker
 
 ANCHOR_KINDS = ("episode", "relation")
 

@@ -66,7 +66,7 @@ from memory.retrieval.fusion import (
     weigh,
 )
 from memory.retrieval.timeparse import TimeRange, states_time
-from memory.search_index import KINDS
+from memory.store.documents import KINDS
 
 EXACT_SCAN_ROWS = 20_000
 OVERFETCH = 2.0
@@ -269,7 +269,7 @@ async def _plan(session: AsyncSession, conversation_id: int, kinds: Sequence[str
 
 _COLUMNS = "kind, ref_id, text, message_time, is_current"
 # Documents are ranked by ``embedding`` (for an episode, its exchange: see
-# memory.exchange_vectors); the similarity reported is that of the message's own vector,
+# memory.episodes.exchange_vectors); the similarity reported is that of the message's own vector,
 # which is what says whether this message itself bears on the question. It is looked up
 # for the hits only, after the limit.
 _HITS = "hits.kind, hits.ref_id, hits.text, hits.message_time, hits.is_current"

@@ -1,0 +1,668 @@
+"""Consolidation: new episodes become entities and relations that remember which
+episodes support them, chunk by chunk, from the conversation's checkpoint.
+
+Per chunk: read the episodes, extract (LLM or not) *outside* any write transaction,
+embed, look up entity candidates and adjudicate doubtful ones, then in ONE transaction
+under the conversation's graph lock: re-check that the chunk's episodes still exist
+unchanged (a deletion or edit meanwhile must not be resurrected), reconcile entities and
+relations (memory/reconcile.py), write them with their provenance and search documents
+(memory/graph/writes.py) and save the new checkpoint. Killing the process at any point loses
+nothing and duplicates nothing: a chunk is either fully written with its checkpoint or
+not at all, and the next run starts from the checkpoint.
+
+Episodes are taken in arrival (id) order, so ``last_episode_id`` is a watermark: every
+episode at or below it was consolidated, except ``pending_episode_ids`` (edited after
+consolidation), which are consolidated again. Bot messages are context, never evidence.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Callable, Sequence
+
+from pydantic import BaseModel, Field
+from sqlalchemy import func, select
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from memory.graph import writes as graph
+from memory.consolidation.chunking import cut_chunks
+from memory.consolidation.extraction import (
+    Chunk,
+    ChunkLine,
+    ExtractedEntity,
+    ExtractedRelation,
+    Extraction,
+    Extractor,
+)
+from memory.consolidation.extraction.llm import LLMExtractor
+from memory.consolidation.extraction.offline import OfflineExtractor
+from memory.consolidation.rolling_context import (
+    context_size,
+    entry,
+    fit_context,
+    merge_context,
+    render_context,
+    without_episodes,
+)
+from memory.consolidation.summary import SummaryLine, offline_summary, summary_lines
+from memory.core import Memory
+from memory.errors import ValidationError
+from memory.graph.reconcile import (
+    EntityCandidate,
+    NewFact,
+    RelationBook,
+    RelationState,
+    apply_relation,
+    entity_decision,
+    normalize_name,
+)
+from memory.models.llm import LLMError
+from memory.models.tokens import count_tokens, truncate_tokens
+from memory.store.conversations import ConversationRef, find_conversation
+from memory.store.ledger import Usage, record_usage
+from memory.store.locks import LockPurpose, lock_conversation
+from memory.store.schema import Checkpoint, Entity, Episode, Relation, Speaker
+
+FACTS_PER_CONTEXT_ENTRY = 3
+
+
+@dataclass
+class ConsolidationReport:
+    conversation_id: int
+    episodes: int = 0
+    chunks: int = 0
+    entities_created: int = 0
+    entities_merged: int = 0
+    relations_created: int = 0
+    relations_duplicate: int = 0
+    relations_superseded: int = 0
+    skipped_deleted: int = 0  # episodes deleted or edited while their chunk was extracted
+    llm_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    stopped: str | None = None  # why a run stopped early (another run got there first)
+
+    def count_usage(self, usage: Usage) -> None:
+        if usage.operation.startswith("embed"):
+            return
+        self.llm_calls += usage.calls
+        self.prompt_tokens += usage.prompt_tokens
+        self.completion_tokens += usage.completion_tokens
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class _Episode:
+    id: int
+    message_id: str
+    speaker: str
+    role: str
+    text: str
+    time: datetime
+    edited_at: datetime | None
+
+
+@dataclass
+class _Mention:
+    """An entity as this chunk knows it, before and after resolution."""
+
+    name: str
+    type: str
+    summary: str
+    episodes: set[int]
+    summary_episodes: set[int] = field(default_factory=set)
+    decision: str = "new"  # new | merge
+    entity_id: int | None = None  # merge target, then the written id
+    candidates: tuple[EntityCandidate, ...] = ()
+    context_key: int = 0  # placeholder id in the rolling context until written
+
+
+# --- LLM side calls -----------------------------------------------------------------
+
+
+class _Match(BaseModel):
+    mention: int
+    entity_id: int | None = None
+
+
+class _Matches(BaseModel):
+    matches: list[_Match] = Field(default_factory=list)
+
+
+class _CompressedEntry(BaseModel):
+    entity_id: int
+    text: str
+
+
+class _Compressed(BaseModel):
+    entries: list[_CompressedEntry] = Field(default_factory=list)
+
+
+RESOLVE_SYSTEM = (
+    "Decide which mentioned names refer to an already known entity of the same group "
+    "conversation. For each mention give the id of the known entity it is, or null when "
+    "it is a different one. Only answer with ids from that mention's candidates."
+)
+COMPRESS_SYSTEM = (
+    "Shorten each entry of this entity context so that all of them together fit in {budget} "
+    "tokens. Keep names, facts and dates; drop commentary. Keep every entity_id."
+)
+
+
+async def _adjudicate(memory: Memory, mentions: Sequence[_Mention], usage: list[Usage]) -> None:
+    """One batched LLM call for every doubtful mention of the chunk."""
+    doubtful = [m for m in mentions if m.candidates]
+    if not doubtful or memory.llm is None:
+        return
+    lines = [
+        f"M{index}: " + json.dumps({
+            "name": mention.name, "type": mention.type, "summary": mention.summary,
+            "candidates": [{"id": c.entity_id, "name": c.name} for c in mention.candidates],
+        })
+        for index, mention in enumerate(doubtful)
+    ]
+    result = await memory.llm.complete_json(
+        system=RESOLVE_SYSTEM, user="\n".join(lines), schema=_Matches, phase="ingestion", operation="resolve_entity"
+    )
+    usage.append(result.usage)
+    for match in result.value.matches:
+        if 0 <= match.mention < len(doubtful) and match.entity_id is not None:
+            mention = doubtful[match.mention]
+            if match.entity_id in {c.entity_id for c in mention.candidates}:
+                mention.decision, mention.entity_id = "merge", match.entity_id
+
+
+async def _compress(memory: Memory, entries: list[dict[str, Any]], usage: list[Usage]) -> list[dict[str, Any]]:
+    """Ask the LLM to shorten the rolling context; the episodes behind each entry stay."""
+    budget = memory.params.context_tokens
+    if memory.llm is None or context_size(entries) <= budget:
+        return entries
+    result = await memory.llm.complete_json(
+        system=COMPRESS_SYSTEM.format(budget=budget),
+        user=render_context(entries),
+        schema=_Compressed,
+        phase="ingestion",
+        operation="compress_context",
+    )
+    usage.append(result.usage)
+    texts = {item.entity_id: item.text.strip() for item in result.value.entries if item.text.strip()}
+    return [{**item, "text": texts.get(item["entity_id"], item["text"])} for item in entries]
+
+
+# --- reading ------------------------------------------------------------------------
+
+
+async def _ensure_checkpoint(memory: Memory, conversation_id: int) -> None:
+    async with memory.sessions.begin() as session:
+        await session.execute(
+            insert(Checkpoint).values(conversation_id=conversation_id).on_conflict_do_nothing()
+        )
+
+
+def _episode_query(conversation_id: int):
+    return (
+        select(Episode.id, Episode.platform_message_id, Speaker.display_name, Episode.role, Episode.text,
+               Episode.message_time, Episode.edited_at)
+        .join(Speaker, Speaker.id == Episode.speaker_id)
+        .where(Episode.conversation_id == conversation_id)
+    )
+
+
+async def _work(session: AsyncSession, conversation_id: int, checkpoint: Checkpoint, overlap_tokens: int):
+    """The episodes to consolidate (id order) and the tail of consolidated ones before them."""
+    pending = list(checkpoint.pending_episode_ids or [])
+    new_rows = await session.execute(
+        _episode_query(conversation_id)
+        .where((Episode.id > checkpoint.last_episode_id) | Episode.id.in_(pending))
+        .order_by(Episode.id)
+    )
+    episodes = [_Episode(*row) for row in new_rows]
+    lead_rows = await session.execute(
+        _episode_query(conversation_id)
+        .where(Episode.id <= checkpoint.last_episode_id, Episode.id.not_in(pending or [0]))
+        .order_by(Episode.id.desc())
+        .limit(max(1, overlap_tokens // 8))
+    )
+    lead = [_Episode(*row) for row in lead_rows][::-1]
+    return episodes, lead
+
+
+def _line_size(episode: _Episode) -> int:
+    return count_tokens(f"{episode.speaker}: {episode.text}") + 8  # + line number and time
+
+
+def _chunk(conversation_id: int, context: Sequence[_Episode], new: Sequence[_Episode], summary: str, rolling: list) -> Chunk:
+    ordered_new = sorted(new, key=lambda e: (e.time, e.id))
+    lines = [
+        ChunkLine(number, e.id, e.message_id, e.speaker, e.role, e.text, e.time)
+        for number, e in enumerate([*context, *ordered_new], start=1)
+    ]
+    return Chunk(conversation_id, lines, len(context), summary, rolling)
+
+
+# --- from extraction to mentions ----------------------------------------------------
+
+
+def _evidence(extraction: Extraction, allowed: set[int]) -> tuple[list[ExtractedEntity], list[ExtractedRelation]]:
+    """Keep only evidence from user/admin episodes of the chunk; drop what has none left."""
+    entities = [
+        dataclasses.replace(e, episode_ids=e.episode_ids & allowed) for e in extraction.entities if e.episode_ids & allowed
+    ]
+    relations = [
+        dataclasses.replace(r, episode_ids=r.episode_ids & allowed)
+        for r in extraction.relations
+        if r.episode_ids & allowed and normalize_name(r.subject) and normalize_name(r.object)
+        and normalize_name(r.subject) != normalize_name(r.object)
+    ]
+    return entities, relations
+
+
+def _mentions(entities: Sequence[ExtractedEntity], relations: Sequence[ExtractedRelation]) -> dict[str, _Mention]:
+    """One mention per normalised name within the chunk. A relation's episodes mention
+    both its ends."""
+    mentions: dict[str, _Mention] = {}
+    for e in entities:
+        key = normalize_name(e.name)
+        if not key:
+            continue
+        mention = mentions.setdefault(key, _Mention(e.name, e.type, "", set()))
+        mention.episodes |= e.episode_ids
+        if e.summary:
+            mention.summary, mention.summary_episodes = e.summary, set(e.episode_ids)
+    for r in relations:
+        for name in (r.subject, r.object):
+            mentions.setdefault(normalize_name(name), _Mention(name, "thing", "", set())).episodes |= r.episode_ids
+    for index, mention in enumerate(mentions.values(), start=1):
+        mention.context_key = -index
+    return mentions
+
+
+async def _candidates(session: AsyncSession, conversation_id: int, vector: Sequence[float], limit: int) -> list[EntityCandidate]:
+    distance = Entity.embedding.cosine_distance(list(vector))
+    rows = await session.execute(
+        select(Entity.id, Entity.name, distance)
+        .where(Entity.conversation_id == conversation_id, Entity.embedding.is_not(None))
+        .order_by(distance)
+        .limit(limit)
+    )
+    return [EntityCandidate(entity_id, name, 1.0 - float(d)) for entity_id, name, d in rows]
+
+
+def _entity_text(mention: _Mention, name: str, type_: str) -> str:
+    return graph.entity_document_text(name, type_, mention.summary)
+
+
+def _context_updates(mentions: dict[str, _Mention], relations: Sequence[ExtractedRelation], names: dict[str, tuple[str, str]]) -> list[dict]:
+    """Rolling-context entries for the entities this chunk touched, with their newest facts."""
+    facts: dict[str, list[ExtractedRelation]] = {}
+    for r in relations:
+        facts.setdefault(normalize_name(r.subject), []).append(r)
+    updates = []
+    for key, mention in mentions.items():
+        name, type_ = names[key]
+        own = facts.get(key, [])[-FACTS_PER_CONTEXT_ENTRY:]
+        text = _entity_text(mention, name, type_)
+        if own:
+            text += " Facts: " + "; ".join(r.fact for r in own)
+        episodes = set(mention.episodes).union(*(r.episode_ids for r in own)) if own else set(mention.episodes)
+        updates.append(entry(mention.entity_id if mention.decision == "merge" else mention.context_key, name, text, episodes))
+    return updates
+
+
+# --- the run ------------------------------------------------------------------------
+
+
+def default_extractor(memory: Memory) -> Extractor:
+    return LLMExtractor(memory.llm) if memory.llm is not None else OfflineExtractor()
+
+
+async def resolve_conversation(memory: Memory, conversation: ConversationRef | int) -> int:
+    if isinstance(conversation, int):
+        return conversation
+    async with memory.sessions() as session:
+        conversation_id = await find_conversation(session, conversation)
+    if conversation_id is None:
+        raise ValidationError("conversation", f"no conversation {conversation} in this store")
+    return conversation_id
+
+
+async def unconsolidated_count(session: AsyncSession, conversation_id: int) -> int:
+    """Episodes waiting for consolidation: after the checkpoint, or edited since."""
+    checkpoint = await session.get(Checkpoint, conversation_id)
+    last, pending = (checkpoint.last_episode_id, list(checkpoint.pending_episode_ids or [])) if checkpoint else (0, [])
+    return (
+        await session.execute(
+            select(func.count()).select_from(Episode).where(
+                Episode.conversation_id == conversation_id, (Episode.id > last) | Episode.id.in_(pending)
+            )
+        )
+    ).scalar_one()
+
+
+async def consolidate(
+    memory: Memory,
+    conversation: ConversationRef | int,
+    extractor: Extractor | None = None,
+    on_progress: Callable[[int], None] | None = None,
+    *,
+    reconcile: bool = True,
+) -> ConsolidationReport:
+    """Consolidate the conversation's new (and edited) episodes from its checkpoint.
+
+    ``reconcile=False`` appends every extraction as new entities and relations: the
+    baseline of the update benchmark, never what the service does. An ``LLMError``
+    propagates after the chunks before it were saved; the failed chunk's episodes stay
+    unconsolidated and are retried by the next run.
+    """
+    conversation_id = await resolve_conversation(memory, conversation)
+    extractor = extractor or default_extractor(memory)
+    params = memory.params
+    report = ConsolidationReport(conversation_id)
+    await _ensure_checkpoint(memory, conversation_id)
+    async with memory.sessions() as session:
+        checkpoint = await session.get(Checkpoint, conversation_id)
+        assert checkpoint is not None
+        episodes, lead = await _work(session, conversation_id, checkpoint, int(params.chunk_tokens * params.chunk_overlap))
+        state = {
+            "last": checkpoint.last_episode_id,
+            "summary": checkpoint.summary,
+            "summary_ids": list(checkpoint.summary_episode_ids or []),
+            "rolling": list(checkpoint.rolling_context or []),
+        }
+        previous_summary_lines = (
+            await summary_lines(session, conversation_id, state["summary_ids"]) if memory.llm is None else []
+        )
+    cuts = cut_chunks(
+        episodes, [_line_size(e) for e in episodes], params.chunk_tokens, params.chunk_overlap,
+        lead, [_line_size(e) for e in lead],
+    )
+    for cut in cuts:
+        chunk = _chunk(conversation_id, cut.context, cut.new, state["summary"], state["rolling"])
+        usage: list[Usage] = []
+        try:
+            extraction = await extractor.extract(chunk)
+            usage += extraction.usage
+            read_edits = {e.id: e.edited_at for e in [*cut.context, *cut.new]}
+            saved = await _consolidate_chunk(
+                memory, chunk, extraction, state, previous_summary_lines, read_edits, usage, report, reconcile
+            )
+        except LLMError as error:
+            await _record_failed(memory, conversation_id, usage, error)
+            raise
+        if not saved:
+            report.stopped = "another consolidation run saved this chunk first"
+            break
+        if memory.llm is None:
+            previous_summary_lines = [
+                *previous_summary_lines, *(SummaryLine(line.episode_id, f"{line.speaker}: {line.text}") for line in chunk.new_lines)
+            ]
+        report.chunks += 1
+        report.episodes += len(cut.new)
+        if on_progress:
+            on_progress(len(cut.new))
+    return report
+
+
+async def _record_failed(memory: Memory, conversation_id: int, usage: list[Usage], error: LLMError) -> None:
+    """What a failed chunk cost still goes into the ledger (nothing else of it is kept)."""
+    spent = [*usage, *([error.usage] if error.usage else [])]
+    if spent:
+        async with memory.sessions.begin() as session:
+            for item in spent:
+                await record_usage(session, conversation_id, item)
+
+
+async def _consolidate_chunk(
+    memory: Memory,
+    chunk: Chunk,
+    extraction: Extraction,
+    state: dict[str, Any],
+    previous_summary_lines: list[SummaryLine],
+    read_edits: dict[int, datetime | None],
+    usage: list[Usage],
+    report: ConsolidationReport,
+    reconcile: bool,
+) -> bool:
+    """Resolve, reconcile and save one chunk with its checkpoint. False when another run
+    moved the checkpoint meanwhile (its work stands; this chunk is not written twice)."""
+    params = memory.params
+    conversation_id = chunk.conversation_id
+    evidence_ids = {line.episode_id for line in chunk.lines if line.role != "bot"}
+    entities, relations = _evidence(extraction, evidence_ids)
+    mentions = _mentions(entities, relations)
+
+    # embeddings: names (for resolution), entity documents, relation facts
+    keys = list(mentions)
+    name_texts = [mentions[k].name for k in keys]
+    batch = await memory.embedder.embed(name_texts + [r.fact for r in relations]) if keys else None
+    name_vectors = dict(zip(keys, batch.vectors[: len(keys)])) if batch else {}
+    fact_vectors = list(batch.vectors[len(keys):]) if batch else []
+    if batch:
+        usage.append(Usage("ingestion", "embed_graph", batch.model, 1, batch.prompt_tokens))
+
+    # entity resolution: candidates (read), decisions (pure), adjudication (LLM, batched)
+    if reconcile and keys:
+        async with memory.sessions() as session:
+            for key in keys:
+                mention = mentions[key]
+                found = await _candidates(session, conversation_id, name_vectors[key], params.entity_neighbours)
+                decision = entity_decision(mention.name, found, params)
+                if decision.kind == "merge":
+                    mention.decision, mention.entity_id = "merge", decision.entity_id
+                    mention.name = next(c.name for c in found if c.entity_id == decision.entity_id)
+                elif decision.kind == "adjudicate":
+                    mention.candidates = decision.candidates
+        await _adjudicate(memory, list(mentions.values()), usage)
+        for mention in mentions.values():
+            if mention.decision == "merge" and mention.candidates:
+                mention.name = next(c.name for c in mention.candidates if c.entity_id == mention.entity_id)
+    names = {k: (m.name, m.type) for k, m in mentions.items()}
+    doc_texts = {k: _entity_text(m, m.name, m.type) for k, m in mentions.items()}
+    doc_batch = await memory.embedder.embed(list(doc_texts.values())) if doc_texts else None
+    doc_vectors = dict(zip(doc_texts, doc_batch.vectors)) if doc_batch else {}
+    if doc_batch:
+        usage.append(Usage("ingestion", "embed_graph", doc_batch.model, 1, doc_batch.prompt_tokens))
+
+    # summary and rolling context, prepared before the write (LLM calls stay outside it)
+    summary, summary_ids = await _next_summary(memory, chunk, extraction, state, previous_summary_lines, usage)
+    rolling = merge_context(state["rolling"], _context_updates(mentions, relations, names))
+    rolling = await _compress(memory, rolling, usage)
+
+    chunk_ids = [line.episode_id for line in chunk.new_lines]
+    async with memory.sessions.begin() as session:
+        await lock_conversation(session, conversation_id, LockPurpose.GRAPH)
+        checkpoint = await session.get(Checkpoint, conversation_id, with_for_update=True)
+        assert checkpoint is not None
+        if checkpoint.last_episode_id != state["last"]:
+            return False
+        # The rolling context and summary carried from earlier chunks may rest on episodes
+        # deleted since this run read them: check those too, or they would be written back.
+        carried = {e for item in rolling for e in item["episode_ids"]} | set(summary_ids)
+        alive = dict(
+            (await session.execute(select(Episode.id, Episode.edited_at).where(Episode.id.in_(list(set(read_edits) | carried))))).all()
+        )
+        deleted = {i for i in set(read_edits) | carried if i not in alive}
+        edited = {i for i in read_edits if i in alive and alive[i] != read_edits[i]}
+        gone = deleted | edited
+        report.skipped_deleted += len(gone & set(chunk_ids))
+        for mention in mentions.values():
+            mention.episodes -= gone
+            if mention.summary_episodes & gone:
+                mention.summary, mention.summary_episodes = "", set()
+        vanished = await _write_entities(session, conversation_id, mentions, name_vectors, doc_vectors, report)
+        await _write_relations(
+            session, conversation_id, chunk, relations, fact_vectors, mentions, gone, params, reconcile, report
+        )
+        rolling = without_episodes(rolling, gone)
+        placeholders = {m.context_key: m.entity_id for m in mentions.values()} | vanished
+        rolling = [{**item, "entity_id": placeholders.get(item["entity_id"], item["entity_id"])} for item in rolling]
+        rolling = [item for item in rolling if item["entity_id"] is not None and item["entity_id"] > 0]
+        rolling = fit_context(rolling, params.context_tokens)
+
+        processed_pending = {i for i in chunk_ids if i <= state["last"]} - edited
+        pending = (set(checkpoint.pending_episode_ids or []) - processed_pending - deleted) | (edited & set(chunk_ids))
+        checkpoint.last_episode_id = max([state["last"], *chunk_ids])
+        checkpoint.pending_episode_ids = sorted(pending)
+        stale_summary = bool(gone & set(summary_ids))
+        if stale_summary:  # it may quote a deleted message: cleared now, regenerated below
+            summary, summary_ids = "", []
+            checkpoint.summary_dirty = True
+        checkpoint.summary = summary
+        checkpoint.summary_episode_ids = sorted(set(summary_ids))
+        checkpoint.rolling_context = rolling
+        checkpoint.entity_count = (
+            await session.execute(select(func.count()).select_from(Entity).where(Entity.conversation_id == conversation_id))
+        ).scalar_one()
+        checkpoint.updated_at = func.now()
+        for item in usage:
+            await record_usage(session, conversation_id, item)
+            report.count_usage(item)
+    if stale_summary:
+        from memory.consolidation.summary import rebuild_summary
+
+        async with memory.sessions.begin() as session:
+            await lock_conversation(session, conversation_id, LockPurpose.GRAPH)
+            await rebuild_summary(memory, session, conversation_id)
+    state.update(
+        last=max([state["last"], *chunk_ids]), summary=summary, summary_ids=sorted(set(summary_ids)),
+        rolling=rolling,
+    )
+    return True
+
+
+async def _next_summary(
+    memory: Memory,
+    chunk: Chunk,
+    extraction: Extraction,
+    state: dict[str, Any],
+    previous_lines: list[SummaryLine],
+    usage: list[Usage],
+) -> tuple[str, list[int]]:
+    all_ids = [*state["summary_ids"], *(line.episode_id for line in chunk.lines)]
+    if extraction.summary is not None:
+        return truncate_tokens(extraction.summary, memory.params.summary_tokens), all_ids
+    if memory.llm is not None:
+        prompt = f"Summary so far:\n{chunk.summary or '(none)'}\n\nNew messages:\n" + "\n".join(
+            f"{line.speaker}: {line.text}" for line in chunk.new_lines
+        )
+        from memory.consolidation.summary import SYSTEM
+
+        result = await memory.llm.complete_text(
+            system=SYSTEM, user=truncate_tokens(prompt, memory.params.summary_tokens, keep="tail"),
+            phase="ingestion", operation="summary",
+        )
+        usage.append(result.usage)
+        return truncate_tokens(result.value.strip(), memory.params.summary_tokens), all_ids
+    lines = [*previous_lines, *(SummaryLine(line.episode_id, f"{line.speaker}: {' '.join(line.text.split())}") for line in chunk.new_lines)]
+    return offline_summary(lines, memory.params.offline_summary_tokens)
+
+
+async def _write_entities(
+    session: AsyncSession,
+    conversation_id: int,
+    mentions: dict[str, _Mention],
+    name_vectors: dict[str, Sequence[float]],
+    doc_vectors: dict[str, Sequence[float]],
+    report: ConsolidationReport,
+) -> dict[int, int | None]:
+    """Merge into or create the mentioned entities. Returns, for merge targets deleted
+    meanwhile, the entity created instead (for the rolling context)."""
+    targets = {m.entity_id for m in mentions.values() if m.decision == "merge"}
+    existing = set(
+        (await session.execute(
+            select(Entity.id).where(Entity.conversation_id == conversation_id, Entity.id.in_(targets or {0}))
+        )).scalars()
+    )
+    vanished: dict[int, int | None] = {}
+    for key, mention in mentions.items():
+        if mention.decision == "merge" and mention.entity_id not in existing:
+            vanished[mention.entity_id] = None
+            mention.decision = "new"
+        if not mention.episodes:
+            mention.entity_id = None
+            continue
+        if mention.decision == "merge":
+            await graph.add_entity_support(session, conversation_id, mention.entity_id, mention.episodes)
+            if mention.summary:
+                await graph.update_entity_summary(
+                    session, conversation_id, mention.entity_id, summary=mention.summary,
+                    document_embedding=doc_vectors[key], summary_episode_ids=mention.summary_episodes,
+                )
+            report.entities_merged += 1
+            continue
+        previous = mention.entity_id
+        mention.entity_id = await graph.create_entity(
+            session, conversation_id, name=mention.name, type_=mention.type, summary=mention.summary,
+            embedding=name_vectors[key], episode_ids=mention.episodes, document_embedding=doc_vectors[key],
+            attributes={"summary_episode_ids": sorted(mention.summary_episodes)} if mention.summary else {},
+        )
+        if previous in vanished:
+            vanished[previous] = mention.entity_id
+        report.entities_created += 1
+    return vanished
+
+
+async def _write_relations(
+    session: AsyncSession,
+    conversation_id: int,
+    chunk: Chunk,
+    relations: Sequence[ExtractedRelation],
+    vectors: Sequence[Sequence[float]],
+    mentions: dict[str, _Mention],
+    gone: set[int],
+    params,
+    reconcile: bool,
+    report: ConsolidationReport,
+) -> None:
+    times = {line.episode_id: line.time for line in chunk.lines}
+    facts: list[tuple[NewFact, Sequence[float]]] = []
+    for relation, vector in zip(relations, vectors):
+        episodes = relation.episode_ids - gone
+        subject = mentions[normalize_name(relation.subject)].entity_id
+        obj = mentions[normalize_name(relation.object)].entity_id
+        if not episodes or subject is None or obj is None:
+            continue
+        valid_from = relation.valid_from or min(times[e] for e in episodes)
+        decision = relation.decision if relation.decision in ("new", "duplicate", "contradiction") else None
+        facts.append((NewFact(subject, obj, relation.predicate, relation.fact, frozenset(episodes), valid_from, decision), vector))
+    if not facts:
+        return
+    subjects = {fact.subject_id for fact, _ in facts}
+    rows = await session.execute(
+        select(Relation).where(
+            Relation.conversation_id == conversation_id, Relation.status == "active", Relation.subject_id.in_(subjects)
+        )
+    ) if reconcile else None
+    book = RelationBook.of(
+        RelationState(r.id, r.subject_id, r.object_id, r.predicate, r.fact, frozenset(), r.status, r.superseded_by, r.valid_from, r.invalid_at)
+        for r in (rows.scalars() if rows is not None else [])
+    )
+    vector_of: dict[int, Sequence[float]] = {}
+    for fact, vector in facts:
+        decision = apply_relation(book, fact, params, reconcile)
+        if decision.kind == "duplicate":
+            report.relations_duplicate += 1
+        else:
+            vector_of[book.inserted[-1]] = vector
+            report.relations_created += 1
+            report.relations_superseded += decision.kind == "contradiction"
+    real: dict[int, int] = {}
+    for temp_id in book.inserted:
+        state = book.relations[temp_id]
+        real[temp_id] = await graph.create_relation(
+            session, conversation_id, subject_id=state.subject_id, object_id=state.object_id,
+            predicate=state.predicate, fact=state.fact, embedding=vector_of[temp_id],
+            episode_ids=state.provenance, valid_from=state.valid_from,
+        )
+    for relation_id, episodes in book.supported.items():
+        await graph.add_relation_support(session, conversation_id, relation_id, episodes)
+    for old_id in book.superseded:
+        old = book.relations[old_id]
+        assert old.superseded_by is not None
+        await graph.supersede_relation(session, real.get(old_id, old_id), real[old.superseded_by], old.invalid_at)

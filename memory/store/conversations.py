@@ -1,0 +1,93 @@
+"""Conversations (the unit of memory scoping) and their speakers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import delete, select
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from memory.errors import ValidationError
+from memory.store.schema import Conversation, Speaker
+
+ROLES = ("user", "admin", "bot")
+
+
+@dataclass(frozen=True)
+class ConversationRef:
+    """A channel or thread on a platform. Local (CLI) conversations use platform ``local``."""
+
+    platform: str
+    workspace_id: str
+    channel_id: str
+
+    @classmethod
+    def parse(cls, value: str) -> "ConversationRef":
+        """``name`` for a local conversation, or ``platform:workspace:channel``."""
+        if not value or not value.strip():
+            raise ValidationError("conversation", "is required")
+        parts = value.split(":")
+        if len(parts) == 3 and all(parts):
+            return cls(*parts)
+        return cls("local", "", value.strip())
+
+    def __str__(self) -> str:
+        if self.platform == "local":
+            return self.channel_id
+        return f"{self.platform}:{self.workspace_id}:{self.channel_id}"
+
+
+async def find_conversation(session: AsyncSession, ref: ConversationRef) -> int | None:
+    return (
+        await session.execute(
+            select(Conversation.id).where(
+                Conversation.platform == ref.platform,
+                Conversation.workspace_id == ref.workspace_id,
+                Conversation.channel_id == ref.channel_id,
+            )
+        )
+    ).scalar()
+
+
+async def ensure_conversation(session: AsyncSession, ref: ConversationRef) -> int:
+    await session.execute(
+        insert(Conversation)
+        .values(platform=ref.platform, workspace_id=ref.workspace_id, channel_id=ref.channel_id)
+        .on_conflict_do_nothing(constraint="uq_conversation_platform_ids")
+    )
+    conversation_id = await find_conversation(session, ref)
+    assert conversation_id is not None
+    return conversation_id
+
+
+async def ensure_speaker(
+    session: AsyncSession, conversation_id: int, platform_user_id: str, display_name: str, role: str
+) -> int:
+    """Get or create a speaker; a changed display name or role is updated."""
+    if role not in ROLES:
+        raise ValidationError("role", f"must be one of {', '.join(ROLES)}, got {role!r}")
+    statement = (
+        insert(Speaker)
+        .values(
+            conversation_id=conversation_id,
+            platform_user_id=platform_user_id,
+            display_name=display_name,
+            role=role,
+        )
+        .on_conflict_do_update(
+            constraint="uq_speaker_platform_user",
+            set_={"display_name": display_name, "role": role},
+        )
+        .returning(Speaker.id)
+    )
+    return (await session.execute(statement)).scalar_one()
+
+
+async def delete_conversation(session: AsyncSession, ref: ConversationRef) -> bool:
+    """Remove a conversation and everything stored for it (every table cascades from it)."""
+    conversation_id = await find_conversation(session, ref)
+    if conversation_id is None:
+        return False
+    await session.execute(delete(Conversation).where(Conversation.id == conversation_id))
+    return True

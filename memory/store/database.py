@@ -1,0 +1,84 @@
+"""Engine creation, migration to head and the start-up checks of a store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sqlalchemy import text
+from sqlalchemy.engine import Connection
+from sqlalchemy.ext.asyncio import (
+    AsyncEngine,
+    AsyncSession,
+    async_sessionmaker,
+    create_async_engine,
+)
+
+from memory.errors import ConfigurationError
+
+MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "alembic"
+
+
+def async_url(url: str) -> str:
+    """Accept plain ``postgresql://`` URLs as users write them and use asyncpg."""
+    for prefix in ("postgresql://", "postgres://"):
+        if url.startswith(prefix):
+            return "postgresql+asyncpg://" + url[len(prefix):]
+    return url
+
+
+def create_engine(url: str, pool_size: int = 5) -> AsyncEngine:
+    return create_async_engine(async_url(url), pool_size=pool_size, max_overflow=10, pool_pre_ping=True)
+
+
+def session_factory(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:
+    return async_sessionmaker(engine, expire_on_commit=False)
+
+
+def _alembic_config(connection: Connection, embedding_dim: int):
+    from alembic.config import Config
+
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    config.attributes["connection"] = connection
+    config.attributes["embedding_dim"] = embedding_dim
+    return config
+
+
+async def _run_migration(engine: AsyncEngine, embedding_dim: int, step) -> None:
+    """Run one alembic command on a connection of ours.
+
+    A transaction-level advisory lock keeps two processes from migrating at once.
+    """
+
+    def run(connection: Connection) -> None:
+        connection.execute(text("SELECT pg_advisory_xact_lock(727274)"))
+        step(_alembic_config(connection, embedding_dim))
+
+    async with engine.begin() as connection:
+        await connection.run_sync(run)
+
+
+async def upgrade(engine: AsyncEngine, embedding_dim: int, revision: str = "head") -> None:
+    from alembic import command
+
+    await _run_migration(engine, embedding_dim, lambda config: command.upgrade(config, revision))
+
+
+async def downgrade(engine: AsyncEngine, revision: str = "base") -> None:
+    from alembic import command
+
+    await _run_migration(engine, 0, lambda config: command.downgrade(config, revision))
+
+
+async def check_embedding_dim(engine: AsyncEngine, embedding_dim: int) -> None:
+    """Refuse to run an embedder whose vectors do not fit the store's columns."""
+    async with engine.connect() as connection:
+        stored = (
+            await connection.execute(text("SELECT value FROM store_settings WHERE key = 'embedding_dim'"))
+        ).scalar()
+    if stored is not None and int(stored) != embedding_dim:
+        raise ConfigurationError(
+            f"embedding dimension mismatch: this database stores {stored}-dimensional vectors "
+            f"but the configured embedder produces {embedding_dim}; use a matching "
+            "embedding model, set STASHBIRD_EMBEDDING_DIM accordingly, or use a new database"
+        )

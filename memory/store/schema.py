@@ -1,0 +1,303 @@
+"""ORM models for every table of the memory (the schema itself lives in alembic/).
+
+Every table carries ``conversation_id`` so that no query needs to cross conversations
+and the schema can later be sharded by conversation.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pgvector.sqlalchemy import Vector
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Computed,
+    DateTime,
+    ForeignKey,
+    Integer,
+    Text,
+    func,
+)
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TSVECTOR
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+TSV_EXPRESSION = "to_tsvector('english', text)"
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+def _conversation_fk() -> Mapped[int]:
+    return mapped_column(
+        BigInteger, ForeignKey("conversations.id", ondelete="CASCADE"), index=True
+    )
+
+
+class Conversation(Base):
+    """One channel or thread on one platform; the unit of memory scoping."""
+
+    __tablename__ = "conversations"
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    platform: Mapped[str] = mapped_column(Text)
+    workspace_id: Mapped[str] = mapped_column(Text, default="")
+    channel_id: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+
+class Speaker(Base):
+    __tablename__ = "speakers"
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    conversation_id: Mapped[int] = _conversation_fk()
+    platform_user_id: Mapped[str] = mapped_column(Text)
+    display_name: Mapped[str] = mapped_column(Text)
+    role: Mapped[str] = mapped_column(Text)  # user | admin | bot
+
+
+class Episode(Base):
+    """One message. Bot messages are stored as context but never count as evidence.
+    ``embedding`` is the message's own vector; its search document holds the vector it
+    is searched by (``memory.episodes.exchange_vectors``)."""
+
+    __tablename__ = "episodes"
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    conversation_id: Mapped[int] = _conversation_fk()
+    speaker_id: Mapped[int] = mapped_column(BigInteger, ForeignKey("speakers.id"))
+    role: Mapped[str] = mapped_column(Text)
+    text: Mapped[str] = mapped_column(Text)
+    message_time: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    ingested_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    edited_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    platform_message_id: Mapped[str] = mapped_column(Text)
+    reply_to: Mapped[str | None] = mapped_column(Text)
+    thread_id: Mapped[str | None] = mapped_column(Text)
+    embedding: Mapped[Any] = mapped_column(Vector(), nullable=True)
+    prev_id: Mapped[int | None] = mapped_column(
+        BigInteger, ForeignKey("episodes.id", ondelete="SET NULL")
+    )
+    next_id: Mapped[int | None] = mapped_column(
+        BigInteger, ForeignKey("episodes.id", ondelete="SET NULL")
+    )
+
+
+class Tombstone(Base):
+    """A deletion that arrived before its message: the late message is refused."""
+
+    __tablename__ = "tombstones"
+
+    conversation_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("conversations.id", ondelete="CASCADE"), primary_key=True
+    )
+    platform_message_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    deleted_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+
+class Entity(Base):
+    """A person, place, thing or idea. ``is_anchor`` marks a connective anchor: its
+    episode-derived metadata was cleared but surviving relations still need it."""
+
+    __tablename__ = "entities"
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    conversation_id: Mapped[int] = _conversation_fk()
+    name: Mapped[str] = mapped_column(Text)
+    type: Mapped[str] = mapped_column(Text, default="thing")
+    summary: Mapped[str] = mapped_column(Text, default="")
+    attributes: Mapped[dict[str, Any]] = mapped_column(JSONB, default=dict)
+    embedding: Mapped[Any] = mapped_column(Vector(), nullable=True)
+    is_anchor: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+
+class EntityProvenance(Base):
+    """P(e): the episodes that mention an entity."""
+
+    __tablename__ = "entity_provenance"
+
+    entity_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("entities.id", ondelete="CASCADE"), primary_key=True
+    )
+    episode_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("episodes.id", ondelete="CASCADE"), primary_key=True, index=True
+    )
+    conversation_id: Mapped[int] = _conversation_fk()
+
+
+class Relation(Base):
+    """A fact between two entities. Superseded relations are kept as history."""
+
+    __tablename__ = "relations"
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    conversation_id: Mapped[int] = _conversation_fk()
+    subject_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("entities.id", ondelete="CASCADE"), index=True
+    )
+    object_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("entities.id", ondelete="CASCADE"), index=True
+    )
+    predicate: Mapped[str] = mapped_column(Text)
+    fact: Mapped[str] = mapped_column(Text)
+    valid_from: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    invalid_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    status: Mapped[str] = mapped_column(Text, default="active")  # active | superseded
+    superseded_by: Mapped[int | None] = mapped_column(
+        BigInteger, ForeignKey("relations.id", ondelete="SET NULL")
+    )
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+
+class RelationProvenance(Base):
+    """P(r): the episodes that state a relation."""
+
+    __tablename__ = "relation_provenance"
+
+    relation_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("relations.id", ondelete="CASCADE"), primary_key=True
+    )
+    episode_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("episodes.id", ondelete="CASCADE"), primary_key=True, index=True
+    )
+    conversation_id: Mapped[int] = _conversation_fk()
+
+
+class Community(Base):
+    __tablename__ = "communities"
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    conversation_id: Mapped[int] = _conversation_fk()
+    label: Mapped[str] = mapped_column(Text, default="")
+    summary: Mapped[str] = mapped_column(Text, default="")
+    dirty: Mapped[bool] = mapped_column(Boolean, default=True)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+
+class CommunityMember(Base):
+    __tablename__ = "community_members"
+
+    community_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("communities.id", ondelete="CASCADE"), primary_key=True
+    )
+    entity_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("entities.id", ondelete="CASCADE"), primary_key=True, index=True
+    )
+    conversation_id: Mapped[int] = _conversation_fk()
+
+
+class SearchDocument(Base):
+    """One row per retrievable thing. Removing something from the index deletes its row.
+
+    ``tsv`` is a generated column (English full-text vector of ``text``).
+    ``is_current`` is false for superseded relations so retrieval can prefer current facts.
+    For an episode, ``embedding`` is the vector of its exchange (``memory.episodes.exchange_vectors``).
+    """
+
+    __tablename__ = "search_documents"
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    conversation_id: Mapped[int] = _conversation_fk()
+    kind: Mapped[str] = mapped_column(Text)  # episode | entity | relation | community
+    ref_id: Mapped[int] = mapped_column(BigInteger)
+    text: Mapped[str] = mapped_column(Text)
+    tsv: Mapped[Any] = mapped_column(TSVECTOR, Computed(TSV_EXPRESSION, persisted=True))
+    embedding: Mapped[Any] = mapped_column(Vector())
+    message_time: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    is_current: Mapped[bool] = mapped_column(Boolean, default=True)
+
+
+class Checkpoint(Base):
+    """Per conversation consolidation state; consolidation resumes from it after a crash.
+
+    ``rolling_context`` entries carry the episode ids that support them so that a
+    deletion can drop what rested on the deleted message; ``summary_episode_ids`` are the
+    episodes the running summary drew on, for the same reason.
+    """
+
+    __tablename__ = "checkpoints"
+
+    conversation_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("conversations.id", ondelete="CASCADE"), primary_key=True
+    )
+    summary: Mapped[str] = mapped_column(Text, default="")
+    summary_episode_ids: Mapped[list[int]] = mapped_column(ARRAY(BigInteger), default=list)
+    summary_dirty: Mapped[bool] = mapped_column(Boolean, default=False)
+    rolling_context: Mapped[list[dict[str, Any]]] = mapped_column(JSONB, default=list)
+    last_episode_id: Mapped[int] = mapped_column(BigInteger, default=0)
+    # Episodes at or below last_episode_id to consolidate again (edited messages).
+    pending_episode_ids: Mapped[list[int]] = mapped_column(ARRAY(BigInteger), default=list)
+    entity_count: Mapped[int] = mapped_column(Integer, default=0)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+
+class UsageEntry(Base):
+    """One LLM or embedding call (or a batch of them) and its token cost."""
+
+    __tablename__ = "usage_ledger"
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    conversation_id: Mapped[int | None] = mapped_column(
+        BigInteger, ForeignKey("conversations.id", ondelete="CASCADE"), index=True
+    )
+    phase: Mapped[str] = mapped_column(Text)  # ingestion | retrieval | community
+    operation: Mapped[str] = mapped_column(Text)
+    model: Mapped[str] = mapped_column(Text)
+    calls: Mapped[int] = mapped_column(Integer, default=1)
+    prompt_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    completion_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+
+class AuditEntry(Base):
+    """Who asked or removed what. ``details`` holds ids and counts, never deleted text."""
+
+    __tablename__ = "audit_log"
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    conversation_id: Mapped[int] = _conversation_fk()
+    principal: Mapped[str] = mapped_column(Text)
+    action: Mapped[str] = mapped_column(Text)
+    details: Mapped[dict[str, Any]] = mapped_column(JSONB, default=dict)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+
+class AnswerTrace(Base):
+    """The question, sub-queries and usage of one answer; its evidence is linked below."""
+
+    __tablename__ = "answer_traces"
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    conversation_id: Mapped[int] = _conversation_fk()
+    principal: Mapped[str] = mapped_column(Text)
+    question: Mapped[str] = mapped_column(Text)
+    sub_queries: Mapped[list[str]] = mapped_column(JSONB, default=list)
+    answer: Mapped[str] = mapped_column(Text, default="")
+    usage: Mapped[dict[str, Any]] = mapped_column(JSONB, default=dict)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+
+class AnswerEvidence(Base):
+    """An episode an answer used. Deleting the episode drops the link (ON DELETE CASCADE)."""
+
+    __tablename__ = "answer_evidence"
+
+    trace_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("answer_traces.id", ondelete="CASCADE"), primary_key=True
+    )
+    episode_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("episodes.id", ondelete="CASCADE"), primary_key=True, index=True
+    )
+    conversation_id: Mapped[int] = _conversation_fk()
+
+
+class StoreSetting(Base):
+    """Facts fixed per database, such as the embedding dimension."""
+
+    __tablename__ = "store_settings"
+
+    key: Mapped[str] = mapped_column(Text, primary_key=True)
+    value: Mapped[str] = mapped_column(Text)
