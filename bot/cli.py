@@ -16,7 +16,7 @@ import sys
 from typing import Sequence
 
 from bot.settings import Settings
-from memory.errors import StashbirdError
+from memory import StashbirdError
 
 COMMANDS = {
     "demo": "ingest a bundled sample conversation and show what was stored",

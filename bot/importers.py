@@ -7,8 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bot import locomo
-from memory.episodes.append import Message, validate_message
-from memory.errors import ValidationError
+from memory import Message, ValidationError, validate_message
 
 
 @dataclass

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from memory.episodes.append import Message
+from memory import Message
 
 _SESSION = re.compile(r"^session_(\d+)$")
 

@@ -7,10 +7,15 @@ from contextlib import asynccontextmanager
 from typing import AsyncIterator
 
 from bot.settings import Settings
-from memory.core import Memory, open_memory
-from memory.models.embedder import Embedder, LocalEmbedder, OpenAIEmbedder
-from memory.models.llm import LLMClient
-from memory.store.embedded import start_embedded
+from memory import (
+    Embedder,
+    LLMClient,
+    LocalEmbedder,
+    Memory,
+    OpenAIEmbedder,
+    open_memory,
+    start_embedded,
+)
 
 
 def build_embedder(settings: Settings) -> Embedder:

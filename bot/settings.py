@@ -7,7 +7,7 @@ from pathlib import Path
 from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from memory.store.embedded import default_data_dir
+from memory import default_data_dir
 
 
 def _env(*names: str) -> AliasChoices:

@@ -1,4 +1,93 @@
 """Stashbird's memory core: episodes, the provenance graph, search and lifecycle rules.
 
 Knows nothing of Slack or Discord; takes commands over plain data and owns the database.
+This package's names (those in ``__all__``) are its whole public API; every module
+behind them is private and may move.
 """
+
+from memory.api import (
+    IngestReport,
+    Principal,
+    ask,
+    consolidate,
+    drop_conversation,
+    edit,
+    facts,
+    forget,
+    ingest,
+    messages,
+    pending,
+    resolve_conversation,
+    usage,
+)
+from memory.consolidation.extraction import (
+    Extractor,
+    LLMExtractor,
+    OfflineExtractor,
+    ReplayExtractor,
+)
+from memory.consolidation.run import ConsolidationReport
+from memory.core import Memory, open_memory
+from memory.episodes.append import AppendResult, Message, parse_time, validate_message
+from memory.errors import (
+    ConfigurationError,
+    StashbirdError,
+    UnknownConversation,
+    ValidationError,
+)
+from memory.forgetting.commands import DeletionReport, EditReport
+from memory.models.embedder import Embedder, LocalEmbedder, OpenAIEmbedder
+from memory.models.llm import LLMClient, LLMError
+from memory.params import MemoryParams
+from memory.retrieval.answering import Answer, Citation
+from memory.store.conversations import ConversationRef
+from memory.store.embedded import (
+    default_data_dir,
+    drop_embedded_database,
+    start_embedded,
+)
+
+__all__ = [
+    "Answer",
+    "AppendResult",
+    "Citation",
+    "ConfigurationError",
+    "ConsolidationReport",
+    "ConversationRef",
+    "DeletionReport",
+    "EditReport",
+    "Embedder",
+    "Extractor",
+    "IngestReport",
+    "LLMClient",
+    "LLMError",
+    "LLMExtractor",
+    "LocalEmbedder",
+    "Memory",
+    "MemoryParams",
+    "Message",
+    "OfflineExtractor",
+    "OpenAIEmbedder",
+    "Principal",
+    "ReplayExtractor",
+    "StashbirdError",
+    "UnknownConversation",
+    "ValidationError",
+    "ask",
+    "consolidate",
+    "default_data_dir",
+    "drop_conversation",
+    "drop_embedded_database",
+    "edit",
+    "facts",
+    "forget",
+    "ingest",
+    "messages",
+    "open_memory",
+    "parse_time",
+    "pending",
+    "resolve_conversation",
+    "start_embedded",
+    "usage",
+    "validate_message",
+]

@@ -16,3 +16,11 @@ class ValidationError(StashbirdError):
 
 class ConfigurationError(StashbirdError):
     """The store and the configuration disagree (e.g. the embedding dimension)."""
+
+
+class UnknownConversation(ValidationError):
+    """A command named a conversation this store does not hold."""
+
+    def __init__(self, conversation: str) -> None:
+        super().__init__("conversation", f"no conversation {conversation!r} in memory")
+        self.conversation = conversation

@@ -10,9 +10,12 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from sqlalchemy import select
 
+from memory import api
+from memory.api import Principal
 from memory.core import Memory
 from memory.episodes.append import validate_message
-from memory.episodes.ingest import ingest_messages
+
+OPERATOR = Principal.operator("test")
 from memory.errors import ValidationError
 from memory.retrieval.answering import NOT_IN_MEMORY, answer
 from memory.store.conversations import ConversationRef
@@ -39,7 +42,7 @@ async def _chat(memory: Memory, ref: ConversationRef) -> dict[str, int]:
         validate_message({"id": f"m{i}", "author": who, "role": role, "text": body, "ts": T0 + timedelta(minutes=i)})
         for i, (who, role, body) in enumerate(CHAT)
     ]
-    await ingest_messages(memory, ref, messages)
+    await api.ingest(memory, ref, messages, principal=OPERATOR)
     async with memory.sessions() as session:
         rows = await session.execute(select(Episode.platform_message_id, Episode.id).where(Episode.platform_message_id.in_([m.platform_message_id for m in messages]), Episode.conversation_id == (await _id(session, ref))))
         return dict(rows.all())

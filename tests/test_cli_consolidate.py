@@ -50,7 +50,7 @@ def test_bad_extractions_and_unknown_conversation_are_clear_errors(database_url:
     result = stashbird(database_url, "consolidate", "--conversation", conversation, "--extractions", str(bad))
     assert result.returncode == 2 and "bad.jsonl line 1.relations[0].object" in result.stderr
     missing = stashbird(database_url, "consolidate", "--conversation", "no-such-conversation")
-    assert missing.returncode == 2 and "no conversation no-such-conversation" in missing.stderr
+    assert missing.returncode == 2 and "no conversation 'no-such-conversation' in memory" in missing.stderr
 
 
 def test_replay_records_are_validated() -> None:

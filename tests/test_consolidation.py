@@ -9,6 +9,8 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from sqlalchemy import delete, select
 
+from memory import api
+from memory.api import Principal
 from memory.consolidation.extraction import (
     Chunk,
     Extraction,
@@ -18,7 +20,8 @@ from memory.consolidation.extraction import (
 from memory.consolidation.run import consolidate
 from memory.core import Memory
 from memory.episodes.append import validate_message
-from memory.episodes.ingest import ingest_messages
+
+OPERATOR = Principal.operator("test")
 from memory.params import MemoryParams
 from memory.store.conversations import ConversationRef
 from memory.store.schema import (
@@ -90,12 +93,12 @@ async def graph_state(memory: Memory, conversation_id: int) -> dict:
 async def test_offline_consolidation_builds_graph_with_provenance(
     memory: Memory, conversation_ref: ConversationRef, conversation_id: int
 ) -> None:
-    await ingest_messages(memory, conversation_ref, messages([
+    await api.ingest(memory, conversation_ref, messages([
         ("m1", "Ann", "I moved to Boston last month."),
         ("m2", "bot", "Noted: Ann moved to Boston and Bob works at Google."),
         ("m3", "Bob", "I work at Google now."),
         ("m4", "Ann", "I love Boston, honestly."),
-    ]))
+    ]), principal=OPERATOR)
     ids = await episode_ids(memory, conversation_id)
     report = await consolidate(memory, conversation_ref)
     state = await graph_state(memory, conversation_id)
@@ -142,9 +145,9 @@ async def test_replayed_duplicates_and_contradictions(memory: Memory, conversati
     ]
     extractor = ReplayExtractor.from_records(records)
     rows = [("a1", "Ann", "I live in Boston"), ("a2", "Ann", "Boston is home"), ("a3", "Ann", "Moved to Denver!"), ("a4", "Ann", "Denver it is")]
-    await ingest_messages(memory, conversation_ref, messages(rows[:2]))
+    await api.ingest(memory, conversation_ref, messages(rows[:2]), principal=OPERATOR)
     await consolidate(memory, conversation_ref, extractor)
-    await ingest_messages(memory, conversation_ref, messages(rows[2:], start=2))
+    await api.ingest(memory, conversation_ref, messages(rows[2:], start=2), principal=OPERATOR)
     report = await consolidate(memory, conversation_ref, extractor)
     ids = await episode_ids(memory, conversation_id)
     relations = (await graph_state(memory, conversation_id))["relations"]
@@ -176,7 +179,7 @@ async def test_crash_and_resume_loses_and_duplicates_nothing(
 ) -> None:
     small = dataclasses.replace(memory, params=MemoryParams(chunk_tokens=40, chunk_overlap=0.25))
     rows = [(f"c{i}", "Ann" if i % 2 else "Bob", f"I visited {city} yesterday.") for i, city in enumerate(CITIES)]
-    await ingest_messages(memory, conversation_ref, messages(rows))
+    await api.ingest(memory, conversation_ref, messages(rows), principal=OPERATOR)
     crashing = CrashOnSecondChunk(OfflineExtractor())
     with pytest.raises(RuntimeError):
         await consolidate(small, conversation_ref, crashing)
@@ -213,9 +216,9 @@ class DeleteDuring:
 async def test_deletion_during_consolidation_is_not_resurrected(
     memory: Memory, conversation_ref: ConversationRef, conversation_id: int
 ) -> None:
-    await ingest_messages(memory, conversation_ref, messages([
+    await api.ingest(memory, conversation_ref, messages([
         ("d1", "Ann", "I moved to Lisbon."), ("d2", "Bob", "I adopted Rex."),
-    ]))
+    ]), principal=OPERATOR)
     ids = await episode_ids(memory, conversation_id)
     report = await consolidate(memory, conversation_ref, DeleteDuring(memory, OfflineExtractor(), ids["d1"]))
     state = await graph_state(memory, conversation_id)
@@ -240,7 +243,7 @@ class RacedByAnotherRun:
 async def test_concurrent_runs_never_write_a_chunk_twice(
     memory: Memory, conversation_ref: ConversationRef, conversation_id: int
 ) -> None:
-    await ingest_messages(memory, conversation_ref, messages([("r1", "Ann", "I moved to Oslo.")]))
+    await api.ingest(memory, conversation_ref, messages([("r1", "Ann", "I moved to Oslo.")]), principal=OPERATOR)
     report = await consolidate(memory, conversation_ref, RacedByAnotherRun(memory, conversation_ref))
     assert report.stopped and report.chunks == 0
     assert [r["object"] for r in (await graph_state(memory, conversation_id))["relations"]] == ["Oslo"]
@@ -249,7 +252,7 @@ async def test_concurrent_runs_never_write_a_chunk_twice(
 async def test_edited_episodes_pending_are_consolidated_again(
     memory: Memory, conversation_ref: ConversationRef, conversation_id: int
 ) -> None:
-    await ingest_messages(memory, conversation_ref, messages([("e1", "Ann", "I adopted Rex."), ("e2", "Bob", "I play chess.")]))
+    await api.ingest(memory, conversation_ref, messages([("e1", "Ann", "I adopted Rex."), ("e2", "Bob", "I play chess.")]), principal=OPERATOR)
     await consolidate(memory, conversation_ref)
     ids = await episode_ids(memory, conversation_id)
     async with memory.sessions.begin() as session:  # what an edit leaves for consolidation
@@ -273,7 +276,7 @@ async def test_backlog_skips_a_conversation_another_worker_holds(
     from jobs.consolidation import consolidate_backlog
     from memory.store.locks import LockPurpose
 
-    await ingest_messages(memory, conversation_ref, messages([("w1", "Ann", "I moved to Quito.")]))
+    await api.ingest(memory, conversation_ref, messages([("w1", "Ann", "I moved to Quito.")]), principal=OPERATOR)
     key = {"purpose": int(LockPurpose.CONSOLIDATION), "conversation": conversation_id}
     async with memory.engine.connect() as other_worker:
         await other_worker.execute(text("SELECT pg_advisory_lock(:purpose, :conversation)"), key)

@@ -12,10 +12,13 @@ from sqlalchemy import select
 from bot.testing import scripted_memory
 from bot.testing.scripted_llm import ChatRequest, ScriptedLLMServer
 from jobs.consolidation import consolidate_backlog
+from memory import api
+from memory.api import Principal
 from memory.consolidation.rolling_context import context_size
 from memory.consolidation.run import consolidate
 from memory.core import Memory
-from memory.episodes.ingest import ingest_messages
+
+OPERATOR = Principal.operator("test")
 from memory.models.llm import LLMError
 from memory.params import MemoryParams
 from memory.store.conversations import ConversationRef
@@ -52,7 +55,7 @@ async def test_llm_extraction_cites_lines_and_bots_are_never_evidence(
     llm_memory: Memory, scripted_llm: ScriptedLLMServer, conversation_ref: ConversationRef, conversation_id: int
 ) -> None:
     scripted_llm.on("extract", extract_citing_every_line)
-    await ingest_messages(llm_memory, conversation_ref, messages(ROWS))
+    await api.ingest(llm_memory, conversation_ref, messages(ROWS), principal=OPERATOR)
     report = await consolidate(llm_memory, conversation_ref)
     ids = await episode_ids(llm_memory, conversation_id)
     state = await graph_state(llm_memory, conversation_id)
@@ -74,7 +77,7 @@ async def test_retries_and_malformed_replies_are_recovered(
     scripted_llm.on("extract", scripted_memory.extract)
     scripted_llm.fail_next(1, status=503, operation="extract")
     scripted_llm.malformed_next(1, operation="extract")
-    await ingest_messages(llm_memory, conversation_ref, messages(ROWS))
+    await api.ingest(llm_memory, conversation_ref, messages(ROWS), principal=OPERATOR)
     report = await consolidate(llm_memory, conversation_ref)
     assert [r.outcome for r in scripted_llm.chat_requests("extract")] == ["http 503", "malformed", "ok"]
     assert report.llm_calls == 3 and report.relations_created == 2
@@ -86,7 +89,7 @@ async def test_llm_failure_keeps_episodes_and_checkpoint_for_the_next_run(
 ) -> None:
     scripted_llm.on("extract", scripted_memory.extract)
     scripted_llm.fail_next(3, status=500, operation="extract")  # the client tries 3 times
-    await ingest_messages(llm_memory, conversation_ref, messages(ROWS))
+    await api.ingest(llm_memory, conversation_ref, messages(ROWS), principal=OPERATOR)
     with pytest.raises(LLMError):
         await consolidate(llm_memory, conversation_ref)
     async with llm_memory.sessions() as session:
@@ -104,7 +107,7 @@ async def test_backlog_job_retries_a_failed_conversation_next_pass(
     llm_memory: Memory, scripted_llm: ScriptedLLMServer, conversation_ref: ConversationRef, conversation_id: int
 ) -> None:
     scripted_llm.on("extract", scripted_memory.extract)
-    await ingest_messages(llm_memory, conversation_ref, messages(ROWS))
+    await api.ingest(llm_memory, conversation_ref, messages(ROWS), principal=OPERATOR)
     scripted_llm.fail_next(1000, status=500, operation="extract")
     first = {r.conversation_id: r for r in await consolidate_backlog(llm_memory, only=[conversation_id])}
     assert first[conversation_id].stopped.startswith("LLM failed")
@@ -120,12 +123,12 @@ async def test_doubtful_entities_are_adjudicated_in_one_call_and_context_is_comp
     for operation, handler in scripted_memory.HANDLERS.items():
         scripted_llm.on(operation, handler)
     tight = dataclasses.replace(llm_memory, params=MemoryParams(context_tokens=16))
-    await ingest_messages(llm_memory, conversation_ref, messages([
+    await api.ingest(llm_memory, conversation_ref, messages([
         ("n1", "Caroline", "I visited Paris with my sister and we loved the food and the museums of the city."),
-    ]))
+    ]), principal=OPERATOR)
     await consolidate(tight, conversation_ref)
     # "Carolyn" vs "Caroline": cosine of the names below 0.75, Levenshtein ratio 0.8: doubtful
-    await ingest_messages(llm_memory, conversation_ref, messages([("n2", "Carolyn", "I visited Rome.")], start=5))
+    await api.ingest(llm_memory, conversation_ref, messages([("n2", "Carolyn", "I visited Rome.")], start=5), principal=OPERATOR)
     await consolidate(tight, conversation_ref)
     ids = await episode_ids(llm_memory, conversation_id)
     state = await graph_state(llm_memory, conversation_id)

@@ -8,10 +8,12 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from sqlalchemy import func, select, text
 
+from memory import api
+from memory.api import Principal
 from memory.core import Memory
 from memory.episodes.append import append_messages, parse_time, validate_message
-from memory.episodes.chain import chain
-from memory.episodes.ingest import ingest_messages
+
+OPERATOR = Principal.operator("test")
 from memory.errors import ValidationError
 from memory.store.conversations import ConversationRef
 from memory.store.schema import Episode, SearchDocument, Tombstone, UsageEntry
@@ -63,9 +65,9 @@ async def test_append_is_idempotent_on_platform_id(memory: Memory, conversation_
 async def test_out_of_order_arrival_keeps_time_order(memory: Memory, conversation_ref: ConversationRef) -> None:
     arrivals = [msg("m3", 3), msg("m1", 1), msg("m5", 5), msg("m2", 2), msg("m4", 4), msg("m0", 0)]
     for message in arrivals:  # one at a time, as a platform would deliver them
-        await ingest_messages(memory, conversation_ref, [message])
+        await api.ingest(memory, conversation_ref, [message], principal=OPERATOR)
     async with memory.sessions() as session:
-        ordered = await chain(session, conversation_ref)
+        ordered = await api.messages(memory, conversation_ref, principal=OPERATOR)
         ids = [e["id"] for e in ordered]
         rows = (await session.execute(select(Episode).where(Episode.id.in_(ids)))).scalars().all()
     assert [e["message_id"] for e in ordered] == [f"m{i}" for i in range(6)]
@@ -74,23 +76,21 @@ async def test_out_of_order_arrival_keeps_time_order(memory: Memory, conversatio
 
 
 async def test_batches_in_any_order_and_repeated_ids(memory: Memory, conversation_ref: ConversationRef) -> None:
-    counts = await ingest_messages(memory, conversation_ref, [msg("b", 20), msg("a", 10), msg("b", 20), msg("d", 40)])
-    assert (counts["stored"], counts["duplicate"]) == (3, 1)
-    await ingest_messages(memory, conversation_ref, [msg("e", 50), msg("c", 30), msg("0", 0)])
-    async with memory.sessions() as session:
-        assert [e["message_id"] for e in await chain(session, conversation_ref)] == ["0", "a", "b", "c", "d", "e"]
+    counts = await api.ingest(memory, conversation_ref, [msg("b", 20), msg("a", 10), msg("b", 20), msg("d", 40)], principal=OPERATOR)
+    assert (counts.stored, counts.duplicate) == (3, 1)
+    await api.ingest(memory, conversation_ref, [msg("e", 50), msg("c", 30), msg("0", 0)], principal=OPERATOR)
+    assert [e["message_id"] for e in await api.messages(memory, conversation_ref, principal=OPERATOR)] == ["0", "a", "b", "c", "d", "e"]
 
 
 async def test_same_time_messages_keep_arrival_order(memory: Memory, conversation_ref: ConversationRef) -> None:
-    await ingest_messages(memory, conversation_ref, [msg("x", 0), msg("y", 0), msg("z", 0)])
-    async with memory.sessions() as session:
-        assert [e["message_id"] for e in await chain(session, conversation_ref)] == ["x", "y", "z"]
+    await api.ingest(memory, conversation_ref, [msg("x", 0), msg("y", 0), msg("z", 0)], principal=OPERATOR)
+    assert [e["message_id"] for e in await api.messages(memory, conversation_ref, principal=OPERATOR)] == ["x", "y", "z"]
 
 
 async def test_each_episode_has_a_search_document_and_usage(memory: Memory, conversation_ref: ConversationRef) -> None:
-    await ingest_messages(memory, conversation_ref, [msg("a", 0, text="The zebra migration starts in May")])
+    await api.ingest(memory, conversation_ref, [msg("a", 0, text="The zebra migration starts in May")], principal=OPERATOR)
     async with memory.sessions() as session:
-        ordered = await chain(session, conversation_ref)
+        ordered = await api.messages(memory, conversation_ref, principal=OPERATOR)
         episode_id = ordered[0]["id"]
         document = (
             await session.execute(select(SearchDocument).where(SearchDocument.kind == "episode", SearchDocument.ref_id == episode_id))
@@ -113,9 +113,8 @@ async def test_each_episode_has_a_search_document_and_usage(memory: Memory, conv
 
 
 async def test_bot_messages_are_stored_with_their_role(memory: Memory, conversation_ref: ConversationRef) -> None:
-    await ingest_messages(memory, conversation_ref, [msg("b", 0, author="stashbird", role="bot")])
-    async with memory.sessions() as session:
-        (episode,) = await chain(session, conversation_ref)
+    await api.ingest(memory, conversation_ref, [msg("b", 0, author="stashbird", role="bot")], principal=OPERATOR)
+    (episode,) = await api.messages(memory, conversation_ref, principal=OPERATOR)
     assert episode["role"] == "bot"
 
 

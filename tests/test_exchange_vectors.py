@@ -9,10 +9,13 @@ from datetime import datetime, timedelta, timezone
 import numpy as np
 from sqlalchemy import select, text
 
+from memory import api
+from memory.api import Principal
 from memory.core import Memory
 from memory.episodes.append import validate_message
 from memory.episodes.exchange_vectors import PREVIOUS_SHARE, exchange_vector
-from memory.episodes.ingest import ingest_messages
+
+OPERATOR = Principal.operator("test")
 from memory.forgetting.commands import delete_episode, edit_episode
 from memory.store.conversations import ConversationRef
 from memory.store.database import create_engine, downgrade, upgrade
@@ -48,18 +51,17 @@ def test_exchange_vector_adds_a_share_of_the_previous_one() -> None:
 
 
 async def test_exchange_vectors_follow_the_chain(memory: Memory, conversation_ref: ConversationRef, conversation_id: int) -> None:
-    await ingest_messages(
+    await api.ingest(
         memory,
         conversation_ref,
-        [_message("a", 0, "How long have you been doing yoga?"), _message("c", 2, "Three years now.")],
-    )
+        [_message("a", 0, "How long have you been doing yoga?"), _message("c", 2, "Three years now.")], principal=OPERATOR)
     vectors = await _vectors(memory, conversation_id)
     _assert_exchange(vectors, "a", None)
     _assert_exchange(vectors, "c", "a")
     assert not np.allclose(vectors["c"][0], vectors["c"][1])
 
     # An out-of-order arrival between a and c becomes c's predecessor.
-    await ingest_messages(memory, conversation_ref, [_message("b", 1, "Do you go to a studio?")])
+    await api.ingest(memory, conversation_ref, [_message("b", 1, "Do you go to a studio?")], principal=OPERATOR)
     vectors = await _vectors(memory, conversation_id)
     _assert_exchange(vectors, "b", "a")
     _assert_exchange(vectors, "c", "b")

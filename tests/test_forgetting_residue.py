@@ -11,10 +11,13 @@ from datetime import datetime, timedelta, timezone
 
 from sqlalchemy import select
 
+from memory import api
+from memory.api import Principal
 from memory.consolidation.run import consolidate
 from memory.core import Memory
 from memory.episodes.append import validate_message
-from memory.episodes.ingest import ingest_messages
+
+OPERATOR = Principal.operator("test")
 from memory.forgetting.commands import delete_episode, edit_episode
 from memory.store.conversations import ConversationRef, find_conversation
 from memory.store.documents import Document, upsert_documents
@@ -43,7 +46,7 @@ async def ingest(memory: Memory, ref: ConversationRef, texts: list[str]) -> None
         validate_message({"id": f"m{i}", "author": "Ann", "text": text, "ts": T0 + timedelta(minutes=i)})
         for i, text in enumerate(texts, start=1)
     ]
-    await ingest_messages(memory, ref, messages)
+    await api.ingest(memory, ref, messages, principal=OPERATOR)
 
 
 async def scan(memory: Memory, tokens: list[str]) -> dict[str, set[str]]:

@@ -23,8 +23,10 @@ from bot.bench.common import (
     percentile,
 )
 from bot.settings import Settings
+from memory import Principal, ingest
 from memory.episodes.append import Message, append_messages, validate_message
-from memory.episodes.ingest import ingest_messages
+
+BENCH = Principal.operator("bench")
 from memory.models.embedder import LocalEmbedder
 from memory.store.conversations import ConversationRef, ensure_conversation
 from memory.store.schema import SearchDocument
@@ -82,8 +84,8 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict:
         began = time.perf_counter()
         stored = 0
         for name, batch in messages:
-            counts = await ingest_messages(memory, ConversationRef("bench", run_id, f"locomo-{name}"), batch)
-            stored += counts["stored"]
+            counts = await ingest(memory, ConversationRef("bench", run_id, f"locomo-{name}"), batch, principal=BENCH)
+            stored += counts.stored
         ingest_seconds = time.perf_counter() - began
         latencies = await _single_latencies(memory, args.singles)
 

@@ -25,9 +25,11 @@ from bot.bench.common import add_locomo_argument, bench_memory, load_locomo
 from bot.progress import progress
 from bot.runtime import build_llm
 from bot.settings import Settings
+from memory import Principal, ingest
 from memory.consolidation.run import consolidate
 from memory.core import Memory
-from memory.episodes.ingest import ingest_messages
+
+BENCH = Principal.operator("bench")
 from memory.errors import ConfigurationError
 from memory.retrieval.answering import answer
 from memory.store.conversations import ConversationRef
@@ -93,7 +95,7 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict:
         async with bench_memory(settings, "stashbird_bench_qa", llm=llm) as memory:
             for conversation in conversations:
                 ref = ConversationRef("bench", run_id, f"qa-{conversation.name}")
-                await ingest_messages(memory, ref, [t.message for t in conversation.turns])
+                await ingest(memory, ref, [t.message for t in conversation.turns], principal=BENCH)
                 report = await consolidate(memory, ref)
                 question_date = max(conversation.session_dates.values()) + timedelta(days=1)
                 questions = conversation.questions[: args.questions] if args.questions else conversation.questions

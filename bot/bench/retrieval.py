@@ -45,8 +45,10 @@ from bot.bench.common import (
 )
 from bot.progress import progress
 from bot.settings import Settings
+from memory import Principal, ingest
 from memory.core import Memory
-from memory.episodes.ingest import ingest_messages
+
+BENCH = Principal.operator("bench")
 from memory.errors import ValidationError
 from memory.models.tokens import count_tokens
 from memory.retrieval.evidence import EvidenceItem, assemble, format_evidence
@@ -135,7 +137,7 @@ async def _ingest(memory: Memory, conversation: locomo.Conversation, run_id: str
                 await session.execute(select(func.count()).select_from(Episode).where(Episode.conversation_id == known))
             ).scalar_one()
     if stored < len(conversation.turns):
-        await ingest_messages(memory, ref, [t.message for t in conversation.turns])
+        await ingest(memory, ref, [t.message for t in conversation.turns], principal=BENCH)
     if consolidate:
         from memory.consolidation.extraction.offline import OfflineExtractor
         from memory.consolidation.run import consolidate as run_consolidation

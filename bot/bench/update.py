@@ -33,11 +33,13 @@ from bot.bench.common import add_locomo_argument, bench_memory, load_locomo
 from bot.bench.correction_sequences import SEQUENCES
 from bot.runtime import build_embedder
 from bot.settings import Settings
+from memory import Principal, ingest
 from memory.consolidation.extraction import ReplayExtractor
 from memory.consolidation.run import consolidate
 from memory.core import Memory
 from memory.episodes.append import Message
-from memory.episodes.ingest import ingest_messages
+
+BENCH = Principal.operator("bench")
 from memory.graph.reconcile import normalize_name, normalize_predicate
 from memory.store.conversations import ConversationRef, find_conversation
 from memory.store.schema import Entity, Episode, Relation, RelationProvenance
@@ -187,7 +189,7 @@ def checks(relations: list[dict[str, Any]], stated: dict[Key, set[str]], replace
 async def run_sequence(memory: Memory, sequence: UpdateSequence, run_id: str, reconcile: bool) -> dict[str, Any]:
     ref = ConversationRef("bench", run_id, sequence.name)
     for batch in sequence.batches:
-        await ingest_messages(memory, ref, batch)
+        await ingest(memory, ref, batch, principal=BENCH)
         # a fresh run per batch: all it knows comes from the saved checkpoint
         await consolidate(memory, ref, ReplayExtractor.from_records(sequence.records), reconcile=reconcile)
     async with memory.sessions() as session:

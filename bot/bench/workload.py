@@ -22,8 +22,10 @@ from bot.runtime import build_embedder
 from bot.settings import Settings
 from bot.testing.scripted_llm import ScriptedLLMServer
 from bot.testing.scripted_memory import HANDLERS
+from memory import Principal, ingest
 from memory.consolidation.run import consolidate
-from memory.episodes.ingest import ingest_messages
+
+BENCH = Principal.operator("bench")
 from memory.models.llm import LLMClient
 from memory.store.conversations import ConversationRef
 from memory.store.ledger import usage_totals
@@ -45,7 +47,7 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict:
         async with bench_memory(settings, "stashbird_bench_workload", build_embedder(settings), llm=llm) as memory:
             for conversation in conversations:
                 ref = ConversationRef("bench", run_id, f"locomo-{conversation.name}")
-                await ingest_messages(memory, ref, [t.message for t in conversation.turns])
+                await ingest(memory, ref, [t.message for t in conversation.turns], principal=BENCH)
                 began = time.perf_counter()
                 with progress(len(conversation.turns), f"consolidate {conversation.name}") as bar:
                     report = await consolidate(memory, ref, on_progress=bar.update)

@@ -8,8 +8,7 @@ from datetime import datetime, timezone
 
 from bot.runtime import memory_from_settings
 from bot.settings import Settings
-from memory.errors import ValidationError
-from memory.retrieval.answering import Answer, answer
+from memory import Answer, ConversationRef, Principal, ValidationError, ask
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -32,7 +31,14 @@ def parse_date(value: str | None) -> datetime | None:
 async def run(args: argparse.Namespace, settings: Settings) -> dict:
     question_date = parse_date(args.date)
     async with memory_from_settings(settings) as memory:
-        result: Answer = await answer(memory, args.conversation, args.question, question_date, args.principal, args.k)
+        result: Answer = await ask(
+            memory,
+            ConversationRef.parse(args.conversation),
+            args.question,
+            principal=Principal.operator(args.principal),
+            date=question_date,
+            k=args.k,
+        )
     return {"conversation": args.conversation, **result.to_dict()}
 
 

@@ -9,13 +9,14 @@ from pathlib import Path
 from bot.progress import progress
 from bot.runtime import memory_from_settings
 from bot.settings import Settings
-from memory.consolidation.extraction import OfflineExtractor, ReplayExtractor
-from memory.consolidation.run import (
+from memory import (
+    ConversationRef,
+    OfflineExtractor,
+    Principal,
+    ReplayExtractor,
     consolidate,
-    resolve_conversation,
-    unconsolidated_count,
+    pending,
 )
-from memory.store.conversations import ConversationRef
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -29,11 +30,10 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict:
     ref = ConversationRef.parse(args.conversation)
     extractor = ReplayExtractor.from_file(args.extractions) if args.extractions else OfflineExtractor() if args.offline else None
     async with memory_from_settings(settings) as memory:
-        conversation_id = await resolve_conversation(memory, ref)
-        async with memory.sessions() as session:
-            total = await unconsolidated_count(session, conversation_id)
+        principal = Principal.operator()
+        total = await pending(memory, ref, principal=principal)
         with progress(total, "consolidate") as bar:
-            report = await consolidate(memory, conversation_id, extractor, on_progress=bar.update)
+            report = await consolidate(memory, ref, principal=principal, extractor=extractor, on_progress=bar.update)
         mode = "replay" if args.extractions else "llm" if memory.llm is not None and not args.offline else "offline"
     return {"conversation": str(ref), "extractor": mode, **report.as_dict()}
 

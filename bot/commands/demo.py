@@ -16,16 +16,16 @@ from bot.commands.ask import render_answer
 from bot.importers import read_jsonl
 from bot.runtime import memory_from_settings
 from bot.settings import Settings
-from memory.consolidation.run import consolidate
-from memory.episodes.chain import chain
-from memory.episodes.ingest import ingest_messages
-from memory.forgetting.commands import delete_episode
-from memory.graph.reads import list_facts
-from memory.retrieval.answering import answer
-from memory.store.conversations import (
+from memory import (
     ConversationRef,
-    delete_conversation,
-    find_conversation,
+    Principal,
+    ask,
+    consolidate,
+    drop_conversation,
+    facts,
+    forget,
+    ingest,
+    messages,
 )
 
 SAMPLE = "sample_conversation.jsonl"
@@ -48,23 +48,22 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict:
     with resources.as_file(resources.files("bot") / "data" / SAMPLE) as path:
         parsed = read_jsonl(Path(path))
     async with memory_from_settings(settings) as memory:
-        async with memory.sessions.begin() as session:
-            await delete_conversation(session, ref)
-        counts = await ingest_messages(memory, ref, parsed.messages)
-        consolidation = await consolidate(memory, ref)
-        async with memory.sessions() as session:
-            episodes = await chain(session, ref)
-            facts = await list_facts(session, await find_conversation(session, ref))
-        answers = [(await answer(memory, ref, q, QUESTION_DATE, principal="demo")).to_dict() for q in QUESTIONS]
+        demo = Principal.operator("demo")
+        await drop_conversation(memory, ref, principal=demo)
+        report = await ingest(memory, ref, parsed.messages, principal=demo)
+        consolidation = await consolidate(memory, ref, principal=demo)
+        episodes = await messages(memory, ref, principal=demo)
+        stored_facts = await facts(memory, ref, principal=demo)
+        answers = [(await ask(memory, ref, q, principal=demo, date=QUESTION_DATE)).to_dict() for q in QUESTIONS]
         message_id, question = FORGOTTEN
-        deletion = await delete_episode(memory, ref, message_id, principal="demo")
-        after = (await answer(memory, ref, question, QUESTION_DATE, principal="demo")).to_dict()
+        deletion = await forget(memory, ref, message_id, principal=demo)
+        after = (await ask(memory, ref, question, principal=demo, date=QUESTION_DATE)).to_dict()
     return {
         "conversation": str(ref),
-        "ingested": counts["stored"],
+        "ingested": report.stored,
         "episodes": episodes,
         "consolidation": consolidation.as_dict(),
-        "facts": facts,
+        "facts": stored_facts,
         "answers": answers,
         "deletion": deletion.as_dict(),
         "answer_after_deletion": after,

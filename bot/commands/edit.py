@@ -10,9 +10,7 @@ import argparse
 from bot.commands.forget import add_message_arguments, render_counts
 from bot.runtime import memory_from_settings
 from bot.settings import Settings
-from memory.consolidation.run import consolidate
-from memory.forgetting.commands import edit_episode
-from memory.store.conversations import ConversationRef
+from memory import ConversationRef, Principal, consolidate, edit
 
 STATUS = {
     "edited": "edited",
@@ -30,10 +28,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 async def run(args: argparse.Namespace, settings: Settings) -> dict:
     async with memory_from_settings(settings) as memory:
-        report = await edit_episode(memory, ConversationRef.parse(args.conversation), args.message, args.text, args.principal)
+        ref, principal = ConversationRef.parse(args.conversation), Principal.operator(args.principal)
+        report = await edit(memory, ref, args.message, args.text, principal=principal)
         consolidation = None
         if report.status == "edited" and not args.no_consolidate:
-            consolidation = (await consolidate(memory, report.conversation_id)).as_dict()
+            consolidation = (await consolidate(memory, ref, principal=principal)).as_dict()
     return {"conversation": args.conversation, **report.as_dict(), "consolidation": consolidation}
 
 

@@ -7,8 +7,7 @@ import argparse
 
 from bot.runtime import memory_from_settings
 from bot.settings import Settings
-from memory.forgetting.commands import delete_episode
-from memory.store.conversations import ConversationRef
+from memory import ConversationRef, Principal, forget
 
 STATUS = {
     "deleted": "deleted",
@@ -30,7 +29,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 async def run(args: argparse.Namespace, settings: Settings) -> dict:
     async with memory_from_settings(settings) as memory:
-        report = await delete_episode(memory, ConversationRef.parse(args.conversation), args.message, args.principal)
+        report = await forget(
+            memory, ConversationRef.parse(args.conversation), args.message, principal=Principal.operator(args.principal)
+        )
     return {"conversation": args.conversation, **report.as_dict()}
 
 

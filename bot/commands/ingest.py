@@ -9,9 +9,7 @@ from bot.importers import ParsedFile, read_jsonl, read_locomo
 from bot.progress import progress
 from bot.runtime import memory_from_settings
 from bot.settings import Settings
-from memory.episodes.ingest import ingest_messages
-from memory.errors import ValidationError
-from memory.store.conversations import ConversationRef
+from memory import ConversationRef, Principal, ValidationError, ingest
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -31,12 +29,14 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict:
     parsed = _parse(args)
     async with memory_from_settings(settings) as memory:
         with progress(len(parsed.messages), "ingest") as bar:
-            counts = await ingest_messages(memory, ref, parsed.messages, on_batch=lambda r: bar.update(len(r)))
+            report = await ingest(
+                memory, ref, parsed.messages, principal=Principal.operator(), on_batch=lambda r: bar.update(len(r))
+            )
     return {
         "conversation": str(ref),
-        "ingested": counts["stored"],
-        "duplicates": counts["duplicate"],
-        "tombstoned": counts["tombstoned"],
+        "ingested": report.stored,
+        "duplicates": report.duplicate,
+        "tombstoned": report.tombstoned,
         "rejected": parsed.rejected,
     }
 

@@ -6,9 +6,7 @@ import argparse
 
 from bot.runtime import memory_from_settings
 from bot.settings import Settings
-from memory.errors import ValidationError
-from memory.store.conversations import ConversationRef, find_conversation
-from memory.store.ledger import usage_totals
+from memory import ConversationRef, Principal, usage
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -18,11 +16,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 async def run(args: argparse.Namespace, settings: Settings) -> dict:
     ref = ConversationRef.parse(args.conversation)
     async with memory_from_settings(settings) as memory:
-        async with memory.sessions() as session:
-            conversation_id = await find_conversation(session, ref)
-            if conversation_id is None:
-                raise ValidationError("conversation", f"no conversation named {args.conversation!r}")
-            totals = await usage_totals(session, conversation_id)
+        totals = await usage(memory, ref, principal=Principal.operator())
     return {"conversation": str(ref), "usage": totals}
 
 

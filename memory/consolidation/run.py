@@ -28,7 +28,6 @@ from sqlalchemy import func, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from memory.graph import writes as graph
 from memory.consolidation.chunking import cut_chunks
 from memory.consolidation.extraction import (
     Chunk,
@@ -51,6 +50,7 @@ from memory.consolidation.rolling_context import (
 from memory.consolidation.summary import SummaryLine, offline_summary, summary_lines
 from memory.core import Memory
 from memory.errors import ValidationError
+from memory.graph import writes as graph
 from memory.graph.reconcile import (
     EntityCandidate,
     NewFact,

@@ -5,15 +5,11 @@ from __future__ import annotations
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from memory.store.conversations import ConversationRef, find_conversation
 from memory.store.schema import Episode, Speaker
 
 
-async def chain(session: AsyncSession, ref: ConversationRef) -> list[dict[str, object]]:
+async def chain(session: AsyncSession, conversation_id: int) -> list[dict[str, object]]:
     """Episodes walked from the head of the chain along ``next_id``, as plain dicts."""
-    conversation_id = await find_conversation(session, ref)
-    if conversation_id is None:
-        return []
     rows = (
         await session.execute(
             select(Episode, Speaker.display_name)

@@ -10,20 +10,17 @@ from typing import Callable, Sequence
 from memory.core import Memory
 from memory.episodes.append import AppendResult, Message, append_messages
 from memory.models.embedder import EmbeddingBatch
-from memory.store.conversations import ConversationRef, ensure_conversation
 from memory.store.ledger import Usage, record_usage
 
 
 async def ingest_messages(
     memory: Memory,
-    ref: ConversationRef,
+    conversation_id: int,
     messages: Sequence[Message],
     batch_size: int = 64,
     on_batch: Callable[[list[AppendResult]], None] | None = None,
 ) -> Counter[str]:
     """Append messages; returns counts by status (stored, duplicate, tombstoned)."""
-    async with memory.sessions.begin() as session:
-        conversation_id = await ensure_conversation(session, ref)
     batches = [messages[i:i + batch_size] for i in range(0, len(messages), batch_size)]
     counts: Counter[str] = Counter()
     pending: asyncio.Future[EmbeddingBatch] | None = None

@@ -1,0 +1,197 @@
+"""The memory core's one door: every caller (CLI, connectors, jobs, benchmarks) uses these.
+
+Each command names the conversation (a ``ConversationRef``) and, keyword-only, the
+``principal`` who asks; the principal is written to the audit log with what it did. A
+conversation is resolved in one place (``resolve_conversation``): commands that add to
+a conversation create it, commands that read or change it refuse an unknown one with
+``UnknownConversation``. The modules behind this file are private and free to move.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+
+from memory.consolidation.extraction import Extractor
+from memory.consolidation.run import ConsolidationReport, unconsolidated_count
+from memory.consolidation.run import consolidate as _consolidate
+from memory.core import Memory
+from memory.episodes.append import AppendResult, Message
+from memory.episodes.chain import chain
+from memory.episodes.ingest import ingest_messages
+from memory.errors import UnknownConversation
+from memory.forgetting.commands import (
+    DeletionReport,
+    EditReport,
+    delete_episode,
+    edit_episode,
+)
+from memory.graph.reads import list_facts
+from memory.retrieval.answering import Answer, answer
+from memory.store.conversations import (
+    ConversationRef,
+    delete_conversation,
+    ensure_conversation,
+    find_conversation,
+)
+from memory.store.ledger import usage_totals
+
+PrincipalKind = Literal["operator", "user", "event", "job"]
+Role = Literal["user", "admin", "bot"]
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who asks: a platform user (with the role the platform gives), a platform event
+    (a delete or edit the platform reported), a scheduled job, or the operator (the
+    command line, which has database access anyway)."""
+
+    kind: PrincipalKind
+    id: str
+    role: Role = "user"
+
+    @classmethod
+    def operator(cls, name: str = "cli") -> Principal:
+        return cls("operator", name, "admin")
+
+    @classmethod
+    def user(cls, user_id: str, role: Role = "user") -> Principal:
+        return cls("user", user_id, role)
+
+    @classmethod
+    def event(cls, event_id: str) -> Principal:
+        return cls("event", event_id)
+
+    @classmethod
+    def job(cls, name: str) -> Principal:
+        return cls("job", name)
+
+    def __str__(self) -> str:
+        """The audit log's form: ``kind:id``."""
+        return f"{self.kind}:{self.id}"
+
+
+@dataclass(frozen=True)
+class IngestReport:
+    stored: int
+    duplicate: int
+    tombstoned: int
+
+    def as_dict(self) -> dict[str, int]:
+        return {"stored": self.stored, "duplicate": self.duplicate, "tombstoned": self.tombstoned}
+
+
+async def resolve_conversation(memory: Memory, conversation: ConversationRef, *, create: bool = False) -> int:
+    """The conversation's id; an unknown one is created when ``create``, else refused."""
+    async with memory.sessions.begin() as session:
+        if create:
+            return await ensure_conversation(session, conversation)
+        found = await find_conversation(session, conversation)
+    if found is None:
+        raise UnknownConversation(str(conversation))
+    return found
+
+
+async def ingest(
+    memory: Memory,
+    conversation: ConversationRef,
+    messages: Sequence[Message],
+    *,
+    principal: Principal,
+    on_batch: Callable[[list[AppendResult]], None] | None = None,
+) -> IngestReport:
+    """Append messages (idempotent on their platform ids); each is searchable at once."""
+    conversation_id = await resolve_conversation(memory, conversation, create=True)
+    counts = await ingest_messages(memory, conversation_id, messages, on_batch=on_batch)
+    return IngestReport(counts["stored"], counts["duplicate"], counts["tombstoned"])
+
+
+async def consolidate(
+    memory: Memory,
+    conversation: ConversationRef,
+    *,
+    principal: Principal,
+    extractor: Extractor | None = None,
+    on_progress: Callable[[int], None] | None = None,
+    reconcile: bool = True,
+) -> ConsolidationReport:
+    """Turn the conversation's new and edited messages into entities and relations."""
+    conversation_id = await resolve_conversation(memory, conversation)
+    return await _consolidate(memory, conversation_id, extractor, on_progress, reconcile=reconcile)
+
+
+async def pending(memory: Memory, conversation: ConversationRef, *, principal: Principal) -> int:
+    """Messages waiting for consolidation (new, or edited since)."""
+    conversation_id = await resolve_conversation(memory, conversation)
+    async with memory.sessions() as session:
+        return await unconsolidated_count(session, conversation_id)
+
+
+async def ask(
+    memory: Memory,
+    conversation: ConversationRef,
+    question: str,
+    *,
+    principal: Principal,
+    date: datetime | None = None,
+    k: int | None = None,
+) -> Answer:
+    """Answer from this conversation's memory only, citing messages; the trace is stored."""
+    conversation_id = await resolve_conversation(memory, conversation)
+    return await answer(memory, conversation_id, question, date, principal=str(principal), k=k)
+
+
+async def forget(
+    memory: Memory, conversation: ConversationRef, message_id: str, *, principal: Principal
+) -> DeletionReport:
+    """Delete a message and everything that rested only on it, in one transaction. A
+    message not stored yet leaves a tombstone (its conversation is created for it, as a
+    platform may report a deletion before the message), so it is never stored."""
+    conversation_id = await resolve_conversation(memory, conversation, create=principal.kind == "event")
+    return await delete_episode(memory, conversation_id, message_id, principal=str(principal))
+
+
+async def edit(
+    memory: Memory,
+    conversation: ConversationRef,
+    message_id: str,
+    text: str,
+    *,
+    principal: Principal,
+    edited_at: datetime | None = None,
+) -> EditReport:
+    """Correct a message: retract what the old text supported, store the new text in
+    place and queue it for consolidation."""
+    conversation_id = await resolve_conversation(memory, conversation)
+    return await edit_episode(memory, conversation_id, message_id, text, principal=str(principal), edited_at=edited_at)
+
+
+async def facts(
+    memory: Memory, conversation: ConversationRef, *, principal: Principal, include_superseded: bool = True
+) -> list[dict[str, object]]:
+    """Relations in creation order with their status and supporting message ids."""
+    conversation_id = await resolve_conversation(memory, conversation)
+    async with memory.sessions() as session:
+        return await list_facts(session, conversation_id, include_superseded)
+
+
+async def messages(memory: Memory, conversation: ConversationRef, *, principal: Principal) -> list[dict[str, object]]:
+    """The conversation's stored messages in chain order."""
+    conversation_id = await resolve_conversation(memory, conversation)
+    async with memory.sessions() as session:
+        return await chain(session, conversation_id)
+
+
+async def usage(memory: Memory, conversation: ConversationRef, *, principal: Principal) -> list[dict[str, object]]:
+    """LLM and embedding calls and tokens by phase and operation."""
+    conversation_id = await resolve_conversation(memory, conversation)
+    async with memory.sessions() as session:
+        return await usage_totals(session, conversation_id)
+
+
+async def drop_conversation(memory: Memory, conversation: ConversationRef, *, principal: Principal) -> bool:
+    """Remove a conversation and everything stored for it; False when there was none."""
+    async with memory.sessions.begin() as session:
+        return await delete_conversation(session, conversation)
