@@ -14,10 +14,18 @@ from memory.api import (
     edit,
     facts,
     forget,
+    inbox_backlog,
+    inbox_claim,
+    inbox_conversations,
+    inbox_prune,
+    inbox_put,
     ingest,
     messages,
     pending,
+    read_cursor,
     resolve_conversation,
+    save_cursor,
+    stored_messages,
     usage,
 )
 from memory.consolidation.extraction import (
@@ -29,6 +37,7 @@ from memory.consolidation.extraction import (
 from memory.consolidation.run import ConsolidationReport
 from memory.core import Memory, open_memory
 from memory.episodes.append import AppendResult, Message, parse_time, validate_message
+from memory.episodes.listing import StoredMessage
 from memory.errors import (
     ConfigurationError,
     StashbirdError,
@@ -46,6 +55,7 @@ from memory.store.embedded import (
     drop_embedded_database,
     start_embedded,
 )
+from memory.store.inbox import InboxBacklog, InboxClaim, InboxItem
 
 __all__ = [
     "Answer",
@@ -58,6 +68,9 @@ __all__ = [
     "EditReport",
     "Embedder",
     "Extractor",
+    "InboxBacklog",
+    "InboxClaim",
+    "InboxItem",
     "IngestReport",
     "LLMClient",
     "LLMError",
@@ -71,6 +84,7 @@ __all__ = [
     "Principal",
     "ReplayExtractor",
     "StashbirdError",
+    "StoredMessage",
     "UnknownConversation",
     "ValidationError",
     "ask",
@@ -81,13 +95,21 @@ __all__ = [
     "edit",
     "facts",
     "forget",
+    "inbox_backlog",
+    "inbox_claim",
+    "inbox_conversations",
+    "inbox_prune",
+    "inbox_put",
     "ingest",
     "messages",
     "open_memory",
     "parse_time",
     "pending",
+    "read_cursor",
     "resolve_conversation",
+    "save_cursor",
     "start_embedded",
+    "stored_messages",
     "usage",
     "validate_message",
 ]

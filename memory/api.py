@@ -9,10 +9,11 @@ a conversation create it, commands that read or change it refuse an unknown one 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Literal
+from datetime import datetime, timedelta
+from typing import Any, Literal
 
 from memory.consolidation.extraction import Extractor
 from memory.consolidation.run import ConsolidationReport, unconsolidated_count
@@ -21,6 +22,8 @@ from memory.core import Memory
 from memory.episodes.append import AppendResult, Message
 from memory.episodes.chain import chain
 from memory.episodes.ingest import ingest_messages
+from memory.episodes.listing import StoredMessage
+from memory.episodes.listing import stored_messages as _stored_messages
 from memory.errors import UnknownConversation
 from memory.forgetting.commands import (
     DeletionReport,
@@ -30,12 +33,14 @@ from memory.forgetting.commands import (
 )
 from memory.graph.reads import list_facts
 from memory.retrieval.answering import Answer, answer
+from memory.store import inbox as _inbox
 from memory.store.conversations import (
     ConversationRef,
     delete_conversation,
     ensure_conversation,
     find_conversation,
 )
+from memory.store.inbox import InboxBacklog, InboxClaim
 from memory.store.ledger import usage_totals
 
 PrincipalKind = Literal["operator", "user", "event", "job"]
@@ -195,3 +200,87 @@ async def drop_conversation(memory: Memory, conversation: ConversationRef, *, pr
     """Remove a conversation and everything stored for it; False when there was none."""
     async with memory.sessions.begin() as session:
         return await delete_conversation(session, conversation)
+
+
+async def stored_messages(
+    memory: Memory,
+    conversation: ConversationRef,
+    *,
+    principal: Principal,
+    since: datetime | None = None,
+    thread_id: str | None = None,
+) -> list[StoredMessage]:
+    """Ids, threads and times of the stored messages (from ``since``, of one thread),
+    in time order: what a connector compares with the platform's history."""
+    conversation_id = await resolve_conversation(memory, conversation)
+    async with memory.sessions() as session:
+        return await _stored_messages(session, conversation_id, since, thread_id)
+
+
+async def inbox_put(
+    memory: Memory,
+    conversation: ConversationRef,
+    event_id: str,
+    kind: str,
+    payload: dict[str, Any],
+    *,
+    principal: Principal,
+    message_id: str | None = None,
+) -> bool:
+    """Store a platform event durably before it is acknowledged (``message_id``: the
+    message it is about). False when this conversation's inbox already holds
+    ``event_id``: a redelivery, which changes nothing."""
+    async with memory.sessions.begin() as session:
+        conversation_id = await ensure_conversation(session, conversation)
+        return await _inbox.put(session, conversation_id, event_id, kind, payload, message_id)
+
+
+async def inbox_conversations(memory: Memory, *, principal: Principal) -> list[ConversationRef]:
+    """Conversations whose inbox has events ready to process."""
+    async with memory.sessions() as session:
+        return await _inbox.pending_conversations(session)
+
+
+@asynccontextmanager
+async def inbox_claim(
+    memory: Memory, conversation: ConversationRef, *, principal: Principal
+) -> AsyncIterator[InboxClaim | None]:
+    """Hold a conversation's inbox for processing, or None when another process holds
+    it. Held until the block ends or this process dies (the lock goes with its
+    connection), so events are processed once at a time, in order, by one process."""
+    conversation_id = await resolve_conversation(memory, conversation)
+    async with memory.engine.connect() as connection:
+        claim = await _inbox.try_claim(connection, conversation_id)
+        try:
+            yield claim
+        finally:
+            if claim is not None and not connection.closed:
+                await _inbox.release(claim)
+
+
+async def inbox_backlog(memory: Memory, *, principal: Principal) -> InboxBacklog:
+    """Events waiting across all conversations, events given up on, age of the oldest."""
+    async with memory.sessions() as session:
+        return await _inbox.backlog(session)
+
+
+async def inbox_prune(memory: Memory, older_than: timedelta, *, principal: Principal) -> int:
+    """Drop inbox rows finished more than ``older_than`` ago; returns how many."""
+    async with memory.sessions.begin() as session:
+        return await _inbox.prune(session, older_than)
+
+
+async def read_cursor(memory: Memory, conversation: ConversationRef, name: str, *, principal: Principal) -> dict[str, Any] | None:
+    """A resumable job's saved position in this conversation (None: start afresh)."""
+    async with memory.sessions() as session:
+        conversation_id = await find_conversation(session, conversation)
+        return None if conversation_id is None else await _inbox.read_cursor(session, conversation_id, name)
+
+
+async def save_cursor(
+    memory: Memory, conversation: ConversationRef, name: str, value: dict[str, Any] | None, *, principal: Principal
+) -> None:
+    """Save a resumable job's position (None: the job finished; forget it)."""
+    async with memory.sessions.begin() as session:
+        conversation_id = await ensure_conversation(session, conversation)
+        await _inbox.write_cursor(session, conversation_id, name, value)

@@ -12,6 +12,7 @@ TABLES = {
     "conversations", "speakers", "episodes", "tombstones", "entities", "entity_provenance",
     "relations", "relation_provenance", "communities", "community_members", "search_documents",
     "checkpoints", "usage_ledger", "audit_log", "answer_traces", "answer_evidence", "store_settings",
+    "inbox_events", "connector_cursors",
 }
 
 

@@ -16,6 +16,7 @@ class LockPurpose(enum.IntEnum):
     CHAIN = 1  # the episode chain of a conversation (append, delete, edit)
     GRAPH = 2  # the entity/relation graph of a conversation (consolidate, delete)
     CONSOLIDATION = 3  # a whole consolidation run (session-level: claimed by one worker at a time)
+    INBOX = 4  # processing a conversation's inbox (session-level: one worker at a time, in arrival order)
 
 
 async def lock_conversation(session: AsyncSession, conversation_id: int, purpose: LockPurpose) -> None:

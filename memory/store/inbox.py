@@ -1,0 +1,235 @@
+"""The durable inbox: platform events stored before they are acknowledged, processed
+from here, so that an acknowledged event survives a crash of the process that took it.
+
+Rules, and why:
+
+- One row per (conversation, platform event id): a redelivered event (Slack retries, a
+  Discord RESUME replaying) finds its row and changes nothing, in any process.
+- A conversation's events are processed one at a time in arrival order (an edit must not
+  overtake the message it edits), by whichever process holds the conversation's
+  session-level advisory lock (``LockPurpose.INBOX``). A process that dies loses its
+  connection and with it the lock; its unfinished rows are simply still pending, and the
+  next process to claim the conversation processes them. No lease to tune, no state in
+  memory.
+- A finished row keeps its ids (for the redelivery check, until pruned) and loses its
+  payload, which may hold message text: nothing of a deleted message stays in the inbox.
+  Finishing a deletion also clears every finished row about the same message (a create
+  that failed and was kept for an operator).
+- A failing event is retried with a growing delay and blocks the events after it in its
+  conversation (order matters more than latency); after the last attempt it is marked
+  ``failed`` with its payload kept for an operator, and the conversation moves on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import delete, func, select, text, update
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
+
+from memory.store.conversations import ConversationRef
+from memory.store.locks import LockPurpose
+from memory.store.schema import ConnectorCursor, Conversation, InboxEvent
+
+OUTCOMES = ("done", "rejected", "failed")
+
+
+@dataclass(frozen=True)
+class InboxItem:
+    """One pending event: ``payload`` is what the connector stored, as it stored it."""
+
+    id: int
+    event_id: str
+    kind: str
+    payload: dict[str, Any]
+    attempts: int
+
+
+@dataclass(frozen=True)
+class InboxBacklog:
+    pending: int
+    failed: int
+    oldest_pending_seconds: float | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"pending": self.pending, "failed": self.failed, "oldest_pending_seconds": self.oldest_pending_seconds}
+
+
+async def put(
+    session: AsyncSession, conversation_id: int, event_id: str, kind: str, payload: dict[str, Any], message_id: str | None
+) -> bool:
+    """Store an event; False when the conversation's inbox already has this event id."""
+    row = await session.execute(
+        insert(InboxEvent)
+        .values(conversation_id=conversation_id, event_id=event_id, kind=kind, payload=payload, message_id=message_id)
+        .on_conflict_do_nothing(constraint="uq_inbox_event")
+        .returning(InboxEvent.id)
+    )
+    return row.scalar() is not None
+
+
+async def pending_conversations(session: AsyncSession) -> list[ConversationRef]:
+    """Conversations with events ready to process (the inbox's one discovery query, across
+    conversations by nature, like the consolidation backlog's)."""
+    ready = select(InboxEvent.conversation_id).where(
+        InboxEvent.processed_at.is_(None),
+        (InboxEvent.not_before.is_(None)) | (InboxEvent.not_before <= func.now()),
+    )
+    rows = await session.execute(
+        select(Conversation.platform, Conversation.workspace_id, Conversation.channel_id)
+        .where(Conversation.id.in_(ready.distinct()))
+        .order_by(Conversation.id)
+    )
+    return [ConversationRef(*row) for row in rows]
+
+
+class InboxClaim:
+    """A conversation's inbox, held by this process until the claim's connection closes."""
+
+    def __init__(self, connection: AsyncConnection, conversation_id: int) -> None:
+        self.connection = connection
+        self.conversation_id = conversation_id
+
+    async def next(self, limit: int = 50) -> list[InboxItem]:
+        """Pending events in arrival order, up to the first that must wait for a retry."""
+        rows = await self.connection.execute(
+            select(
+                InboxEvent.id,
+                InboxEvent.event_id,
+                InboxEvent.kind,
+                InboxEvent.payload,
+                InboxEvent.attempts,
+                func.coalesce(InboxEvent.not_before > func.now(), False),
+            )
+            .where(InboxEvent.conversation_id == self.conversation_id, InboxEvent.processed_at.is_(None))
+            .order_by(InboxEvent.id)
+            .limit(limit)
+        )
+        await self.connection.commit()
+        items: list[InboxItem] = []
+        for item_id, event_id, kind, payload, attempts, waiting in rows:
+            if waiting:
+                break
+            items.append(InboxItem(item_id, event_id, kind, payload or {}, attempts))
+        return items
+
+    async def finish(self, item: InboxItem, outcome: str = "done", error: str | None = None) -> None:
+        """Mark an event processed (``done``, or ``rejected`` as bad input) and clear its payload."""
+        await self._close(item, outcome, error, keep_payload=False)
+
+    async def retry(self, item: InboxItem, error: str, delay: timedelta, max_attempts: int) -> bool:
+        """Count a failed attempt: try again after ``delay``, or, after ``max_attempts``,
+        mark it ``failed`` (payload kept for an operator). True while it will be retried."""
+        attempts = item.attempts + 1
+        if attempts >= max_attempts:
+            await self._close(item, "failed", error, keep_payload=True, attempts=attempts)
+            return False
+        await self.connection.execute(
+            update(InboxEvent)
+            .where(InboxEvent.conversation_id == self.conversation_id, InboxEvent.id == item.id)
+            .values(attempts=attempts, error=error, not_before=func.now() + delay)
+        )
+        await self.connection.commit()
+        return True
+
+    async def erase_message(self, message_id: str) -> None:
+        """Clear the payloads of finished events about a message that was deleted."""
+        await self.connection.execute(
+            update(InboxEvent)
+            .where(
+                InboxEvent.conversation_id == self.conversation_id,
+                InboxEvent.message_id == message_id,
+                InboxEvent.processed_at.is_not(None),
+                InboxEvent.payload.is_not(None),
+            )
+            .values(payload=None)
+        )
+        await self.connection.commit()
+
+    async def _close(
+        self, item: InboxItem, outcome: str, error: str | None, keep_payload: bool, attempts: int | None = None
+    ) -> None:
+        values: dict[str, Any] = {"processed_at": func.now(), "outcome": outcome, "error": error}
+        if not keep_payload:
+            values["payload"] = None
+        if attempts is not None:
+            values["attempts"] = attempts
+        await self.connection.execute(
+            update(InboxEvent)
+            .where(InboxEvent.conversation_id == self.conversation_id, InboxEvent.id == item.id)
+            .values(**values)
+        )
+        await self.connection.commit()
+
+
+async def try_claim(connection: AsyncConnection, conversation_id: int) -> InboxClaim | None:
+    """The conversation's inbox if no other process holds it (session-level lock on
+    ``connection``: released by ``release`` or when the connection closes)."""
+    claimed = (
+        await connection.execute(
+            text("SELECT pg_try_advisory_lock(:purpose, :conversation)"),
+            {"purpose": int(LockPurpose.INBOX), "conversation": conversation_id},
+        )
+    ).scalar()
+    await connection.commit()
+    return InboxClaim(connection, conversation_id) if claimed else None
+
+
+async def release(claim: InboxClaim) -> None:
+    await claim.connection.execute(
+        text("SELECT pg_advisory_unlock(:purpose, :conversation)"),
+        {"purpose": int(LockPurpose.INBOX), "conversation": claim.conversation_id},
+    )
+    await claim.connection.commit()
+
+
+async def backlog(session: AsyncSession) -> InboxBacklog:
+    pending = InboxEvent.processed_at.is_(None)
+    row = (
+        await session.execute(
+            select(
+                func.count().filter(pending),
+                func.count().filter(InboxEvent.outcome == "failed"),
+                func.extract("epoch", func.now() - func.min(InboxEvent.received_at).filter(pending)),
+            )
+        )
+    ).one()
+    oldest = float(row[2]) if row[2] is not None else None
+    return InboxBacklog(int(row[0]), int(row[1]), oldest)
+
+
+async def prune(session: AsyncSession, older_than: timedelta) -> int:
+    """Forget events finished more than ``older_than`` ago (their redelivery check with
+    them: platforms redeliver within minutes, not days)."""
+    result = await session.execute(delete(InboxEvent).where(InboxEvent.processed_at < func.now() - older_than))
+    return int(result.rowcount)  # type: ignore[attr-defined]
+
+
+async def read_cursor(session: AsyncSession, conversation_id: int, name: str) -> dict[str, Any] | None:
+    return (
+        await session.execute(
+            select(ConnectorCursor.value).where(
+                ConnectorCursor.conversation_id == conversation_id, ConnectorCursor.name == name
+            )
+        )
+    ).scalar()
+
+
+async def write_cursor(session: AsyncSession, conversation_id: int, name: str, value: dict[str, Any] | None) -> None:
+    """Save (or, with None, drop) a cursor."""
+    if value is None:
+        await session.execute(
+            delete(ConnectorCursor).where(ConnectorCursor.conversation_id == conversation_id, ConnectorCursor.name == name)
+        )
+        return
+    await session.execute(
+        insert(ConnectorCursor)
+        .values(conversation_id=conversation_id, name=name, value=value)
+        .on_conflict_do_update(
+            index_elements=[ConnectorCursor.conversation_id, ConnectorCursor.name],
+            set_={"value": value, "updated_at": func.now()},
+        )
+    )
