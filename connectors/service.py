@@ -147,6 +147,10 @@ class ChatService:
         self._stopping = False
         self._tasks: dict[ConversationRef, asyncio.Task[int]] = {}
 
+    def add_platform(self, platform: Platform) -> None:
+        """Register a connector (connectors are built with the service they feed)."""
+        self.platforms[platform.name] = platform
+
     # --- taking events ---------------------------------------------------------------
 
     async def accept(self, event: ChatEvent) -> bool:

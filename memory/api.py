@@ -39,6 +39,7 @@ from memory.store.conversations import (
     delete_conversation,
     ensure_conversation,
     find_conversation,
+    list_conversations,
 )
 from memory.store.inbox import InboxBacklog, InboxClaim
 from memory.store.ledger import usage_totals
@@ -284,3 +285,9 @@ async def save_cursor(
     async with memory.sessions.begin() as session:
         conversation_id = await ensure_conversation(session, conversation)
         await _inbox.write_cursor(session, conversation_id, name, value)
+
+
+async def conversations(memory: Memory, *, principal: Principal, platform: str | None = None) -> list[ConversationRef]:
+    """The conversations in memory (of one platform), in creation order."""
+    async with memory.sessions() as session:
+        return await list_conversations(session, platform)

@@ -91,3 +91,12 @@ async def delete_conversation(session: AsyncSession, ref: ConversationRef) -> bo
         return False
     await session.execute(delete(Conversation).where(Conversation.id == conversation_id))
     return True
+
+
+async def list_conversations(session: AsyncSession, platform: str | None = None) -> list[ConversationRef]:
+    """Every conversation (of one platform), in creation order: a discovery query for
+    scheduled work such as the missed-deletion sweep."""
+    query = select(Conversation.platform, Conversation.workspace_id, Conversation.channel_id).order_by(Conversation.id)
+    if platform is not None:
+        query = query.where(Conversation.platform == platform)
+    return [ConversationRef(*row) for row in await session.execute(query)]
