@@ -69,7 +69,11 @@ def test_the_message_an_event_is_about() -> None:
         ("nonsense", {}, "kind"),
         ("delete", {"event_id": "e1"}, "delete"),
         ("delete", {"event_id": "e1", "message_id": 7}, "delete.message_id"),
-        ("message", {"event_id": "e1", "message": {"id": "m", "author": {"id": "U"}, "text": "t", "time": "never"}}, "message.message.time"),
+        (
+            "message",
+            {"event_id": "e1", "message": {"id": "m", "author": {"id": "U"}, "text": "t", "time": "never"}},
+            "message.message.time",
+        ),
         ("bulk_delete", {"event_id": "e1", "message_ids": "m1"}, "bulk_delete.message_ids"),
     ],
 )
