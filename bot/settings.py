@@ -35,6 +35,8 @@ class Settings(BaseSettings):
     slack_bot_token: str | None = Field(None, validation_alias=_env("SLACK_BOT_TOKEN"))
     slack_signing_secret: str | None = Field(None, validation_alias=_env("SLACK_SIGNING_SECRET"))
     discord_bot_token: str | None = Field(None, validation_alias=_env("DISCORD_BOT_TOKEN"))
+    discord_api_base: str = Field("https://discord.com/api/v10", validation_alias=_env("DISCORD_API_BASE"))
+    discord_gateway_url: str = Field("wss://gateway.discord.gg/", validation_alias=_env("DISCORD_GATEWAY_URL"))
     admin_ids: str = Field("", validation_alias=_env("STASHBIRD_ADMIN_IDS"))
 
     @property

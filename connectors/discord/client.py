@@ -1,0 +1,265 @@
+"""The Discord connector: a thin ``discord.Client`` shell around ``payloads``.
+
+It takes every gateway dispatch as the raw frame (``socket_raw_receive``, handled inside
+``dispatch`` before discord.py applies the frame to its cache, so frames are parsed in
+gateway order against the cache as it was), turns it into normalised events and hands
+them, in that order, to ``ChatService.accept``. ``/memory`` is an application command
+(a command tree): it is deferred ephemerally at once (Discord wants an answer within 3
+seconds) and answered when the service has run it. Replies are posted with the bodies
+``payloads.reply_body`` builds.
+
+The Discord gateway has no acknowledgement to withhold: events the process did not see
+(it was down, or died between receiving and storing) are caught up by a RESUME when the
+session survives, and otherwise by the missed-deletion sweep and ``backfill``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+import discord
+import yarl
+from discord import app_commands
+from discord.gateway import DiscordWebSocket
+from discord.http import Route
+
+from bot.settings import Settings
+from connectors.discord import payloads
+from connectors.discord.payloads import GuildInfo
+from connectors.events import Author, ChatEvent, Reply
+from connectors.service import ChatService, ServiceConfig
+from memory import ConfigurationError, ConversationRef, Memory
+
+log = logging.getLogger(__name__)
+
+PARSED = frozenset({"MESSAGE_CREATE", "MESSAGE_UPDATE", "MESSAGE_DELETE", "MESSAGE_DELETE_BULK", "CHANNEL_DELETE",
+                    "THREAD_DELETE"})
+
+
+@dataclass(frozen=True)
+class DiscordEndpoints:
+    """Where Discord is: the REST base and gateway URL differ behind a rate-limit proxy
+    (nirn-proxy) and in tests (the loopback stand-in)."""
+
+    token: str
+    api_base: str
+    gateway_url: str
+
+    def apply(self) -> None:
+        """discord.py reads both from class attributes: one Discord per process."""
+        Route.BASE = self.api_base.rstrip("/")
+        DiscordWebSocket.DEFAULT_GATEWAY = yarl.URL(self.gateway_url)
+
+
+def intents() -> discord.Intents:
+    """Guilds, guild messages and the privileged message content intent (enabled in the
+    application's Bot settings), nothing else."""
+    chosen = discord.Intents.none()
+    chosen.guilds = True
+    chosen.guild_messages = True
+    chosen.message_content = True
+    return chosen
+
+
+def guild_info(guild: discord.Guild | None) -> GuildInfo | None:
+    """The parser's view of a cached guild."""
+    if guild is None:
+        return None
+    return GuildInfo(
+        id=str(guild.id),
+        owner_id=str(guild.owner_id) if guild.owner_id else None,
+        role_permissions={str(role.id): role.permissions.value for role in guild.roles},
+        thread_parents={str(thread.id): str(thread.parent_id) for thread in guild.threads},
+    )
+
+
+def interaction_payload(interaction: discord.Interaction[Any]) -> dict[str, Any]:
+    """The INTERACTION_CREATE shape ``payloads.admin_command`` reads, from discord.py's
+    Interaction (the tree hands us that, not the raw payload)."""
+    user = interaction.user
+    member: dict[str, Any] = {
+        "user": {"id": str(user.id), "username": user.name, "global_name": user.global_name, "bot": user.bot},
+        "nick": getattr(user, "nick", None),
+        "permissions": str(interaction.permissions.value),
+    }
+    return {"id": str(interaction.id), "type": interaction.type.value, "token": interaction.token,
+            "application_id": str(interaction.application_id), "guild_id": str(interaction.guild_id or ""),
+            "channel_id": str(interaction.channel_id), "member": member, "data": dict(interaction.data or {})}
+
+
+class StashbirdClient(discord.Client):
+    """discord.Client that hands raw dispatch frames to ``on_frame`` as they arrive."""
+
+    def __init__(
+        self, on_frame: Callable[[dict[str, Any]], None], on_command: Callable[[discord.Interaction[Any]], Awaitable[None]]
+    ) -> None:
+        super().__init__(intents=intents(), enable_debug_events=True, max_messages=None)
+        self._on_frame = on_frame
+        self.tree = app_commands.CommandTree(self)
+        self.tree.add_command(MemoryCommands(on_command))
+
+    def dispatch(self, event: str, /, *args: Any, **kwargs: Any) -> None:
+        if event == "socket_raw_receive" and args:
+            try:
+                frame = json.loads(args[0])
+            except (TypeError, ValueError):
+                frame = None
+            if isinstance(frame, dict) and frame.get("op") == 0 and frame.get("t") in PARSED:
+                self._on_frame(frame)
+        super().dispatch(event, *args, **kwargs)
+
+    async def setup_hook(self) -> None:
+        await self.tree.sync()
+
+
+class MemoryCommands(app_commands.Group):
+    """``/memory about|why|forgotten|provenance|stats``: each subcommand hands its
+    interaction to ``on_command``; the service decides who may see what."""
+
+    def __init__(self, on_command: Callable[[discord.Interaction[Any]], Awaitable[None]]) -> None:
+        super().__init__(name=payloads.COMMAND, description="Audit this channel's memory (admins only)", guild_only=True)
+        self._on_command = on_command
+
+    @app_commands.command(description="What memory holds about someone or something")
+    async def about(self, interaction: discord.Interaction[Any], name: str) -> None:
+        await self._on_command(interaction)
+
+    @app_commands.command(description="Why an answer said what it did")
+    async def why(self, interaction: discord.Interaction[Any], answer: str) -> None:
+        await self._on_command(interaction)
+
+    @app_commands.command(description="What was forgotten")
+    async def forgotten(self, interaction: discord.Interaction[Any]) -> None:
+        await self._on_command(interaction)
+
+    @app_commands.command(description="Which facts rest on a message")
+    async def provenance(self, interaction: discord.Interaction[Any], message: str) -> None:
+        await self._on_command(interaction)
+
+    @app_commands.command(description="Totals of this channel's memory")
+    async def stats(self, interaction: discord.Interaction[Any]) -> None:
+        await self._on_command(interaction)
+
+
+class DiscordConnector:
+    """The ``Platform`` the chat service talks to for Discord, and the gateway client."""
+
+    name = payloads.PLATFORM
+
+    def __init__(self, endpoints: DiscordEndpoints) -> None:
+        self.endpoints = endpoints
+        self._queue: asyncio.Queue[ChatEvent] = asyncio.Queue()
+        self.client = StashbirdClient(self._on_frame, self._on_command)
+        self._pump: asyncio.Task[None] | None = None
+
+    @property
+    def connected(self) -> bool:
+        return self.client.is_ready() and not self.client.is_closed()
+
+    # --- events in ---------------------------------------------------------------------
+
+    def _on_frame(self, frame: dict[str, Any]) -> None:
+        """Parse in gateway order, synchronously; storing happens in ``_store`` in order."""
+        user = self.client.user
+        if user is None:
+            return
+        data = frame.get("d") or {}
+        guild_id = str(data.get("guild_id") or "")
+        guild = guild_info(self.client.get_guild(int(guild_id))) if guild_id.isdigit() else None
+        try:
+            events = payloads.dispatch(frame["t"], data, str(user.id), guild)
+        except Exception as error:  # noqa: BLE001 - one bad payload never stops the stream
+            log.warning("discord %s payload refused: %s", frame.get("t"), error)
+            return
+        for event in events:
+            self._queue.put_nowait(event)
+
+    async def _store(self, accept: Callable[[ChatEvent], Awaitable[bool]]) -> None:
+        """Hand queued events to the service in order; a failing store is retried (the
+        database may be briefly away), never dropped."""
+        delay = 0.5
+        while True:
+            event = await self._queue.get()
+            while True:
+                try:
+                    await accept(event)
+                    delay = 0.5
+                    break
+                except Exception as error:  # noqa: BLE001 - keep the event and retry
+                    log.warning("storing discord event %s failed, retrying: %s", event.event_id, error)
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, 30.0)
+            self._queue.task_done()
+
+    async def settled(self) -> None:
+        """Wait until every event parsed so far has been stored (tests, shutdown)."""
+        await self._queue.join()
+
+    async def _on_command(self, interaction: discord.Interaction[Any]) -> None:
+        """Defer at once, ephemerally (Discord wants a response within 3 seconds), then
+        queue the command behind the events that came before it."""
+        event = payloads.admin_command(interaction_payload(interaction))
+        if event is None:
+            return
+        await interaction.response.defer(ephemeral=True, thinking=True)
+        self._queue.put_nowait(event)
+
+    # --- replies out ------------------------------------------------------------------
+
+    async def describe(self, conversation: ConversationRef, author: Author) -> Author:
+        """Discord payloads name the author and carry their role: nothing to look up."""
+        return replace(author, name=author.name or author.id, role=author.role or "user")
+
+    async def deliver(self, reply: Reply) -> None:
+        body = payloads.reply_body(reply)
+        handle = reply.target.handle
+        if handle.get("token"):  # an interaction: replace the deferred "thinking" reply
+            route = Route("PATCH", "/webhooks/{application_id}/{token}/messages/@original",
+                          application_id=handle["application_id"], token=handle["token"])
+            body.pop("flags", None)
+        else:
+            route = Route("POST", "/channels/{channel_id}/messages", channel_id=reply.conversation.channel_id)
+        await self.client.http.request(route, json=body)
+
+    # --- running ----------------------------------------------------------------------
+
+    async def run(self, accept: Callable[[ChatEvent], Awaitable[bool]]) -> None:
+        """Connect and stay connected (discord.py reconnects and resumes) until closed,
+        handing every event to ``accept`` (``ChatService.accept``)."""
+        self.endpoints.apply()
+        self._pump = asyncio.create_task(self._store(accept))
+        try:
+            await self.client.start(self.endpoints.token)
+        finally:
+            await self.close()
+
+    async def close(self) -> None:
+        if not self.client.is_closed():
+            await self.client.close()
+        if self._pump is not None:
+            self._pump.cancel()
+
+
+
+def endpoints_from(settings: Settings) -> DiscordEndpoints:
+    if not settings.discord_bot_token:
+        raise ConfigurationError("DISCORD_BOT_TOKEN is not set: the Discord connector needs the bot's token")
+    return DiscordEndpoints(settings.discord_bot_token, settings.discord_api_base, settings.discord_gateway_url)
+
+
+async def run_discord(memory: Memory, settings: Settings) -> None:
+    """Run the Discord connector and a chat service processing its events until
+    cancelled (``stashbird serve`` registers the connector with its own service instead)."""
+    connector = DiscordConnector(endpoints_from(settings))
+    service = ChatService(memory, [connector], ServiceConfig(admin_ids=settings.admins))
+    processing = asyncio.create_task(service.run())
+    try:
+        await connector.run(service.accept)
+    finally:
+        service.stop()
+        await processing

@@ -1,0 +1,329 @@
+"""Discord payloads -> normalised chat events, and replies -> Discord message bodies. Pure.
+
+Input is what Discord sends: gateway dispatch data (``MESSAGE_CREATE`` ...), REST
+message objects (channel history) and interaction payloads, as dicts. Rules, and why:
+
+- A conversation is one Discord channel: ``discord:<guild id>:<channel id>``. A thread
+  (a forum post too) is a channel of its own in Discord, with its own id, and every
+  delete event names only that id; so a thread is its own conversation, a question in a
+  thread is answered from the thread, and deleting a thread drops that conversation.
+  Direct messages (no guild) are not remembered.
+- The gateway's parsed objects are the client's cache, mutated in place by later events
+  (an ``on_message`` handler can see the text of a later edit); parsing the raw payloads,
+  in gateway order, keeps a burst of create, edit and delete of one message exact.
+- Event ids make a replay the same event: a create is ``<message id>:create``, an edit
+  ``<message id>:edit:<edited_timestamp>``, so a gateway RESUME that replays events, or a
+  backfill of a message the live stream brought, changes nothing.
+- Only people's messages (types Default and Reply) are remembered; system notices
+  (joins, pins, thread created) are not. Our own bot's messages are never stored (its
+  answers quote what it cites, and would outlive a deleted source); other bots' are,
+  with role ``bot`` (context, never evidence).
+- Role: ``bot`` for bots; ``admin`` for the guild owner and anyone whose roles grant
+  Manage Guild or Administrator (interactions carry the computed permissions; messages
+  carry the member's role ids, resolved against the guild's roles); else ``user``. The
+  service adds the configured admin ids.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from connectors.events import (
+    AdminCommand,
+    Author,
+    ChannelDeleted,
+    ChatEvent,
+    ChatMessage,
+    Mention,
+    MessageDeleted,
+    MessageEdited,
+    MessagePosted,
+    MessagesDeleted,
+    Reply,
+    ReplyTarget,
+    Role,
+)
+from memory import ConversationRef, ValidationError
+
+PLATFORM = "discord"
+MANAGE_GUILD = 1 << 5
+ADMINISTRATOR = 1 << 3
+EPHEMERAL = 1 << 6
+MESSAGE_LIMIT = 2000  # characters in one Discord message
+REMEMBERED_TYPES = frozenset({0, 19})  # Default, Reply
+COMMAND = "memory"
+_USER_MENTION = re.compile(r"<@!?(\d+)>")
+
+Payload = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class GuildInfo:
+    """What the parser needs from the client's guild cache: the owner, each role's
+    permission bits (the @everyone role's id is the guild's), and which cached thread
+    belongs to which channel (deleting a channel deletes its threads)."""
+
+    id: str
+    owner_id: str | None = None
+    role_permissions: Mapping[str, int] = field(default_factory=dict)
+    thread_parents: Mapping[str, str] = field(default_factory=dict)
+
+
+def conversation(guild_id: str, channel_id: str) -> ConversationRef:
+    return ConversationRef(PLATFORM, str(guild_id), str(channel_id))
+
+
+def message_link(ref: ConversationRef, message_id: str) -> str:
+    """The message's jump URL (``https://discord.com/channels/<guild>/<channel>/<message>``)."""
+    return f"https://discord.com/channels/{ref.workspace_id}/{ref.channel_id}/{message_id}"
+
+
+def snowflake_time(snowflake: str | int) -> datetime:
+    """When a Discord id was made (ms since 2015-01-01 in its top 42 bits)."""
+    from datetime import UTC
+
+    return datetime.fromtimestamp(((int(snowflake) >> 22) + 1420070400000) / 1000, tz=UTC)
+
+
+def snowflake_at(moment: datetime) -> str:
+    """The smallest Discord id made at ``moment`` (for ``after=`` in history requests)."""
+    return str(max(0, int(moment.timestamp() * 1000) - 1420070400000) << 22)
+
+
+# --- people ---------------------------------------------------------------------------
+
+
+def member_role(user: Payload, member: Payload | None, guild: GuildInfo | None) -> Role:
+    """bot, admin (owner, Manage Guild or Administrator) or user."""
+    if user.get("bot"):
+        return "bot"
+    if guild is not None and guild.owner_id is not None and str(user.get("id")) == guild.owner_id:
+        return "admin"
+    return "admin" if _permissions(member, guild) & (MANAGE_GUILD | ADMINISTRATOR) else "user"
+
+
+def _permissions(member: Payload | None, guild: GuildInfo | None) -> int:
+    if member is None:
+        return 0
+    if member.get("permissions") is not None:  # interactions: computed by Discord
+        return _int(member["permissions"], "member.permissions")
+    if guild is None:
+        return 0
+    bits = guild.role_permissions.get(guild.id, 0)
+    for role_id in member.get("roles") or ():
+        bits |= guild.role_permissions.get(str(role_id), 0)
+    return bits
+
+
+def display_name(user: Payload, member: Payload | None = None) -> str:
+    """The name people see: server nickname, else display name, else username."""
+    for name in ((member or {}).get("nick"), user.get("global_name"), user.get("username")):
+        if isinstance(name, str) and name.strip():
+            return name
+    return str(user.get("id"))
+
+
+# --- messages -------------------------------------------------------------------------
+
+
+def message_text(data: Payload) -> str:
+    """The content with user mentions as ``@name`` and attachments named."""
+    names = {str(u.get("id")): display_name(u, u.get("member")) for u in data.get("mentions") or () if isinstance(u, Mapping)}
+    content = _USER_MENTION.sub(lambda m: f"@{names.get(m.group(1), m.group(1))}", str(data.get("content") or ""))
+    files = [str(a.get("filename")) for a in data.get("attachments") or () if isinstance(a, Mapping) and a.get("filename")]
+    return " ".join(part for part in (content.strip(), *(f"[attachment: {name}]" for name in files)) if part)
+
+
+def chat_message(data: Payload, guild: GuildInfo | None = None) -> ChatMessage:
+    """A ChatMessage from a Discord message object (gateway or REST); ValidationError
+    names the missing field."""
+    user = data.get("author")
+    if not isinstance(user, Mapping) or not user.get("id"):
+        raise ValidationError("author", "is missing")
+    reference = data.get("message_reference") or {}
+    return ChatMessage(
+        id=_id(data, "id"),
+        author=Author(str(user["id"]), display_name(user, data.get("member")), member_role(user, data.get("member"), guild)),
+        text=message_text(data),
+        time=_time(data.get("timestamp"), "timestamp"),
+        reply_to=str(reference["message_id"]) if reference.get("message_id") else None,
+    )
+
+
+def remembered(data: Payload, bot_id: str) -> bool:
+    """A person's (or another bot's) message in a guild, with something to remember."""
+    user = data.get("author") or {}
+    return (
+        data.get("type", 0) in REMEMBERED_TYPES
+        and str(user.get("id")) != bot_id
+        and not user.get("system")
+        and bool(message_text(data))
+    )
+
+
+def mentions_bot(data: Payload, bot_id: str) -> bool:
+    listed = any(str(u.get("id")) == bot_id for u in data.get("mentions") or () if isinstance(u, Mapping))
+    return listed or bot_id in _USER_MENTION.findall(str(data.get("content") or ""))
+
+
+def question_text(content: str, bot_id: str) -> str:
+    """The message without the bot's mention: the question asked."""
+    return " ".join(re.sub(rf"<@!?{re.escape(bot_id)}>", " ", content).split())
+
+
+def message_created(data: Payload, bot_id: str, guild: GuildInfo | None) -> ChatEvent | None:
+    """MESSAGE_CREATE: a Mention when it mentions the bot, else a MessagePosted."""
+    if not data.get("guild_id") or not remembered(data, bot_id):
+        return None
+    ref = conversation(data["guild_id"], _id(data, "channel_id"))
+    message = chat_message(data, guild)
+    event_id = f"{message.id}:create"
+    if mentions_bot(data, bot_id) and message.author.role != "bot":
+        reply = ReplyTarget(message_id=message.id, user_id=message.author.id)
+        return Mention(ref, event_id, message, question_text(str(data.get("content") or ""), bot_id), reply)
+    return MessagePosted(ref, event_id, message)
+
+
+def message_updated(data: Payload, bot_id: str, guild: GuildInfo | None) -> MessageEdited | None:
+    """MESSAGE_UPDATE with the full message and an edit time is a text edit; anything
+    else (an embed unfurl, a pin) changes nothing remembered."""
+    if not data.get("guild_id") or "content" not in data or not data.get("edited_timestamp"):
+        return None
+    if not isinstance(data.get("author"), Mapping) or not remembered(data, bot_id):
+        return None
+    message = chat_message(data, guild)
+    edited_at = _time(data["edited_timestamp"], "edited_timestamp")
+    ref = conversation(data["guild_id"], _id(data, "channel_id"))
+    return MessageEdited(ref, f"{message.id}:edit:{data['edited_timestamp']}", message, edited_at)
+
+
+def message_deleted(data: Payload) -> MessageDeleted | None:
+    if not data.get("guild_id"):
+        return None
+    message_id = _id(data, "id")
+    return MessageDeleted(conversation(data["guild_id"], _id(data, "channel_id")), f"{message_id}:delete", message_id)
+
+
+def messages_deleted(data: Payload) -> MessagesDeleted | None:
+    ids = tuple(sorted({str(i) for i in data.get("ids") or ()}, key=int))
+    if not data.get("guild_id") or not ids:
+        return None
+    digest = hashlib.sha256(",".join(ids).encode()).hexdigest()[:16]
+    return MessagesDeleted(conversation(data["guild_id"], _id(data, "channel_id")), f"bulk:{digest}", ids)
+
+
+def channel_deleted(data: Payload, guild: GuildInfo | None) -> list[ChatEvent]:
+    """CHANNEL_DELETE / THREAD_DELETE: the channel's conversation and those of its
+    threads the client knew of are dropped (others: the sweep finds them gone)."""
+    if not data.get("guild_id"):
+        return []
+    channel_id = _id(data, "id")
+    threads = [t for t, parent in (guild.thread_parents.items() if guild else ()) if parent == channel_id]
+    return [
+        ChannelDeleted(conversation(data["guild_id"], gone), f"{gone}:channel-deleted") for gone in (channel_id, *threads)
+    ]
+
+
+def dispatch(name: str, data: Payload, bot_id: str, guild: GuildInfo | None) -> list[ChatEvent]:
+    """The events a gateway dispatch means (none for the ones memory does not care about)."""
+    if name == "MESSAGE_CREATE":
+        events: list[ChatEvent | None] = [message_created(data, bot_id, guild)]
+    elif name == "MESSAGE_UPDATE":
+        events = [message_updated(data, bot_id, guild)]
+    elif name == "MESSAGE_DELETE":
+        events = [message_deleted(data)]
+    elif name == "MESSAGE_DELETE_BULK":
+        events = [messages_deleted(data)]
+    elif name in ("CHANNEL_DELETE", "THREAD_DELETE"):
+        return channel_deleted(data, guild)
+    else:
+        return []
+    return [event for event in events if event is not None]
+
+
+# --- the /memory command ----------------------------------------------------------------
+
+
+def command_text(options: Sequence[Payload]) -> str:
+    """Interaction options as the command's text: ``about topic:Maya`` -> ``about Maya``."""
+    words: list[str] = []
+    for option in options:
+        if option.get("type") in (1, 2):  # a subcommand (group): its name, then its options
+            words.append(str(option.get("name")))
+            words.append(command_text(option.get("options") or ()))
+        elif option.get("value") is not None:
+            words.append(str(option["value"]))
+    return " ".join(word for word in words if word)
+
+
+def admin_command(interaction: Payload) -> AdminCommand | None:
+    """An application command ``/memory …`` in a guild, with who ran it (their role from
+    the permissions Discord computed) and where the ephemeral answer goes."""
+    data = interaction.get("data") or {}
+    member = interaction.get("member")
+    if interaction.get("type") != 2 or data.get("name") != COMMAND or not interaction.get("guild_id") or not member:
+        return None
+    user = member.get("user") or {}
+    author = Author(_id(user, "id"), display_name(user, member), member_role(user, member, None))
+    handle = {"interaction_id": _id(interaction, "id"), "token": str(interaction.get("token") or ""),
+              "application_id": _id(interaction, "application_id")}
+    reply = ReplyTarget(user_id=author.id, ephemeral=True, handle=handle)
+    ref = conversation(interaction["guild_id"], _id(interaction, "channel_id"))
+    return AdminCommand(ref, f"{handle['interaction_id']}:command", author, command_text(data.get("options") or ()), reply)
+
+
+# --- replies ----------------------------------------------------------------------------
+
+
+def reply_body(reply: Reply) -> dict[str, Any]:
+    """The Discord message body for a reply: the text, then one line per cited message
+    with its link (plain text; Discord shows jump links), cut to Discord's 2,000
+    characters without cutting a link. Ephemeral replies carry flags 64; nobody is pinged."""
+    lines = [f"[{c.label}] {c.speaker}, {c.time:%Y-%m-%d}: {message_link(reply.conversation, c.message_id)}"
+             for c in reply.citations]
+    sources = ("\n\nSources:\n" + "\n".join(lines)) if lines else ""
+    while lines and len(sources) > MESSAGE_LIMIT // 2:
+        lines.pop()
+        sources = "\n\nSources:\n" + "\n".join(lines)
+    room = MESSAGE_LIMIT - len(sources)
+    text = reply.text if len(reply.text) <= room else reply.text[: room - 1] + "…"
+    body: dict[str, Any] = {"content": text + sources, "allowed_mentions": {"parse": []}}
+    if reply.target.ephemeral:
+        body["flags"] = EPHEMERAL
+    elif reply.target.message_id:
+        body["message_reference"] = {"message_id": reply.target.message_id, "fail_if_not_exists": False}
+    return body
+
+
+# --- helpers ----------------------------------------------------------------------------
+
+
+def _id(data: Payload, key: str) -> str:
+    value = data.get(key)
+    if isinstance(value, bool) or not isinstance(value, (str, int)) or not str(value).isdigit():
+        raise ValidationError(key, f"must be a Discord id, got {value!r}")
+    return str(value)
+
+
+def _int(value: Any, label: str) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise ValidationError(label, f"must be an integer, got {value!r}") from None
+
+
+def _time(value: Any, label: str) -> datetime:
+    if not isinstance(value, str):
+        raise ValidationError(label, f"must be an ISO 8601 time, got {value!r}")
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise ValidationError(label, f"must be an ISO 8601 time, got {value!r}") from None
+    if parsed.tzinfo is None:
+        raise ValidationError(label, f"must carry a time zone, got {value!r}")
+    return parsed
