@@ -168,7 +168,7 @@ async def test_memory_command_is_refused_to_non_admins_and_answered_to_admins_ep
     replies: dict[str, dict[str, Any]] = {}
     for user in (env.bob, env.mod, env.owner, env.carol):  # user, Manage Guild, owner, configured admin id
         interaction = await env.standin.invoke(env.general, user, "memory", [{"type": 1, "name": "stats", "options": []}])
-        await env.standin.wait_for(lambda: any(r["interaction_id"] == interaction for r in env.standin.interaction_replies))
+        await env.standin.wait_for(lambda i=interaction: any(r["interaction_id"] == i for r in env.standin.interaction_replies))
         await env.settle()
         answered = [r for r in env.standin.interaction_replies if r["interaction_id"] == interaction]
         assert answered[0]["type"] == 5 and answered[0]["flags"] == 64  # deferred, ephemeral

@@ -247,12 +247,14 @@ class DiscordStandIn:
         command = next((c for c in self.commands if c["name"] == name), {"id": self.snowflake()})
         guild = self.guilds[guild_id]
         # Discord computes the member's permissions; the owner has them all.
-        permissions = ALL_PERMISSIONS if guild["owner_id"] == user.id else user.permissions | int(guild["roles"][0]["permissions"])
+        everyone = int(guild["roles"][0]["permissions"])
+        permissions = ALL_PERMISSIONS if guild["owner_id"] == user.id else user.permissions | everyone
         member = {**self._member_payload(guild_id, user), "user": user.payload(), "permissions": str(permissions)}
         await self.dispatch("INTERACTION_CREATE", {
             "id": interaction_id, "application_id": self.application_id, "type": 2, "token": token,
             "version": 1, "guild_id": guild_id, "channel_id": channel_id, "channel": channel, "member": member,
-            "app_permissions": "0", "attachment_size_limit": 10485760, "locale": "en-US", "guild_locale": "en-US", "entitlements": [],
+            "app_permissions": "0", "attachment_size_limit": 10485760, "locale": "en-US", "guild_locale": "en-US",
+            "entitlements": [],
             "authorizing_integration_owners": {"0": guild_id}, "context": 0,
             "data": {"id": command["id"], "name": name, "type": 1, "options": options, "guild_id": guild_id},
         })

@@ -30,7 +30,7 @@ import hashlib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from connectors.events import (
@@ -85,8 +85,6 @@ def message_link(ref: ConversationRef, message_id: str) -> str:
 
 def snowflake_time(snowflake: str | int) -> datetime:
     """When a Discord id was made (ms since 2015-01-01 in its top 42 bits)."""
-    from datetime import UTC
-
     return datetime.fromtimestamp(((int(snowflake) >> 22) + 1420070400000) / 1000, tz=UTC)
 
 
@@ -100,7 +98,7 @@ def snowflake_at(moment: datetime) -> str:
 
 def member_role(user: Payload, member: Payload | None, guild: GuildInfo | None) -> Role:
     """bot, admin (owner, Manage Guild or Administrator) or user."""
-    if user.get("bot"):
+    if user.get("bot") is True:
         return "bot"
     if guild is not None and guild.owner_id is not None and str(user.get("id")) == guild.owner_id:
         return "admin"
@@ -115,7 +113,7 @@ def _permissions(member: Payload | None, guild: GuildInfo | None) -> int:
     if guild is None:
         return 0
     bits = guild.role_permissions.get(guild.id, 0)
-    for role_id in member.get("roles") or ():
+    for role_id in _list(member, "roles"):
         bits |= guild.role_permissions.get(str(role_id), 0)
     return bits
 
@@ -133,22 +131,21 @@ def display_name(user: Payload, member: Payload | None = None) -> str:
 
 def message_text(data: Payload) -> str:
     """The content with user mentions as ``@name`` and attachments named."""
-    names = {str(u.get("id")): display_name(u, u.get("member")) for u in data.get("mentions") or () if isinstance(u, Mapping)}
-    content = _USER_MENTION.sub(lambda m: f"@{names.get(m.group(1), m.group(1))}", str(data.get("content") or ""))
-    files = [str(a.get("filename")) for a in data.get("attachments") or () if isinstance(a, Mapping) and a.get("filename")]
+    names = {str(u.get("id")): display_name(u) for u in _list(data, "mentions") if isinstance(u, Mapping)}
+    content = _USER_MENTION.sub(lambda m: f"@{names.get(m.group(1), m.group(1))}", _text(data, "content"))
+    files = [str(a["filename"]) for a in _list(data, "attachments") if isinstance(a, Mapping) and a.get("filename")]
     return " ".join(part for part in (content.strip(), *(f"[attachment: {name}]" for name in files)) if part)
 
 
 def chat_message(data: Payload, guild: GuildInfo | None = None) -> ChatMessage:
     """A ChatMessage from a Discord message object (gateway or REST); ValidationError
     names the missing field."""
-    user = data.get("author")
-    if not isinstance(user, Mapping) or not user.get("id"):
-        raise ValidationError("author", "is missing")
-    reference = data.get("message_reference") or {}
+    user = _mapping(data, "author")
+    member = _mapping(data, "member") or None
+    reference = _mapping(data, "message_reference")
     return ChatMessage(
         id=_id(data, "id"),
-        author=Author(str(user["id"]), display_name(user, data.get("member")), member_role(user, data.get("member"), guild)),
+        author=Author(_id(user, "id"), display_name(user, member), member_role(user, member, guild)),
         text=message_text(data),
         time=_time(data.get("timestamp"), "timestamp"),
         reply_to=str(reference["message_id"]) if reference.get("message_id") else None,
@@ -157,18 +154,18 @@ def chat_message(data: Payload, guild: GuildInfo | None = None) -> ChatMessage:
 
 def remembered(data: Payload, bot_id: str) -> bool:
     """A person's (or another bot's) message in a guild, with something to remember."""
-    user = data.get("author") or {}
+    user = _mapping(data, "author")
     return (
-        data.get("type", 0) in REMEMBERED_TYPES
+        _message_type(data) in REMEMBERED_TYPES
         and str(user.get("id")) != bot_id
-        and not user.get("system")
+        and user.get("system") is not True
         and bool(message_text(data))
     )
 
 
 def mentions_bot(data: Payload, bot_id: str) -> bool:
-    listed = any(str(u.get("id")) == bot_id for u in data.get("mentions") or () if isinstance(u, Mapping))
-    return listed or bot_id in _USER_MENTION.findall(str(data.get("content") or ""))
+    listed = any(str(u.get("id")) == bot_id for u in _list(data, "mentions") if isinstance(u, Mapping))
+    return listed or bot_id in _USER_MENTION.findall(_text(data, "content"))
 
 
 def question_text(content: str, bot_id: str) -> str:
@@ -185,7 +182,7 @@ def message_created(data: Payload, bot_id: str, guild: GuildInfo | None) -> Chat
     event_id = f"{message.id}:create"
     if mentions_bot(data, bot_id) and message.author.role != "bot":
         reply = ReplyTarget(message_id=message.id, user_id=message.author.id)
-        return Mention(ref, event_id, message, question_text(str(data.get("content") or ""), bot_id), reply)
+        return Mention(ref, event_id, message, question_text(_text(data, "content"), bot_id), reply)
     return MessagePosted(ref, event_id, message)
 
 
@@ -194,7 +191,7 @@ def message_updated(data: Payload, bot_id: str, guild: GuildInfo | None) -> Mess
     else (an embed unfurl, a pin) changes nothing remembered."""
     if not data.get("guild_id") or "content" not in data or not data.get("edited_timestamp"):
         return None
-    if not isinstance(data.get("author"), Mapping) or not remembered(data, bot_id):
+    if not data.get("author") or not remembered(data, bot_id):
         return None
     message = chat_message(data, guild)
     edited_at = _time(data["edited_timestamp"], "edited_timestamp")
@@ -210,7 +207,7 @@ def message_deleted(data: Payload) -> MessageDeleted | None:
 
 
 def messages_deleted(data: Payload) -> MessagesDeleted | None:
-    ids = tuple(sorted({str(i) for i in data.get("ids") or ()}, key=int))
+    ids = tuple(sorted({_id({"ids": i}, "ids") for i in _list(data, "ids")}, key=int))
     if not data.get("guild_id") or not ids:
         return None
     digest = hashlib.sha256(",".join(ids).encode()).hexdigest()[:16]
@@ -255,7 +252,7 @@ def command_text(options: Sequence[Payload]) -> str:
     for option in options:
         if option.get("type") in (1, 2):  # a subcommand (group): its name, then its options
             words.append(str(option.get("name")))
-            words.append(command_text(option.get("options") or ()))
+            words.append(command_text(_list(option, "options")))
         elif option.get("value") is not None:
             words.append(str(option["value"]))
     return " ".join(word for word in words if word)
@@ -264,17 +261,17 @@ def command_text(options: Sequence[Payload]) -> str:
 def admin_command(interaction: Payload) -> AdminCommand | None:
     """An application command ``/memory …`` in a guild, with who ran it (their role from
     the permissions Discord computed) and where the ephemeral answer goes."""
-    data = interaction.get("data") or {}
-    member = interaction.get("member")
+    data = _mapping(interaction, "data")
+    member = _mapping(interaction, "member")
     if interaction.get("type") != 2 or data.get("name") != COMMAND or not interaction.get("guild_id") or not member:
         return None
-    user = member.get("user") or {}
+    user = _mapping(member, "user")
     author = Author(_id(user, "id"), display_name(user, member), member_role(user, member, None))
     handle = {"interaction_id": _id(interaction, "id"), "token": str(interaction.get("token") or ""),
               "application_id": _id(interaction, "application_id")}
     reply = ReplyTarget(user_id=author.id, ephemeral=True, handle=handle)
     ref = conversation(interaction["guild_id"], _id(interaction, "channel_id"))
-    return AdminCommand(ref, f"{handle['interaction_id']}:command", author, command_text(data.get("options") or ()), reply)
+    return AdminCommand(ref, f"{handle['interaction_id']}:command", author, command_text(_list(data, "options")), reply)
 
 
 # --- replies ----------------------------------------------------------------------------
@@ -308,6 +305,39 @@ def _id(data: Payload, key: str) -> str:
     if isinstance(value, bool) or not isinstance(value, (str, int)) or not str(value).isdigit():
         raise ValidationError(key, f"must be a Discord id, got {value!r}")
     return str(value)
+
+
+def _message_type(data: Payload) -> int | None:
+    kind = data.get("type", 0)
+    return kind if isinstance(kind, int) and not isinstance(kind, bool) else None
+
+
+def _mapping(data: Payload, key: str) -> Payload:
+    """An object field; missing or null is empty, anything else is refused."""
+    value = data.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ValidationError(key, f"must be an object, got {type(value).__name__}")
+    return value
+
+
+def _list(data: Payload, key: str) -> list[Any]:
+    value = data.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ValidationError(key, f"must be a list, got {type(value).__name__}")
+    return value
+
+
+def _text(data: Payload, key: str) -> str:
+    value = data.get(key)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise ValidationError(key, f"must be text, got {type(value).__name__}")
+    return value
 
 
 def _int(value: Any, label: str) -> int:

@@ -1,0 +1,203 @@
+"""Pure rules of the Discord payload parser: properties over generated payloads, no network."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from connectors.discord import payloads
+from connectors.discord.client import PARSED
+from connectors.discord.payloads import ADMINISTRATOR, MANAGE_GUILD, GuildInfo
+from connectors.events import (
+    AdminCommand,
+    ChannelDeleted,
+    CitedMessage,
+    Mention,
+    MessageDeleted,
+    MessageEdited,
+    MessagePosted,
+    MessagesDeleted,
+    Reply,
+    ReplyTarget,
+    decode,
+    encode,
+)
+from memory import ValidationError
+
+BOT = "900000000000000001"
+GUILD = "800000000000000001"
+CHANNEL = "700000000000000001"
+snowflakes = st.integers(min_value=10**17, max_value=2**62).map(str)
+texts = st.text(min_size=1, max_size=80).filter(lambda t: t.strip())
+
+
+def user(user_id: str = "100000000000000001", name: str = "bob", **extra: Any) -> dict[str, Any]:
+    return {"id": user_id, "username": name, "global_name": None, "discriminator": "0", "avatar": None, **extra}
+
+
+def message(content: str = "hello", message_id: str = "600000000000000001", **extra: Any) -> dict[str, Any]:
+    return {"id": message_id, "channel_id": CHANNEL, "guild_id": GUILD, "type": 0, "content": content,
+            "author": user(), "member": {"roles": [], "nick": None}, "timestamp": "2026-03-01T10:00:00.000000+00:00",
+            "edited_timestamp": None, "mentions": [], "attachments": [], **extra}
+
+
+def test_a_message_becomes_a_posted_event_in_its_channels_conversation() -> None:
+    [event] = payloads.dispatch("MESSAGE_CREATE", message("Lunch at noon?"), BOT, None)
+    assert isinstance(event, MessagePosted)
+    assert str(event.conversation) == f"discord:{GUILD}:{CHANNEL}" and event.event_id == "600000000000000001:create"
+    assert event.message.text == "Lunch at noon?" and event.message.author.role == "user"
+    assert event.message.time == datetime(2026, 3, 1, 10, tzinfo=UTC)
+
+
+def test_a_mention_of_the_bot_is_a_question_replying_to_that_message() -> None:
+    data = message(f"<@!{BOT}>  where is the   offsite?", mentions=[user(BOT, "stashbird", bot=True)])
+    [event] = payloads.dispatch("MESSAGE_CREATE", data, BOT, None)
+    assert isinstance(event, Mention)
+    assert event.question == "where is the offsite?" and event.reply.message_id == data["id"]
+    assert event.message.text == "@stashbird  where is the   offsite?"
+
+
+@given(st.lists(st.sampled_from([f"<@{BOT}>", f"<@!{BOT}>", "word", "<@123>", " ", "\n"]), max_size=12))
+def test_a_question_never_keeps_the_bots_mention(parts: list[str]) -> None:
+    question = payloads.question_text(" ".join(parts), BOT)
+    assert BOT not in question and question == question.strip()
+
+
+def test_our_own_messages_system_notices_dms_and_empty_messages_are_not_remembered() -> None:
+    assert payloads.dispatch("MESSAGE_CREATE", message(author=user(BOT, "stashbird", bot=True)), BOT, None) == []
+    assert payloads.dispatch("MESSAGE_CREATE", message(type=7), BOT, None) == []  # member joined
+    assert payloads.dispatch("MESSAGE_CREATE", {**message(), "guild_id": None}, BOT, None) == []
+    assert payloads.dispatch("MESSAGE_CREATE", message(""), BOT, None) == []
+
+
+def test_another_bots_message_is_stored_as_bot_and_its_mention_is_not_a_question() -> None:
+    data = message(f"<@{BOT}> status?", author=user("555000000000000001", "ci", bot=True))
+    [event] = payloads.dispatch("MESSAGE_CREATE", data, BOT, None)
+    assert isinstance(event, MessagePosted) and event.message.author.role == "bot"
+
+
+def test_attachments_and_user_mentions_are_named_in_the_text() -> None:
+    data = message("see <@200000000000000002>", mentions=[user("200000000000000002", "ann")],
+                   attachments=[{"id": "1", "filename": "plan.pdf"}])
+    assert payloads.message_text(data) == "see @ann [attachment: plan.pdf]"
+
+
+@pytest.mark.parametrize(
+    ("author", "roles", "expected"),
+    [
+        (user(bot=True), [], "bot"),
+        (user("300000000000000003"), [], "admin"),  # the owner
+        (user(), ["11"], "admin"),  # Manage Guild
+        (user(), ["12"], "admin"),  # Administrator
+        (user(), ["13"], "user"),
+        (user(), [], "user"),
+    ],
+)
+def test_role_from_the_member(author: dict[str, Any], roles: list[str], expected: str) -> None:
+    guild = GuildInfo(GUILD, "300000000000000003", {GUILD: 1024, "11": MANAGE_GUILD, "12": ADMINISTRATOR, "13": 2048})
+    assert payloads.member_role(author, {"roles": roles}, guild) == expected
+
+
+@given(st.integers(min_value=0, max_value=2**50), st.booleans())
+def test_interaction_permissions_decide_admin_and_bots_stay_bots(permissions: int, bot: bool) -> None:
+    role = payloads.member_role(user(bot=bot), {"permissions": str(permissions)}, None)
+    if bot:
+        assert role == "bot"
+    else:
+        assert (role == "admin") == bool(permissions & (MANAGE_GUILD | ADMINISTRATOR))
+
+
+def test_an_edit_carries_the_whole_new_message_and_an_id_per_edit() -> None:
+    first = message("at 9am", edited_timestamp="2026-03-01T10:05:00+00:00")
+    second = message("at 11am", edited_timestamp="2026-03-01T10:07:00+00:00")
+    [one] = payloads.dispatch("MESSAGE_UPDATE", first, BOT, None)
+    [two] = payloads.dispatch("MESSAGE_UPDATE", second, BOT, None)
+    assert isinstance(one, MessageEdited) and isinstance(two, MessageEdited)
+    assert one.message.text == "at 9am" and two.message.text == "at 11am" and one.event_id != two.event_id
+    assert payloads.dispatch("MESSAGE_UPDATE", first, BOT, None) == [one]  # a replay is the same event
+
+
+def test_updates_that_are_not_text_edits_change_nothing() -> None:
+    unfurl = {"id": "600000000000000001", "channel_id": CHANNEL, "guild_id": GUILD, "embeds": [{"type": "link"}]}
+    assert payloads.dispatch("MESSAGE_UPDATE", unfurl, BOT, None) == []
+    assert payloads.dispatch("MESSAGE_UPDATE", message("pinned", pinned=True), BOT, None) == []
+
+
+def test_deletes_bulk_deletes_and_channel_and_thread_deletes() -> None:
+    [deleted] = payloads.dispatch("MESSAGE_DELETE", {"id": "6", "channel_id": CHANNEL, "guild_id": GUILD}, BOT, None)
+    assert isinstance(deleted, MessageDeleted) and deleted.message_id == "6"
+    bulk_payload = {"ids": ["9", "7", "8"], "channel_id": CHANNEL, "guild_id": GUILD}
+    [bulk] = payloads.dispatch("MESSAGE_DELETE_BULK", bulk_payload, BOT, None)
+    assert isinstance(bulk, MessagesDeleted) and bulk.message_ids == ("7", "8", "9")
+    guild = GuildInfo(GUILD, thread_parents={"41": CHANNEL, "42": "999"})
+    gone = payloads.dispatch("CHANNEL_DELETE", {"id": CHANNEL, "guild_id": GUILD, "type": 0}, BOT, guild)
+    assert [str(e.conversation) for e in gone] == [f"discord:{GUILD}:{CHANNEL}", f"discord:{GUILD}:41"]
+    assert all(isinstance(e, ChannelDeleted) for e in gone)
+    [thread] = payloads.dispatch("THREAD_DELETE", {"id": "41", "guild_id": GUILD, "parent_id": CHANNEL, "type": 11}, BOT, None)
+    assert str(thread.conversation) == f"discord:{GUILD}:41"
+
+
+@given(st.lists(snowflakes, min_size=1, max_size=20, unique=True), st.randoms())
+def test_a_bulk_delete_is_the_same_event_whatever_the_order_of_its_ids(ids: list[str], random: Any) -> None:
+    shuffled = list(ids)
+    random.shuffle(shuffled)
+    data = {"channel_id": CHANNEL, "guild_id": GUILD}
+    assert payloads.messages_deleted({**data, "ids": ids}) == payloads.messages_deleted({**data, "ids": shuffled})
+
+
+payload_values = st.one_of(
+    st.none(), st.booleans(), st.integers(), st.text(max_size=20), snowflakes,
+    st.just("2026-03-01T10:00:00+00:00"), st.lists(snowflakes, max_size=3), st.just(user()), st.just([{"id": BOT}]),
+)
+
+
+@settings(max_examples=200)
+@given(
+    st.sampled_from(sorted(PARSED)),
+    st.dictionaries(st.sampled_from(["id", "channel_id", "guild_id", "type", "content", "author", "timestamp",
+                                     "edited_timestamp", "mentions", "ids", "member", "attachments"]), payload_values),
+)
+def test_any_payload_gives_events_or_a_validation_error_and_events_survive_the_inbox(name: str, fields: dict[str, Any]) -> None:
+    data = {**message(), **fields} if name.startswith("MESSAGE_C") or name == "MESSAGE_UPDATE" else fields
+    try:
+        events = payloads.dispatch(name, data, BOT, None)
+    except ValidationError:
+        return
+    for event in events:
+        kind, stored = encode(event)
+        assert decode(event.conversation, kind, stored) == event
+
+
+def test_the_memory_command_is_an_admin_command_with_an_ephemeral_reply_handle() -> None:
+    interaction = {"id": "51", "type": 2, "token": "tok", "application_id": "52", "guild_id": GUILD, "channel_id": CHANNEL,
+                   "member": {"user": user(), "nick": "Bobby", "permissions": str(MANAGE_GUILD)},
+                   "data": {"name": "memory", "options": [{"type": 1, "name": "about", "options": [
+                       {"type": 3, "name": "name", "value": "Maya Lee"}]}]}}
+    event = payloads.admin_command(interaction)
+    assert isinstance(event, AdminCommand)
+    assert event.text == "about Maya Lee" and event.user.role == "admin" and event.user.name == "Bobby"
+    assert event.reply.ephemeral and event.reply.handle == {"interaction_id": "51", "token": "tok", "application_id": "52"}
+    assert payloads.admin_command({**interaction, "data": {"name": "other"}}) is None
+    assert payloads.admin_command({**interaction, "guild_id": None}) is None
+
+
+@given(st.text(max_size=3000), st.integers(min_value=0, max_value=40), st.booleans())
+def test_a_reply_fits_one_discord_message_and_keeps_whole_links(text: str, cited: int, ephemeral: bool) -> None:
+    ref = payloads.conversation(GUILD, CHANNEL)
+    citations = tuple(CitedMessage(f"E{i}", str(10**17 + i), "bob", datetime(2026, 3, 1, tzinfo=UTC)) for i in range(cited))
+    body = payloads.reply_body(Reply(ref, ReplyTarget(message_id="61", ephemeral=ephemeral), text, "answer", citations))
+    assert len(body["content"]) <= payloads.MESSAGE_LIMIT
+    sources = body["content"].split("Sources:\n", 1)[-1].splitlines() if cited else []
+    links = [line.split(": ", 1)[1] for line in sources if ": https" in line]
+    assert all(link.startswith(f"https://discord.com/channels/{GUILD}/{CHANNEL}/") and link[-1].isdigit() for link in links)
+    assert body["allowed_mentions"] == {"parse": []}
+    assert (body.get("flags") == 64) == ephemeral and ("message_reference" in body) != ephemeral
+
+
+def test_snowflake_times_round_trip() -> None:
+    moment = datetime(2026, 3, 1, 12, 30, tzinfo=UTC)
+    assert payloads.snowflake_time(payloads.snowflake_at(moment)) == moment
