@@ -26,6 +26,8 @@ COMMANDS = {
     "ask": "answer a question from a conversation's memory, with citations",
     "forget": "delete a message and everything that rested only on it",
     "edit": "correct a message: retract what its old text supported, store and consolidate the new",
+    "backfill": "import a channel's history through the platform API (resumable)",
+    "import": "import a platform export file (DiscordChatExporter JSON)",
     "bench": "benchmarks that print their figures",
 }
 

@@ -5,5 +5,6 @@ from __future__ import annotations
 from tqdm import tqdm
 
 
-def progress(total: int, description: str) -> tqdm:
+def progress(total: int | None, description: str) -> tqdm:
+    """A bar to ``total`` (None: a count of unknown end, e.g. a channel's history)."""
     return tqdm(total=total, desc=description, unit="msg", file=None, disable=None, leave=False)

@@ -4,17 +4,26 @@ is scoped per conversation, so tests do not see each other's data)."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import os
 import tempfile
+import time
 import uuid
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
 
+from bot.testing.discord_standin import MANAGE_GUILD, DiscordStandIn, User  # noqa: E402
 from bot.testing.scripted_llm import ScriptedLLMServer  # noqa: E402
+from connectors.discord.client import DiscordConnector, DiscordEndpoints  # noqa: E402
+from connectors.discord.payloads import conversation as discord_conversation  # noqa: E402
+from connectors.service import ChatService, ServiceConfig  # noqa: E402
+from memory import Principal, UnknownConversation, messages  # noqa: E402
 from memory.core import Memory, open_memory  # noqa: E402
 from memory.models.embedder import LocalEmbedder  # noqa: E402
 from memory.models.llm import LLMClient  # noqa: E402
@@ -88,3 +97,71 @@ async def llm_client(scripted_llm: ScriptedLLMServer) -> LLMClient:
 def llm_memory(memory: Memory, llm_client: LLMClient) -> Memory:
     """The shared test Memory with ``llm_client`` as its LLM (do not close it: the engine is shared)."""
     return dataclasses.replace(memory, llm=llm_client)
+
+
+@dataclasses.dataclass
+class Discord:
+    """A stand-in Discord with one guild (two channels, four people) and the connector and
+    chat service connected to it (fixture ``discord_env``)."""
+
+    standin: DiscordStandIn
+    connector: DiscordConnector
+    service: ChatService
+    guild: str
+    general: str
+    random: str
+    owner: User
+    bob: User
+    carol: User
+    mod: User
+
+    async def settle(self) -> None:
+        client = self.connector.client
+        await _until(lambda: client.ws is not None and (client.ws.sequence or 0) >= self.standin.sequence)
+        await self.connector.settled()
+        await self.service.drain()
+
+    async def stored(self, channel: str) -> dict[str, str]:
+        """message id -> text of what memory holds for a channel."""
+        try:
+            ref = discord_conversation(self.guild, channel)
+            rows = await messages(self.service.memory, ref, principal=Principal.operator("test"))
+        except UnknownConversation:
+            return {}
+        return {str(row["message_id"]): str(row["text"]) for row in rows}
+
+    async def ask(self, channel: str, user: User, question: str) -> dict[str, Any]:
+        """Mention the bot; return the reply it posted to that message."""
+        asked = await self.standin.post(channel, user, f"<@{self.standin.bot.id}> {question}", mentions=[self.standin.bot])
+        await self.settle()
+        return next(m for m in self.standin.posted if (m.get("message_reference") or {}).get("message_id") == asked["id"])
+
+
+async def _until(check: Callable[[], bool], timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise TimeoutError("condition not met")
+        await asyncio.sleep(0.01)
+
+
+@pytest.fixture
+async def discord_env(memory: Memory) -> AsyncIterator[Discord]:
+    standin = DiscordStandIn()
+    await standin.start()
+    owner = User(standin.snowflake(), "olga")
+    bob, carol = User(standin.snowflake(), "bob"), User(standin.snowflake(), "carol")
+    mod = User(standin.snowflake(), "maya", permissions=MANAGE_GUILD)
+    guild = standin.add_guild("Team", owner)
+    for user in (bob, carol, mod):
+        standin.add_member(guild, user)
+    general, random = await standin.add_channel(guild, "general"), await standin.add_channel(guild, "random")
+    connector = DiscordConnector(DiscordEndpoints(standin.token, standin.rest_base, standin.gateway_url))
+    service = ChatService(memory, [connector], ServiceConfig(admin_ids=frozenset({carol.id})))
+    running = asyncio.create_task(connector.run(service.accept))
+    await standin.connected()  # parsing needs only the login's user and the guild cache, not READY's 2 s wait
+    env = Discord(standin, connector, service, guild, general, random, owner, bob, carol, mod)
+    yield env
+    await connector.close()
+    await asyncio.wait_for(running, 10)
+    await standin.stop()

@@ -9,88 +9,17 @@ quiet system rather than after a sleep.
 
 from __future__ import annotations
 
-import asyncio
-import time
 import uuid
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pytest
-
-from bot.testing.discord_standin import GUILD_FORUM, MANAGE_GUILD, DiscordStandIn, User
+from bot.testing.discord_standin import GUILD_FORUM
 from connectors import admin
-from connectors.discord.client import DiscordConnector, DiscordEndpoints
 from connectors.discord.payloads import conversation, message_link
-from connectors.service import ChatService, ServiceConfig
-from memory import Memory, Principal, UnknownConversation, messages
+from memory import Memory
 from memory.store.residue import find_tokens
 
-OPERATOR = Principal.operator("test")
-
-
-@dataclass
-class Discord:
-    standin: DiscordStandIn
-    connector: DiscordConnector
-    service: ChatService
-    guild: str
-    general: str
-    random: str
-    owner: User
-    bob: User
-    carol: User
-    mod: User
-
-    async def settle(self) -> None:
-        client = self.connector.client
-        await _until(lambda: client.ws is not None and (client.ws.sequence or 0) >= self.standin.sequence)
-        await self.connector.settled()
-        await self.service.drain()
-
-    async def stored(self, channel: str) -> dict[str, str]:
-        """message id -> text of what memory holds for a channel."""
-        try:
-            rows = await messages(self.service.memory, conversation(self.guild, channel), principal=OPERATOR)
-        except UnknownConversation:
-            return {}
-        return {str(row["message_id"]): str(row["text"]) for row in rows}
-
-    async def ask(self, channel: str, user: User, question: str) -> dict[str, Any]:
-        """Mention the bot; return the reply it posted to that message."""
-        asked = await self.standin.post(channel, user, f"<@{self.standin.bot.id}> {question}", mentions=[self.standin.bot])
-        await self.settle()
-        return next(m for m in self.standin.posted if (m.get("message_reference") or {}).get("message_id") == asked["id"])
-
-
-async def _until(check: Callable[[], bool], timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise TimeoutError("condition not met")
-        await asyncio.sleep(0.01)
-
-
-@pytest.fixture
-async def discord_env(memory: Memory) -> AsyncIterator[Discord]:
-    standin = DiscordStandIn()
-    await standin.start()
-    owner = User(standin.snowflake(), "olga")
-    bob, carol = User(standin.snowflake(), "bob"), User(standin.snowflake(), "carol")
-    mod = User(standin.snowflake(), "maya", permissions=MANAGE_GUILD)
-    guild = standin.add_guild("Team", owner)
-    for user in (bob, carol, mod):
-        standin.add_member(guild, user)
-    general, random = await standin.add_channel(guild, "general"), await standin.add_channel(guild, "random")
-    connector = DiscordConnector(DiscordEndpoints(standin.token, standin.rest_base, standin.gateway_url))
-    service = ChatService(memory, [connector], ServiceConfig(admin_ids=frozenset({carol.id})))
-    running = asyncio.create_task(connector.run(service.accept))
-    await standin.connected()  # parsing needs only the login's user and the guild cache, not READY's 2 s wait
-    env = Discord(standin, connector, service, guild, general, random, owner, bob, carol, mod)
-    yield env
-    await connector.close()
-    await asyncio.wait_for(running, 10)
-    await standin.stop()
+if TYPE_CHECKING:
+    from tests.conftest import Discord
 
 
 def _marker() -> str:

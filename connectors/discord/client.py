@@ -18,7 +18,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -244,6 +245,22 @@ class DiscordConnector:
         if self._pump is not None:
             self._pump.cancel()
 
+
+
+@asynccontextmanager
+async def rest_client(endpoints: DiscordEndpoints) -> AsyncIterator[discord.Client]:
+    """A client logged in over REST only, no gateway (backfill, the sweep from the CLI)."""
+    endpoints.apply()
+    client = discord.Client(intents=intents())
+    try:
+        await client.login(endpoints.token)
+    except discord.LoginFailure:
+        await client.close()
+        raise ConfigurationError("DISCORD_BOT_TOKEN was refused by Discord (401): check the bot token") from None
+    try:
+        yield client
+    finally:
+        await client.close()
 
 
 def endpoints_from(settings: Settings) -> DiscordEndpoints:

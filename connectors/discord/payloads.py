@@ -83,9 +83,9 @@ def message_link(ref: ConversationRef, message_id: str) -> str:
     return f"https://discord.com/channels/{ref.workspace_id}/{ref.channel_id}/{message_id}"
 
 
-def snowflake_time(snowflake: str | int) -> datetime:
+def snowflake_time(value: str | int) -> datetime:
     """When a Discord id was made (ms since 2015-01-01 in its top 42 bits)."""
-    return datetime.fromtimestamp(((int(snowflake) >> 22) + 1420070400000) / 1000, tz=UTC)
+    return datetime.fromtimestamp(((int(value) >> 22) + 1420070400000) / 1000, tz=UTC)
 
 
 def snowflake_at(moment: datetime) -> str:
@@ -147,7 +147,7 @@ def chat_message(data: Payload, guild: GuildInfo | None = None) -> ChatMessage:
         id=_id(data, "id"),
         author=Author(_id(user, "id"), display_name(user, member), member_role(user, member, guild)),
         text=message_text(data),
-        time=_time(data.get("timestamp"), "timestamp"),
+        time=timestamp(data.get("timestamp"), "timestamp"),
         reply_to=str(reference["message_id"]) if reference.get("message_id") else None,
     )
 
@@ -194,7 +194,7 @@ def message_updated(data: Payload, bot_id: str, guild: GuildInfo | None) -> Mess
     if not data.get("author") or not remembered(data, bot_id):
         return None
     message = chat_message(data, guild)
-    edited_at = _time(data["edited_timestamp"], "edited_timestamp")
+    edited_at = timestamp(data["edited_timestamp"], "edited_timestamp")
     ref = conversation(data["guild_id"], _id(data, "channel_id"))
     return MessageEdited(ref, f"{message.id}:edit:{data['edited_timestamp']}", message, edited_at)
 
@@ -300,11 +300,28 @@ def reply_body(reply: Reply) -> dict[str, Any]:
 # --- helpers ----------------------------------------------------------------------------
 
 
-def _id(data: Payload, key: str) -> str:
-    value = data.get(key)
+def snowflake(value: Any, label: str) -> str:
+    """A Discord id (digits, as text or a number); ValidationError names ``label``."""
     if isinstance(value, bool) or not isinstance(value, (str, int)) or not str(value).isdigit():
-        raise ValidationError(key, f"must be a Discord id, got {value!r}")
+        raise ValidationError(label, f"must be a Discord id, got {value!r}")
     return str(value)
+
+
+def timestamp(value: Any, label: str) -> datetime:
+    """An ISO 8601 time with its zone, as Discord and DiscordChatExporter write them."""
+    if not isinstance(value, str):
+        raise ValidationError(label, f"must be an ISO 8601 time, got {value!r}")
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise ValidationError(label, f"must be an ISO 8601 time, got {value!r}") from None
+    if parsed.tzinfo is None:
+        raise ValidationError(label, f"must carry a time zone, got {value!r}")
+    return parsed
+
+
+def _id(data: Payload, key: str) -> str:
+    return snowflake(data.get(key), key)
 
 
 def _message_type(data: Payload) -> int | None:
@@ -345,15 +362,3 @@ def _int(value: Any, label: str) -> int:
         return int(value)
     except (TypeError, ValueError):
         raise ValidationError(label, f"must be an integer, got {value!r}") from None
-
-
-def _time(value: Any, label: str) -> datetime:
-    if not isinstance(value, str):
-        raise ValidationError(label, f"must be an ISO 8601 time, got {value!r}")
-    try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        raise ValidationError(label, f"must be an ISO 8601 time, got {value!r}") from None
-    if parsed.tzinfo is None:
-        raise ValidationError(label, f"must carry a time zone, got {value!r}")
-    return parsed

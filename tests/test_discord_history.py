@@ -1,0 +1,71 @@
+"""Integration: Discord backfill over REST against the stand-in (a REST-only client, as
+``stashbird backfill`` uses), resumed after an interruption, and idempotent with the live
+stream of the gateway client connected to the same stand-in."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+import pytest
+
+from connectors.discord import history
+from connectors.discord.client import DiscordEndpoints, rest_client
+from memory import Memory, ValidationError
+
+if TYPE_CHECKING:
+    from tests.conftest import Discord
+
+
+class Interrupted(Exception):
+    pass
+
+
+async def test_backfill_resumes_after_an_interruption_and_stores_each_message_once(
+    discord_env: Discord, memory: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env = discord_env
+    monkeypatch.setattr(history, "PAGE", 10)
+    live = await env.standin.post(env.general, env.bob, "The live stream brought this one.")
+    await env.settle()
+    # Written while the bot was away: in the channel's history, never sent on the gateway.
+    missed = [env.standin.message_payload(env.general, env.carol, f"Missed note number {i}.") for i in range(22)]
+    notice = {**env.standin.message_payload(env.general, env.bob, "joined"), "type": 7}
+    env.standin.history[env.general] += [*missed, notice]
+    endpoints = DiscordEndpoints(env.standin.token, env.standin.rest_base, env.standin.gateway_url)
+
+    async with rest_client(endpoints) as client:
+        assert client.user is not None
+        bot_id = str(client.user.id)
+
+        def stop_after_first_page(count: int) -> None:
+            raise Interrupted
+
+        with pytest.raises(Interrupted):
+            await history.backfill(memory, client.http, env.general, bot_id, on_page=stop_after_first_page)
+        report = await history.backfill(memory, client.http, env.general, bot_id)
+
+    assert report.resumed_after is not None and report.stored == 22 - 9  # the first page held the live one + 9 missed
+    assert report.skipped == 1
+    stored = await env.stored(env.general)
+    assert sorted(stored, key=int) == sorted([live["id"], *(m["id"] for m in missed)], key=int)
+
+    await env.standin.dispatch("MESSAGE_CREATE", missed[0])  # a late live copy of a backfilled message
+    await env.settle()
+    assert await env.stored(env.general) == stored
+
+
+async def test_backfill_since_a_date_and_a_channel_that_does_not_exist(discord_env: Discord, memory: Memory) -> None:
+    env = discord_env
+    ancient = env.standin.snowflake(at_ms=1_600_000_000_000)  # September 2020
+    old = env.standin.message_payload(env.random, env.bob, "Ancient history.", message_id=ancient)
+    new = env.standin.message_payload(env.random, env.bob, "Recent news.")
+    env.standin.history[env.random] += [old, new]
+    endpoints = DiscordEndpoints(env.standin.token, env.standin.rest_base, env.standin.gateway_url)
+    async with rest_client(endpoints) as client:
+        assert client.user is not None
+        since = datetime(2024, 1, 1, tzinfo=UTC)
+        report = await history.backfill(memory, client.http, env.random, str(client.user.id), since=since)
+        with pytest.raises(ValidationError, match="--channel"):
+            await history.backfill(memory, client.http, "123456789", str(client.user.id))
+    assert report.stored == 1 and list(await env.stored(env.random)) == [new["id"]]
