@@ -4,13 +4,11 @@ is scoped per conversation, so tests do not see each other's data)."""
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import os
 import tempfile
-import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +16,7 @@ import pytest
 
 os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
 
-from bot.testing.discord_standin import MANAGE_GUILD, DiscordStandIn, User  # noqa: E402
+from bot.testing.discord_standin import MANAGE_GUILD, DiscordStandIn, User, until  # noqa: E402
 from bot.testing.scripted_llm import ScriptedLLMServer  # noqa: E402
 from connectors.discord.client import DiscordConnector, DiscordEndpoints  # noqa: E402
 from connectors.discord.payloads import conversation as discord_conversation  # noqa: E402
@@ -117,7 +115,7 @@ class Discord:
 
     async def settle(self) -> None:
         client = self.connector.client
-        await _until(lambda: client.ws is not None and (client.ws.sequence or 0) >= self.standin.sequence)
+        await until(lambda: client.ws is not None and (client.ws.sequence or 0) >= self.standin.sequence)
         await self.connector.settled()
         await self.service.drain()
 
@@ -137,14 +135,6 @@ class Discord:
         return next(m for m in self.standin.posted if (m.get("message_reference") or {}).get("message_id") == asked["id"])
 
 
-async def _until(check: Callable[[], bool], timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise TimeoutError("condition not met")
-        await asyncio.sleep(0.01)
-
-
 @pytest.fixture
 async def discord_env(memory: Memory) -> AsyncIterator[Discord]:
     standin = DiscordStandIn()
@@ -156,12 +146,12 @@ async def discord_env(memory: Memory) -> AsyncIterator[Discord]:
     for user in (bob, carol, mod):
         standin.add_member(guild, user)
     general, random = await standin.add_channel(guild, "general"), await standin.add_channel(guild, "random")
-    connector = DiscordConnector(DiscordEndpoints(standin.token, standin.rest_base, standin.gateway_url))
-    service = ChatService(memory, [connector], ServiceConfig(admin_ids=frozenset({carol.id})))
-    running = asyncio.create_task(connector.run(service.accept))
+    service = ChatService(memory, config=ServiceConfig(admin_ids=frozenset({carol.id})))
+    connector = DiscordConnector(service, DiscordEndpoints(standin.token, standin.rest_base, standin.gateway_url))
+    service.add_platform(connector)
+    await connector.start()
     await standin.connected()  # parsing needs only the login's user and the guild cache, not READY's 2 s wait
     env = Discord(standin, connector, service, guild, general, random, owner, bob, carol, mod)
     yield env
     await connector.close()
-    await asyncio.wait_for(running, 10)
     await standin.stop()

@@ -12,10 +12,14 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from bot.testing.discord_standin import GUILD_FORUM
+import pytest
+
+from bot.testing.discord_standin import GUILD_FORUM, DiscordStandIn, until
 from connectors import admin
+from connectors.discord.client import DiscordConnector, DiscordEndpoints
 from connectors.discord.payloads import conversation, message_link
-from memory import Memory
+from connectors.service import ChatService
+from memory import ConfigurationError, Memory
 from memory.store.residue import find_tokens
 
 if TYPE_CHECKING:
@@ -105,6 +109,8 @@ async def test_memory_command_is_refused_to_non_admins_and_answered_to_admins_ep
     assert replies["bob"]["content"] == admin.REFUSAL and replies["bob"]["flags"] == 64
     for name in ("maya", "olga", "carol"):
         assert replies[name]["content"] != admin.REFUSAL and "1 messages stored" in replies[name]["content"]
+    await until(lambda: env.connector.connected)  # READY came (discord.py waits 2 s for guilds first)
+    assert (await env.service.health())["connectors"] == {"discord": True}
 
 
 async def test_a_question_in_one_channel_never_cites_another(discord_env: Discord) -> None:
@@ -137,3 +143,16 @@ async def test_bulk_delete_thread_delete_and_channel_delete_forget(discord_env: 
     await env.standin.delete_channel(env.general)  # its thread goes with it
     await env.settle()
     assert await env.stored(thread) == {} and await env.stored(env.general) == {}
+
+
+async def test_a_refused_token_fails_at_start_with_one_clear_error(memory: Memory) -> None:
+    standin = DiscordStandIn()
+    await standin.start()
+    try:
+        endpoints = DiscordEndpoints("not-the-token", standin.rest_base, standin.gateway_url)
+        connector = DiscordConnector(ChatService(memory), endpoints)
+        with pytest.raises(ConfigurationError, match="DISCORD_BOT_TOKEN was refused"):
+            await connector.start()
+        assert not connector.connected and standin.identifies == 0
+    finally:
+        await standin.stop()

@@ -308,11 +308,7 @@ class DiscordStandIn:
 
     async def connected(self, timeout: float = 15.0) -> None:
         """Wait until a client has identified (or resumed)."""
-        deadline = time.monotonic() + timeout
-        while self._session is None or not self._session.identified.is_set():
-            if time.monotonic() > deadline:
-                raise TimeoutError("no client identified to the gateway stand-in")
-            await asyncio.sleep(0.02)
+        await until(lambda: self._session is not None and self._session.identified.is_set(), timeout)
 
     async def _send(self, session: Session, frame: Payload) -> None:
         assert session.socket is not None
@@ -478,6 +474,16 @@ class DiscordStandIn:
         return _json({"interaction": {"id": interaction_id, "type": 2,
                                       "response_message_ephemeral": bool((data.get("flags") or 0) & 64)},
                       "resource": {"type": body.get("type")}})
+
+
+async def until(check: Callable[[], Any], timeout: float = 15.0) -> None:
+    """Poll ``check`` until it is truthy: tests wait on the system under test (a client
+    that read every frame, a queue that drained), never on a fixed sleep."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise TimeoutError("condition not met in time")
+        await asyncio.sleep(0.01)
 
 
 def _snowflake_time(snowflake: str) -> datetime:

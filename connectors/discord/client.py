@@ -34,7 +34,7 @@ from connectors.discord import payloads
 from connectors.discord.payloads import GuildInfo
 from connectors.events import Author, ChatEvent, Reply
 from connectors.service import ChatService, ServiceConfig
-from memory import ConfigurationError, ConversationRef, Memory
+from memory import ConfigurationError, ConversationRef, Memory, ValidationError
 
 log = logging.getLogger(__name__)
 
@@ -148,24 +148,51 @@ class MemoryCommands(app_commands.Group):
 
 
 class DiscordConnector:
-    """The ``Platform`` the chat service talks to for Discord, and the gateway client."""
+    """The ``Platform`` the chat service talks to for Discord, and the gateway client
+    feeding it (built with the service it feeds, like every connector)."""
 
     name = payloads.PLATFORM
 
-    def __init__(self, endpoints: DiscordEndpoints) -> None:
+    def __init__(self, service: ChatService, endpoints: DiscordEndpoints) -> None:
+        self.service = service
         self.endpoints = endpoints
         self._queue: asyncio.Queue[ChatEvent] = asyncio.Queue()
         self.client = StashbirdClient(self._on_frame, self._on_command)
-        self._pump: asyncio.Task[None] | None = None
+        self._tasks: list[asyncio.Task[None]] = []
 
     @property
     def connected(self) -> bool:
         return self.client.is_ready() and not self.client.is_closed()
 
+    async def start(self) -> None:
+        """Log in (a refused token fails here, clearly), sync ``/memory``, then connect
+        the gateway in the background; discord.py reconnects and resumes on its own."""
+        self.endpoints.apply()
+        await _login(self.client, self.endpoints.token)
+        self._tasks = [asyncio.create_task(self._store()), asyncio.create_task(self._connect())]
+
+    async def _connect(self) -> None:
+        try:
+            await self.client.connect()
+        except discord.PrivilegedIntentsRequired:
+            log.error("Discord refused the message content intent: enable it under Bot > Privileged Gateway Intents")
+        except Exception:  # noqa: BLE001 - logged; /healthz reports the connector down
+            log.exception("the Discord gateway connection ended")
+
+    async def close(self) -> None:
+        """Stop taking events, store what was already parsed, disconnect."""
+        if not self.client.is_closed():
+            await self.client.close()
+        if self._tasks:
+            await asyncio.wait_for(self._queue.join(), timeout=10)
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
     # --- events in ---------------------------------------------------------------------
 
     def _on_frame(self, frame: dict[str, Any]) -> None:
-        """Parse in gateway order, synchronously; storing happens in ``_store`` in order."""
+        """Parse in gateway order, synchronously; ``_store`` stores in the same order."""
         user = self.client.user
         if user is None:
             return
@@ -174,13 +201,16 @@ class DiscordConnector:
         guild = guild_info(self.client.get_guild(int(guild_id))) if guild_id.isdigit() else None
         try:
             events = payloads.dispatch(frame["t"], data, str(user.id), guild)
-        except Exception as error:  # noqa: BLE001 - one bad payload never stops the stream
+        except ValidationError as error:
             log.warning("discord %s payload refused: %s", frame.get("t"), error)
+            return
+        except Exception:  # noqa: BLE001 - one payload never stops the stream
+            log.exception("discord %s payload could not be parsed", frame.get("t"))
             return
         for event in events:
             self._queue.put_nowait(event)
 
-    async def _store(self, accept: Callable[[ChatEvent], Awaitable[bool]]) -> None:
+    async def _store(self) -> None:
         """Hand queued events to the service in order; a failing store is retried (the
         database may be briefly away), never dropped."""
         delay = 0.5
@@ -188,7 +218,7 @@ class DiscordConnector:
             event = await self._queue.get()
             while True:
                 try:
-                    await accept(event)
+                    await self.service.accept(event)
                     delay = 0.5
                     break
                 except Exception as error:  # noqa: BLE001 - keep the event and retry
@@ -227,24 +257,13 @@ class DiscordConnector:
             route = Route("POST", "/channels/{channel_id}/messages", channel_id=reply.conversation.channel_id)
         await self.client.http.request(route, json=body)
 
-    # --- running ----------------------------------------------------------------------
 
-    async def run(self, accept: Callable[[ChatEvent], Awaitable[bool]]) -> None:
-        """Connect and stay connected (discord.py reconnects and resumes) until closed,
-        handing every event to ``accept`` (``ChatService.accept``)."""
-        self.endpoints.apply()
-        self._pump = asyncio.create_task(self._store(accept))
-        try:
-            await self.client.start(self.endpoints.token)
-        finally:
-            await self.close()
-
-    async def close(self) -> None:
-        if not self.client.is_closed():
-            await self.client.close()
-        if self._pump is not None:
-            self._pump.cancel()
-
+async def _login(client: discord.Client, token: str) -> None:
+    try:
+        await client.login(token)
+    except discord.LoginFailure:
+        await client.close()
+        raise ConfigurationError("DISCORD_BOT_TOKEN was refused by Discord (401): check the bot token") from None
 
 
 @asynccontextmanager
@@ -252,11 +271,7 @@ async def rest_client(endpoints: DiscordEndpoints) -> AsyncIterator[discord.Clie
     """A client logged in over REST only, no gateway (backfill, the sweep from the CLI)."""
     endpoints.apply()
     client = discord.Client(intents=intents())
-    try:
-        await client.login(endpoints.token)
-    except discord.LoginFailure:
-        await client.close()
-        raise ConfigurationError("DISCORD_BOT_TOKEN was refused by Discord (401): check the bot token") from None
+    await _login(client, endpoints.token)
     try:
         yield client
     finally:
@@ -270,13 +285,14 @@ def endpoints_from(settings: Settings) -> DiscordEndpoints:
 
 
 async def run_discord(memory: Memory, settings: Settings) -> None:
-    """Run the Discord connector and a chat service processing its events until
-    cancelled (``stashbird serve`` registers the connector with its own service instead)."""
-    connector = DiscordConnector(endpoints_from(settings))
-    service = ChatService(memory, [connector], ServiceConfig(admin_ids=settings.admins))
-    processing = asyncio.create_task(service.run())
+    """Run the Discord connector with a chat service of its own until cancelled (for a
+    process without ``stashbird serve``)."""
+    service = ChatService(memory, config=ServiceConfig(admin_ids=settings.admins))
+    connector = DiscordConnector(service, endpoints_from(settings))
+    service.add_platform(connector)
+    await connector.start()
     try:
-        await connector.run(service.accept)
+        await service.run()
     finally:
         service.stop()
-        await processing
+        await connector.close()
