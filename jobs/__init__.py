@@ -1,1 +1,11 @@
-"""Scheduled work: the scheduler decides when, the memory core does the work."""
+"""Scheduled work: the scheduler decides when, the memory core does the work, and work
+items are claimed in Postgres so any number of processes can run the scheduler.
+
+``Scheduler(memory, settings)`` starts with the core's jobs (jobs/work.py); other parts
+add theirs with ``register(Job(...))``.
+"""
+
+from jobs.scheduler import ItemResult, Job, Scheduler, WorkItem
+from jobs.settings import JobSettings
+
+__all__ = ["ItemResult", "Job", "JobSettings", "Scheduler", "WorkItem"]

@@ -9,6 +9,9 @@ from memory.api import (
     IngestReport,
     Principal,
     ask,
+    backlog,
+    build_communities,
+    communities,
     consolidate,
     conversations,
     drop_conversation,
@@ -27,8 +30,13 @@ from memory.api import (
     resolve_conversation,
     save_cursor,
     stored_messages,
+    regenerate_communities,
+    regenerate_summary,
+    resolve_conversation,
+    update_communities,
     usage,
 )
+from memory.communities.run import CommunityReport
 from memory.consolidation.extraction import (
     Extractor,
     LLMExtractor,
@@ -50,6 +58,7 @@ from memory.models.embedder import Embedder, LocalEmbedder, OpenAIEmbedder
 from memory.models.llm import LLMClient, LLMError
 from memory.params import MemoryParams
 from memory.retrieval.answering import Answer, Citation
+from memory.store.backlog import Backlog
 from memory.store.conversations import ConversationRef
 from memory.store.embedded import (
     default_data_dir,
@@ -61,7 +70,9 @@ from memory.store.inbox import InboxBacklog, InboxClaim, InboxItem
 __all__ = [
     "Answer",
     "AppendResult",
+    "Backlog",
     "Citation",
+    "CommunityReport",
     "ConfigurationError",
     "ConsolidationReport",
     "ConversationRef",
@@ -89,6 +100,9 @@ __all__ = [
     "UnknownConversation",
     "ValidationError",
     "ask",
+    "backlog",
+    "build_communities",
+    "communities",
     "consolidate",
     "conversations",
     "default_data_dir",
@@ -108,10 +122,13 @@ __all__ = [
     "parse_time",
     "pending",
     "read_cursor",
+    "regenerate_communities",
+    "regenerate_summary",
     "resolve_conversation",
     "save_cursor",
     "start_embedded",
     "stored_messages",
+    "update_communities",
     "usage",
     "validate_message",
 ]

@@ -15,9 +15,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
+from memory.communities import run as _communities
+from memory.communities.run import CommunityReport
 from memory.consolidation.extraction import Extractor
 from memory.consolidation.run import ConsolidationReport, unconsolidated_count
 from memory.consolidation.run import consolidate as _consolidate
+from memory.consolidation.summary import rebuild_summary
 from memory.core import Memory
 from memory.episodes.append import AppendResult, Message
 from memory.episodes.chain import chain
@@ -34,6 +37,7 @@ from memory.forgetting.commands import (
 from memory.graph.reads import list_facts
 from memory.retrieval.answering import Answer, answer
 from memory.store import inbox as _inbox
+from memory.store.backlog import Backlog, read_backlog
 from memory.store.conversations import (
     ConversationRef,
     delete_conversation,
@@ -43,6 +47,7 @@ from memory.store.conversations import (
 )
 from memory.store.inbox import InboxBacklog, InboxClaim
 from memory.store.ledger import usage_totals
+from memory.store.locks import LockPurpose, lock_conversation
 
 PrincipalKind = Literal["operator", "user", "event", "job"]
 Role = Literal["user", "admin", "bot"]
@@ -291,3 +296,57 @@ async def conversations(memory: Memory, *, principal: Principal, platform: str |
     """The conversations in memory (of one platform), in creation order."""
     async with memory.sessions() as session:
         return await list_conversations(session, platform)
+
+
+async def backlog(
+    memory: Memory, *, principal: Principal, conversation: ConversationRef | None = None
+) -> list[Backlog]:
+    """Waiting background work per conversation (all of them, or one): consolidation
+    lag, dirty communities, a dirty running summary, graph changes communities have not seen."""
+    conversation_id = None if conversation is None else await resolve_conversation(memory, conversation)
+    async with memory.sessions() as session:
+        return await read_backlog(session, conversation_id)
+
+
+async def build_communities(memory: Memory, conversation: ConversationRef, *, principal: Principal) -> CommunityReport:
+    """Rebuild the conversation's communities by label propagation and summarise them."""
+    conversation_id = await resolve_conversation(memory, conversation)
+    report = await _communities.build(memory, conversation_id)
+    report.add(await _communities.regenerate(memory, conversation_id))
+    return report
+
+
+async def update_communities(
+    memory: Memory, conversation: ConversationRef, *, principal: Principal, rebuild_share: float | None = None
+) -> CommunityReport:
+    """After consolidation: new entities join their neighbours' community (which becomes
+    dirty), or everything is rebuilt when the share of new entities passes ``rebuild_share``
+    (default ``MemoryParams.community_rebuild_share``)."""
+    conversation_id = await resolve_conversation(memory, conversation)
+    return await _communities.update_membership(memory, conversation_id, rebuild_share)
+
+
+async def regenerate_communities(memory: Memory, conversation: ConversationRef, *, principal: Principal) -> CommunityReport:
+    """Re-summarise dirty communities from their surviving members; dissolve those left
+    with fewer than two."""
+    conversation_id = await resolve_conversation(memory, conversation)
+    return await _communities.regenerate(memory, conversation_id)
+
+
+async def communities(memory: Memory, conversation: ConversationRef, *, principal: Principal) -> list[dict[str, object]]:
+    """The conversation's communities with their members; a dirty one shows no summary."""
+    conversation_id = await resolve_conversation(memory, conversation)
+    async with memory.sessions() as session:
+        return await _communities.list_communities(session, conversation_id)
+
+
+async def regenerate_summary(memory: Memory, conversation: ConversationRef, *, principal: Principal) -> bool:
+    """Rebuild a running summary a deletion cleared (False when it was not dirty)."""
+    conversation_id = await resolve_conversation(memory, conversation)
+    async with memory.sessions.begin() as session:
+        await lock_conversation(session, conversation_id, LockPurpose.GRAPH)
+        for item in await read_backlog(session, conversation_id):
+            if item.summary_dirty:
+                await rebuild_summary(memory, session, conversation_id)
+                return True
+    return False

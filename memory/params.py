@@ -24,3 +24,8 @@ class MemoryParams:
     rerank_top: int = 30
     evidence_k: int = 30
     max_subqueries: int = 4
+    # communities
+    community_rounds: int = 50  # label propagation stops after this many rounds at the latest
+    community_rebuild_share: float = 0.2  # rebuild when this share of entities is new since the last build
+    community_prompt_tokens: int = 2_000  # one LLM call per community, its members' facts within this
+    community_facts: int = 5  # the offline summary's best-supported relations

@@ -266,22 +266,3 @@ async def test_edited_episodes_pending_are_consolidated_again(
     assert state["entity_support"]["Luna"] == {ids["e1"]}
     assert state["checkpoint"].pending_episode_ids == []
     assert state["checkpoint"].last_episode_id == max(ids.values())
-
-
-async def test_backlog_skips_a_conversation_another_worker_holds(
-    memory: Memory, conversation_ref: ConversationRef, conversation_id: int
-) -> None:
-    from sqlalchemy import text
-
-    from jobs.consolidation import consolidate_backlog
-    from memory.store.locks import LockPurpose
-
-    await api.ingest(memory, conversation_ref, messages([("w1", "Ann", "I moved to Quito.")]), principal=OPERATOR)
-    key = {"purpose": int(LockPurpose.CONSOLIDATION), "conversation": conversation_id}
-    async with memory.engine.connect() as other_worker:
-        await other_worker.execute(text("SELECT pg_advisory_lock(:purpose, :conversation)"), key)
-        assert conversation_id not in {r.conversation_id for r in await consolidate_backlog(memory, only=[conversation_id])}
-        await other_worker.execute(text("SELECT pg_advisory_unlock(:purpose, :conversation)"), key)
-        await other_worker.commit()
-    done = {r.conversation_id: r for r in await consolidate_backlog(memory, only=[conversation_id])}
-    assert done[conversation_id].episodes == 1

@@ -11,7 +11,6 @@ from sqlalchemy import select
 
 from bot.testing import scripted_memory
 from bot.testing.scripted_llm import ChatRequest, ScriptedLLMServer
-from jobs.consolidation import consolidate_backlog
 from memory import api
 from memory.api import Principal
 from memory.consolidation.rolling_context import context_size
@@ -101,20 +100,6 @@ async def test_llm_failure_keeps_episodes_and_checkpoint_for_the_next_run(
 
     report = await consolidate(llm_memory, conversation_ref)
     assert report.episodes == 3 and report.relations_created == 2
-
-
-async def test_backlog_job_retries_a_failed_conversation_next_pass(
-    llm_memory: Memory, scripted_llm: ScriptedLLMServer, conversation_ref: ConversationRef, conversation_id: int
-) -> None:
-    scripted_llm.on("extract", scripted_memory.extract)
-    await api.ingest(llm_memory, conversation_ref, messages(ROWS), principal=OPERATOR)
-    scripted_llm.fail_next(1000, status=500, operation="extract")
-    first = {r.conversation_id: r for r in await consolidate_backlog(llm_memory, only=[conversation_id])}
-    assert first[conversation_id].stopped.startswith("LLM failed")
-    scripted_llm.clear()
-    second = {r.conversation_id: r for r in await consolidate_backlog(llm_memory, only=[conversation_id])}
-    assert second[conversation_id].episodes == 3 and second[conversation_id].stopped is None
-    assert conversation_id not in {r.conversation_id for r in await consolidate_backlog(llm_memory, only=[conversation_id])}
 
 
 async def test_doubtful_entities_are_adjudicated_in_one_call_and_context_is_compressed(

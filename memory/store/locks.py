@@ -15,7 +15,6 @@ from sqlalchemy.ext.asyncio import AsyncSession
 class LockPurpose(enum.IntEnum):
     CHAIN = 1  # the episode chain of a conversation (append, delete, edit)
     GRAPH = 2  # the entity/relation graph of a conversation (consolidate, delete)
-    CONSOLIDATION = 3  # a whole consolidation run (session-level: claimed by one worker at a time)
     INBOX = 4  # processing a conversation's inbox (session-level: one worker at a time, in arrival order)
 
 

@@ -190,6 +190,22 @@ class CommunityMember(Base):
     conversation_id: Mapped[int] = _conversation_fk()
 
 
+class CommunityState(Base):
+    """Per conversation: the newest entity and relation ids the last full community build
+    and the last incremental pass saw (migration 0005), for the rebuild threshold."""
+
+    __tablename__ = "community_state"
+
+    conversation_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("conversations.id", ondelete="CASCADE"), primary_key=True
+    )
+    built_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    built_entity_id: Mapped[int] = mapped_column(BigInteger, default=0)
+    built_relation_id: Mapped[int] = mapped_column(BigInteger, default=0)
+    seen_entity_id: Mapped[int] = mapped_column(BigInteger, default=0)
+    seen_relation_id: Mapped[int] = mapped_column(BigInteger, default=0)
+
+
 class SearchDocument(Base):
     """One row per retrievable thing. Removing something from the index deletes its row.
 

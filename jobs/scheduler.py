@@ -1,0 +1,202 @@
+"""The scheduler: one APScheduler ``AsyncIOScheduler`` per process (in-memory job store;
+no job store is shared), deciding *when*; the memory core does the work, and the work is
+shared between processes through claims in Postgres (jobs/claims.py).
+
+A job is a name, a ``due`` query (which items need work now) and a ``work`` coroutine
+for one item, with its APScheduler options set explicitly. Each firing runs the due
+items one at a time: claim (skip it if another process holds it), run while renewing
+the lease, record the result, release. Every database call is asynchronous, so the
+event loop never blocks on the database.
+
+Other parts register their own jobs (the chat service's deletion sweep, a VACUUM after
+deletions) with ``Scheduler.register``; an item not tied to a conversation uses
+conversation id 0.
+
+Shutdown stops taking items, lets a running item finish for ``shutdown_grace`` seconds,
+then cancels it; a cancelled item's claim is released at once, so another process can
+take it without waiting for the lease to expire.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+
+from jobs import claims
+from jobs.settings import JobSettings
+from memory import ConversationRef, Memory
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class WorkItem:
+    """One item of a job's work: a conversation (id 0 and no ref for global work)."""
+
+    conversation_id: int
+    conversation: ConversationRef | None = None
+
+
+Due = Callable[[Memory], Awaitable[list[WorkItem]]]
+Work = Callable[[Memory, WorkItem], Awaitable[dict[str, Any]]]
+
+
+@dataclass(frozen=True)
+class Job:
+    """A scheduled job. ``coalesce``: missed firings run once, not once each;
+    ``max_instances``: firings of this job that may overlap in one process;
+    ``misfire_grace_time``: seconds late a firing may still run (later ones are skipped)."""
+
+    name: str
+    due: Due
+    work: Work
+    interval: float
+    coalesce: bool = True
+    max_instances: int = 1
+    misfire_grace_time: int | None = 30
+
+
+@dataclass
+class ItemResult:
+    job: str
+    conversation_id: int
+    status: str  # ok | failed | released | skipped (held by another process)
+    result: dict[str, Any] = field(default_factory=dict)
+
+
+def owner_id() -> str:
+    """This process's name in claims and the run log."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+class Scheduler:
+    """``Scheduler(memory, settings)``; ``register(job)``; ``start()`` inside a running
+    event loop; ``await shutdown()``. ``await run_once()`` runs every job's due items
+    once, without APScheduler (cron users, tests)."""
+
+    def __init__(self, memory: Memory, settings: JobSettings, *, jobs: list[Job] | None = None) -> None:
+        from jobs.work import default_jobs
+
+        self.memory = memory
+        self.settings = settings
+        self.owner = owner_id()
+        self.jobs: dict[str, Job] = {}
+        self._aps: AsyncIOScheduler | None = None
+        self._stopping = False
+        self._running: set[asyncio.Task[Any]] = set()
+        for job in default_jobs(settings) if jobs is None else jobs:
+            self.register(job)
+
+    def register(self, job: Job) -> None:
+        if job.name in self.jobs:
+            raise ValueError(f"a job named {job.name!r} is registered already")
+        self.jobs[job.name] = job
+        if self._aps is not None:
+            self._schedule(job, datetime.now(UTC))
+
+    def start(self) -> None:
+        self._aps = AsyncIOScheduler(timezone=UTC)
+        now = datetime.now(UTC)
+        for job in self.jobs.values():
+            self._schedule(job, now)
+        self._aps.start()
+
+    def _schedule(self, job: Job, first_run: datetime) -> None:
+        assert self._aps is not None
+        self._aps.add_job(
+            self._fire,
+            "interval",
+            args=[job.name],
+            id=job.name,
+            name=job.name,
+            seconds=job.interval,
+            next_run_time=first_run,
+            coalesce=job.coalesce,
+            max_instances=job.max_instances,
+            misfire_grace_time=job.misfire_grace_time,
+            replace_existing=True,
+        )
+
+    async def shutdown(self) -> None:
+        self._stopping = True
+        if self._running:
+            await asyncio.wait(set(self._running), timeout=self.settings.shutdown_grace)
+        if self._aps is not None and self._aps.running:
+            self._aps.shutdown(wait=False)  # cancels what still runs
+        if self._running:
+            await asyncio.gather(*self._running, return_exceptions=True)
+
+    async def run_once(self, only: frozenset[int] | None = None) -> list[ItemResult]:
+        """Every job once, in registration order (``only``: these conversations)."""
+        results: list[ItemResult] = []
+        for name in self.jobs:
+            results += await self.run_job(name, only)
+        return results
+
+    async def _fire(self, name: str) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._running.add(task)
+        try:
+            await self.run_job(name)
+        except Exception:  # a failed due query must not stop the schedule
+            log.exception("job %s failed", name)
+        finally:
+            self._running.discard(task)
+
+    async def run_job(self, name: str, only: frozenset[int] | None = None) -> list[ItemResult]:
+        """Every item the job finds due, each claimed and run by at most one process."""
+        job = self.jobs[name]
+        results: list[ItemResult] = []
+        if self._stopping:
+            return results
+        for item in await job.due(self.memory):
+            if self._stopping:
+                break
+            if only is not None and item.conversation_id not in only:
+                continue
+            results.append(await self._run_item(job, item))
+        return results
+
+    async def _run_item(self, job: Job, item: WorkItem) -> ItemResult:
+        lease = self.settings.lease_seconds
+        held = await claims.claim(self.memory, item.conversation_id, job.name, self.owner, lease)
+        if held is None:
+            return ItemResult(job.name, item.conversation_id, "skipped")
+        work = asyncio.ensure_future(job.work(self.memory, item))
+        heartbeat = asyncio.ensure_future(self._keep(held, work))
+        status, result = "failed", {}
+        try:
+            result, status = await work, "ok"
+        except asyncio.CancelledError:
+            status, result = "released", {"reason": "shut down" if self._stopping else "lease lost"}
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():
+                raise  # this process is shutting down; the heartbeat cancelling the work is not
+        except Exception as error:
+            log.warning("%s of conversation %s failed: %s", job.name, item.conversation_id, error)
+            result = {"error": f"{type(error).__name__}: {error}"}
+        finally:
+            heartbeat.cancel()
+            work.cancel()
+            await claims.release(self.memory, held, status, result)
+        return ItemResult(job.name, item.conversation_id, status, result)
+
+    async def _keep(self, held: claims.Claim, work: asyncio.Future[Any]) -> None:
+        """Renew the lease every third of it; stop the work if the lease was lost."""
+        lease = self.settings.lease_seconds
+        while not work.done():
+            await asyncio.sleep(lease / 3)
+            if not await claims.renew(self.memory, held, lease):
+                log.warning("lease of %s/%s lost; stopping", held.job, held.conversation_id)
+                work.cancel()
+                return

@@ -1,0 +1,16 @@
+"""The scheduler's settings (bot/settings.py fills them from the environment)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class JobSettings:
+    interval_seconds: float = 5.0  # how often each job looks for due work
+    consolidate_tokens: int = 2_000  # consolidate once this much text waits ...
+    consolidate_idle_seconds: float = 60.0  # ... or the conversation was quiet this long
+    lease_seconds: float = 60.0  # a claim held by a dead process is free after this
+    shutdown_grace: float = 10.0  # a running item may finish for this long on shutdown
+    misfire_grace_seconds: int = 30  # a firing this late is skipped (the next one runs)
+    rebuild_share: float = 0.2  # full community rebuild past this share of new entities

@@ -1,0 +1,120 @@
+"""The core's scheduled jobs: what is due, and the memory command that does it.
+
+- ``consolidation``: conversations whose waiting text passes ``consolidate_tokens`` or
+  that were quiet for ``consolidate_idle_seconds``, oldest backlog first.
+- ``communities``: conversations whose graph changed since the last community pass:
+  new entities join their neighbours' community, or a full rebuild past
+  ``rebuild_share``.
+- ``community_regeneration``: conversations with dirty communities (after deletions,
+  edits or joins): re-summarised from surviving members, or dissolved.
+- ``summary``: a running summary a deletion cleared and whose rebuild did not finish.
+
+Jobs run in this order in ``run_once``, so one pass takes new messages all the way to
+regenerated communities.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from jobs.scheduler import Due, Job, WorkItem
+from jobs.settings import JobSettings
+from memory import (
+    Backlog,
+    Memory,
+    Principal,
+    backlog,
+    consolidate,
+    regenerate_communities,
+    regenerate_summary,
+    update_communities,
+)
+
+SCHEDULER = Principal.job("scheduler")
+
+
+def _due(select: Callable[[Backlog], bool], order: Callable[[Backlog], Any] = lambda b: b.conversation_id) -> Due:
+    async def due(memory: Memory) -> list[WorkItem]:
+        waiting = [b for b in await backlog(memory, principal=SCHEDULER) if select(b)]
+        return [WorkItem(b.conversation_id, b.conversation) for b in sorted(waiting, key=order)]
+
+    return due
+
+
+def consolidation_due(settings: JobSettings, now: datetime | None = None) -> Callable[[Backlog], bool]:
+    """Enough waiting text, or a quiet conversation with anything waiting."""
+
+    def due(item: Backlog) -> bool:
+        if not item.unconsolidated_messages:
+            return False
+        if item.unconsolidated_tokens >= settings.consolidate_tokens:
+            return True
+        quiet = ((now or datetime.now(UTC)) - item.newest_unconsolidated).total_seconds() if item.newest_unconsolidated else 0.0
+        return quiet >= settings.consolidate_idle_seconds
+
+    return due
+
+
+def _ref(item: WorkItem) -> Any:
+    assert item.conversation is not None
+    return item.conversation
+
+
+def default_jobs(settings: JobSettings) -> list[Job]:
+    every = settings.interval_seconds
+    grace = settings.misfire_grace_seconds
+
+    async def consolidate_one(memory: Memory, item: WorkItem) -> dict[str, Any]:
+        return (await consolidate(memory, _ref(item), principal=SCHEDULER)).as_dict()
+
+    async def communities_one(memory: Memory, item: WorkItem) -> dict[str, Any]:
+        report = await update_communities(memory, _ref(item), principal=SCHEDULER, rebuild_share=settings.rebuild_share)
+        return report.as_dict()
+
+    async def regenerate_one(memory: Memory, item: WorkItem) -> dict[str, Any]:
+        return (await regenerate_communities(memory, _ref(item), principal=SCHEDULER)).as_dict()
+
+    async def summary_one(memory: Memory, item: WorkItem) -> dict[str, Any]:
+        return {"rebuilt": await regenerate_summary(memory, _ref(item), principal=SCHEDULER)}
+
+    oldest_first = lambda b: (b.oldest_unconsolidated or datetime.max.replace(tzinfo=UTC), b.conversation_id)  # noqa: E731
+    return [
+        Job(
+            "consolidation",
+            _due(consolidation_due(settings), oldest_first),
+            consolidate_one,
+            every,
+            coalesce=True,
+            max_instances=1,
+            misfire_grace_time=grace,
+        ),
+        Job(
+            "communities",
+            _due(lambda b: b.graph_changed),
+            communities_one,
+            every,
+            coalesce=True,
+            max_instances=1,
+            misfire_grace_time=grace,
+        ),
+        Job(
+            "community_regeneration",
+            _due(lambda b: b.dirty_communities > 0),
+            regenerate_one,
+            every,
+            coalesce=True,
+            max_instances=1,
+            misfire_grace_time=grace,
+        ),
+        Job(
+            "summary",
+            _due(lambda b: b.summary_dirty),
+            summary_one,
+            every,
+            coalesce=True,
+            max_instances=1,
+            misfire_grace_time=grace,
+        ),
+    ]

@@ -1,0 +1,1 @@
+"""Communities: label-propagation clusters of entities with summaries (memory/communities/run.py)."""
