@@ -28,6 +28,8 @@ COMMANDS = {
     "edit": "correct a message: retract what its old text supported, store and consolidate the new",
     "backfill": "import a channel's history through the platform API (resumable)",
     "import": "import a platform export file (DiscordChatExporter JSON)",
+    "communities": "a conversation's communities of entities and their summaries (--rebuild)",
+    "jobs": "background work: status, run-once, run the scheduler",
     "bench": "benchmarks that print their figures",
 }
 

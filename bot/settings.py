@@ -7,6 +7,7 @@ from pathlib import Path
 from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from jobs import JobSettings
 from memory import default_data_dir
 
 
@@ -38,6 +39,25 @@ class Settings(BaseSettings):
     discord_api_base: str = Field("https://discord.com/api/v10", validation_alias=_env("DISCORD_API_BASE"))
     discord_gateway_url: str = Field("wss://gateway.discord.gg/", validation_alias=_env("DISCORD_GATEWAY_URL"))
     admin_ids: str = Field("", validation_alias=_env("STASHBIRD_ADMIN_IDS"))
+
+    jobs_interval: float = Field(5.0, gt=0, validation_alias=_env("STASHBIRD_JOBS_INTERVAL"))
+    consolidate_tokens: int = Field(2_000, ge=0, validation_alias=_env("STASHBIRD_CONSOLIDATE_TOKENS"))
+    consolidate_idle_seconds: float = Field(60.0, ge=0, validation_alias=_env("STASHBIRD_CONSOLIDATE_IDLE_SECONDS"))
+    job_lease_seconds: float = Field(60.0, gt=0, validation_alias=_env("STASHBIRD_JOB_LEASE_SECONDS"))
+    jobs_shutdown_grace: float = Field(10.0, ge=0, validation_alias=_env("STASHBIRD_JOBS_SHUTDOWN_GRACE"))
+    jobs_misfire_grace: int = Field(30, ge=1, validation_alias=_env("STASHBIRD_JOBS_MISFIRE_GRACE"))
+    community_rebuild_share: float = Field(0.2, ge=0, le=1, validation_alias=_env("STASHBIRD_COMMUNITY_REBUILD_SHARE"))
+
+    def job_settings(self) -> JobSettings:
+        return JobSettings(
+            interval_seconds=self.jobs_interval,
+            consolidate_tokens=self.consolidate_tokens,
+            consolidate_idle_seconds=self.consolidate_idle_seconds,
+            lease_seconds=self.job_lease_seconds,
+            shutdown_grace=self.jobs_shutdown_grace,
+            misfire_grace_seconds=self.jobs_misfire_grace,
+            rebuild_share=self.community_rebuild_share,
+        )
 
     @property
     def llm_enabled(self) -> bool:

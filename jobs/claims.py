@@ -33,7 +33,7 @@ _ABANDON = (
     "UPDATE job_runs SET status = 'abandoned', finished_at = clock_timestamp() "
     "WHERE conversation_id = :c AND job = :j AND status = 'running'"
 )
-_START = "INSERT INTO job_runs (conversation_id, job, owner) VALUES (:c, :j, :o) RETURNING id"
+_START = "INSERT INTO job_runs (conversation_id, job, owner, started_at) VALUES (:c, :j, :o, clock_timestamp()) RETURNING id"
 _RENEW = (
     "UPDATE job_claims SET lease_expires_at = clock_timestamp() + make_interval(secs => :lease) "
     "WHERE conversation_id = :c AND job = :j AND owner = :o RETURNING 1"

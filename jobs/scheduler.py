@@ -83,31 +83,39 @@ class Scheduler:
     event loop; ``await shutdown()``. ``await run_once()`` runs every job's due items
     once, without APScheduler (cron users, tests)."""
 
-    def __init__(self, memory: Memory, settings: JobSettings, *, jobs: list[Job] | None = None) -> None:
+    def __init__(
+        self, memory: Memory, settings: JobSettings, *, jobs: list[Job] | None = None, only: frozenset[int] | None = None
+    ) -> None:
+        """``jobs``: instead of the core's; ``only``: work on these conversations alone."""
         from jobs.work import default_jobs
 
         self.memory = memory
         self.settings = settings
+        self.only = only
         self.owner = owner_id()
         self.jobs: dict[str, Job] = {}
         self._aps: AsyncIOScheduler | None = None
         self._stopping = False
         self._running: set[asyncio.Task[Any]] = set()
+        self._first_runs: dict[str, datetime | None] = {}
         for job in default_jobs(settings) if jobs is None else jobs:
             self.register(job)
 
-    def register(self, job: Job) -> None:
+    def register(self, job: Job, *, first_run: datetime | None = None) -> None:
+        """Add a job; it first runs at ``first_run`` (default: when the scheduler starts,
+        or now if it runs already)."""
         if job.name in self.jobs:
             raise ValueError(f"a job named {job.name!r} is registered already")
         self.jobs[job.name] = job
+        self._first_runs[job.name] = first_run
         if self._aps is not None:
-            self._schedule(job, datetime.now(UTC))
+            self._schedule(job, first_run or datetime.now(UTC))
 
     def start(self) -> None:
         self._aps = AsyncIOScheduler(timezone=UTC)
         now = datetime.now(UTC)
         for job in self.jobs.values():
-            self._schedule(job, now)
+            self._schedule(job, self._first_runs.get(job.name) or now)
         self._aps.start()
 
     def _schedule(self, job: Job, first_run: datetime) -> None:
@@ -135,11 +143,11 @@ class Scheduler:
         if self._running:
             await asyncio.gather(*self._running, return_exceptions=True)
 
-    async def run_once(self, only: frozenset[int] | None = None) -> list[ItemResult]:
-        """Every job once, in registration order (``only``: these conversations)."""
+    async def run_once(self) -> list[ItemResult]:
+        """Every job once, in registration order."""
         results: list[ItemResult] = []
         for name in self.jobs:
-            results += await self.run_job(name, only)
+            results += await self.run_job(name)
         return results
 
     async def _fire(self, name: str) -> None:
@@ -153,7 +161,7 @@ class Scheduler:
         finally:
             self._running.discard(task)
 
-    async def run_job(self, name: str, only: frozenset[int] | None = None) -> list[ItemResult]:
+    async def run_job(self, name: str) -> list[ItemResult]:
         """Every item the job finds due, each claimed and run by at most one process."""
         job = self.jobs[name]
         results: list[ItemResult] = []
@@ -162,7 +170,7 @@ class Scheduler:
         for item in await job.due(self.memory):
             if self._stopping:
                 break
-            if only is not None and item.conversation_id not in only:
+            if self.only is not None and item.conversation_id not in self.only:
                 continue
             results.append(await self._run_item(job, item))
         return results

@@ -62,7 +62,7 @@ def graphs(draw: st.DrawFn) -> tuple[list[int], list[tuple[int, int]]]:
     return nodes, edges
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(graphs(), st.integers(0, 2**32 - 1), st.integers(0, 12))
 def test_propagation_terminates_labels_every_node_and_is_deterministic(
     graph: tuple[list[int], list[tuple[int, int]]], seed: int, rounds: int

@@ -1,0 +1,152 @@
+"""The scheduler in one process against the real database: explicit APScheduler options
+and what they do (coalesce, misfire grace, max instances), claims and leases, run-once
+from new messages to regenerated communities, failures, graceful shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sqlalchemy import text
+
+from bot.testing import scripted_memory
+from bot.testing.scripted_llm import ScriptedLLMServer
+from jobs import Job, JobSettings, Scheduler, WorkItem, claims
+from memory import api
+from memory.core import Memory
+from memory.store.conversations import ConversationRef
+from tests.test_consolidation import messages
+
+OPERATOR = api.Principal.operator("test")
+NOW = JobSettings(consolidate_tokens=0, interval_seconds=3600, lease_seconds=30)
+
+
+async def run_rows(memory: Memory, cid: int, job: str) -> list[tuple[str, str, dict[str, Any]]]:
+    async with memory.engine.connect() as connection:
+        rows = await connection.execute(
+            text("SELECT owner, status, result FROM job_runs WHERE conversation_id = :c AND job = :j ORDER BY id"),
+            {"c": cid, "j": job},
+        )
+        return [tuple(row) for row in rows]  # type: ignore[misc]
+
+
+async def test_default_jobs_carry_their_options_explicitly(memory: Memory) -> None:
+    settings = JobSettings(interval_seconds=3600, misfire_grace_seconds=17)
+    scheduler = Scheduler(memory, settings, only=frozenset())
+    scheduler.start()
+    try:
+        assert scheduler._aps is not None
+        for name in ("consolidation", "communities", "community_regeneration", "summary"):
+            job = scheduler._aps.get_job(name)
+            assert (job.coalesce, job.max_instances, job.misfire_grace_time) == (True, 1, 17)
+            assert job.trigger.interval == timedelta(seconds=3600)
+    finally:
+        await scheduler.shutdown()
+
+
+async def test_coalesce_misfire_grace_and_max_instances_behave_as_set(memory: Memory) -> None:
+    fired: dict[str, int] = {}
+
+    def counting(name: str, pause: float = 0.0) -> Job:
+        async def due(_: Memory) -> list[WorkItem]:
+            fired[name] = fired.get(name, 0) + 1
+            await asyncio.sleep(pause)
+            return []
+
+        async def work(_: Memory, __: WorkItem) -> dict[str, Any]:
+            return {}
+
+        options = {
+            "coalesced": dict(coalesce=True, misfire_grace_time=60, max_instances=3),
+            "each": dict(coalesce=False, misfire_grace_time=1000, max_instances=3),
+            "too_late": dict(coalesce=True, misfire_grace_time=10, max_instances=3),
+            "late_ones_dropped": dict(coalesce=False, misfire_grace_time=60, max_instances=3),
+            "one_at_a_time": dict(coalesce=False, misfire_grace_time=1000, max_instances=1),
+        }[name]
+        return Job(name, due, work, 100, **options)  # type: ignore[arg-type]
+
+    scheduler = Scheduler(memory, JobSettings(), jobs=[])
+    missed = datetime.now(UTC) - timedelta(seconds=250)  # due at -250 s, -150 s and -50 s
+    for name in ("coalesced", "each", "too_late", "late_ones_dropped"):
+        scheduler.register(counting(name), first_run=missed)
+    scheduler.register(counting("one_at_a_time", pause=1.0), first_run=missed)
+    scheduler.start()
+    try:
+        await asyncio.sleep(0.6)
+    finally:
+        await scheduler.shutdown()
+    assert fired == {"coalesced": 1, "each": 3, "late_ones_dropped": 1, "one_at_a_time": 1}  # too_late: 50 s > 10 s
+
+
+async def test_a_lease_keeps_others_out_until_it_expires(memory: Memory, conversation_id: int) -> None:
+    cid = conversation_id
+    first = await claims.claim(memory, cid, "test", "A", 0.3)
+    assert first is not None
+    assert await claims.claim(memory, cid, "test", "B", 0.3) is None
+    await asyncio.sleep(0.5)  # A died: its lease runs out
+    second = await claims.claim(memory, cid, "test", "B", 30)
+    assert second is not None
+    assert not await claims.renew(memory, first, 30)
+    await claims.release(memory, first, "ok", {})  # A's late release frees nothing
+    assert await claims.claim(memory, cid, "test", "C", 30) is None
+    assert [status for _, status, _ in await run_rows(memory, cid, "test")] == ["ok", "running"]
+    await claims.release(memory, second, "ok", {"n": 1})
+    assert await claims.claim(memory, cid, "test", "C", 30) is not None
+
+
+async def test_run_once_takes_new_messages_to_summarised_communities_and_skips_held_items(
+    memory: Memory, conversation_ref: ConversationRef, conversation_id: int
+) -> None:
+    rows = [("w1", "Ann", "Ann and Bob went to Quito."), ("w2", "Bob", "Bob and Ann love Quito.")]
+    await api.ingest(memory, conversation_ref, messages(rows), principal=OPERATOR)
+    scheduler = Scheduler(memory, NOW, only=frozenset({conversation_id}))
+    other = await claims.claim(memory, conversation_id, "consolidation", "other process", 30)
+    assert other is not None
+    assert [(r.job, r.status) for r in await scheduler.run_once()] == [("consolidation", "skipped")]
+    assert await api.pending(memory, conversation_ref, principal=OPERATOR) == 2
+    await claims.release(memory, other, "ok", {})
+
+    results = {r.job: r for r in await scheduler.run_once()}
+    assert results["consolidation"].status == "ok" and results["consolidation"].result["episodes"] == 2
+    assert results["communities"].result["rebuilt"] is True
+    assert results["community_regeneration"].result["regenerated"] >= 1
+    listed = await api.communities(memory, conversation_ref, principal=OPERATOR)
+    assert listed and all(not c["dirty"] and c["summary"] for c in listed)
+    assert await scheduler.run_once() == []  # nothing left to do
+
+
+async def test_a_failed_run_is_logged_and_retried_next_pass(
+    llm_memory: Memory, scripted_llm: ScriptedLLMServer, conversation_ref: ConversationRef, conversation_id: int
+) -> None:
+    scripted_llm.on("extract", scripted_memory.extract)
+    await api.ingest(llm_memory, conversation_ref, messages([("f1", "Ann", "I moved to Quito.")]), principal=OPERATOR)
+    scripted_llm.fail_next(1000, status=500, operation="extract")
+    scheduler = Scheduler(llm_memory, NOW, only=frozenset({conversation_id}))
+    (failed,) = await scheduler.run_job("consolidation")
+    assert failed.status == "failed" and "LLMError" in failed.result["error"]
+    scripted_llm.clear()
+    (done,) = await scheduler.run_job("consolidation")
+    assert done.status == "ok" and done.result["episodes"] == 1
+    assert [status for _, status, _ in await run_rows(llm_memory, conversation_id, "consolidation")] == ["failed", "ok"]
+
+
+async def test_shutdown_releases_an_unfinished_item_at_once(memory: Memory, conversation_id: int) -> None:
+    started = asyncio.Event()
+
+    async def due(_: Memory) -> list[WorkItem]:
+        return [WorkItem(conversation_id)]
+
+    async def slow(_: Memory, __: WorkItem) -> dict[str, Any]:
+        started.set()
+        await asyncio.sleep(60)
+        return {}
+
+    scheduler = Scheduler(memory, JobSettings(shutdown_grace=0.2), jobs=[Job("slow", due, slow, 3600)])
+    scheduler.start()
+    await asyncio.wait_for(started.wait(), 10)
+    assert await claims.claim(memory, conversation_id, "slow", "other", 30) is None
+    await scheduler.shutdown()
+    (row,) = await run_rows(memory, conversation_id, "slow")
+    assert row[1:] == ("released", {"reason": "shut down"})
+    assert await claims.claim(memory, conversation_id, "slow", "other", 30) is not None  # no lease to wait out
