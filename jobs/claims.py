@@ -1,4 +1,4 @@
-"""Work items claimed in Postgres with leases, and the run log (migration 0005).
+"""Work items claimed in Postgres with leases, and the run log (migration 0007).
 
 An item is a (conversation, claim name) row of ``job_claims``. A process claims it by
 locking the row with ``FOR UPDATE SKIP LOCKED`` (so two processes never wait on each

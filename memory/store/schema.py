@@ -192,7 +192,7 @@ class CommunityMember(Base):
 
 class CommunityState(Base):
     """Per conversation: the newest entity and relation ids the last full community build
-    and the last incremental pass saw (migration 0005), for the rebuild threshold."""
+    and the last incremental pass saw (migration 0007), for the rebuild threshold."""
 
     __tablename__ = "community_state"
 

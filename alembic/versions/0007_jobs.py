@@ -9,8 +9,8 @@
 - ``community_state``: per conversation, the entity and relation ids seen by the last
   full community build and by the last incremental pass, for the rebuild threshold.
 
-Revision ID: 0005
-Revises: 0002
+Revision ID: 0007
+Revises: 0006
 """
 
 import sqlalchemy as sa
@@ -18,8 +18,8 @@ from sqlalchemy.dialects import postgresql as pg
 
 from alembic import op
 
-revision = "0005"
-down_revision = "0002"
+revision = "0007"
+down_revision = "0006"
 branch_labels = None
 depends_on = None
 
