@@ -186,3 +186,18 @@ async def test_a_failed_llm_call_falls_back_to_the_offline_summary(
     assert report.regenerated == 2 and report.llm_fallbacks == 2
     texts = sorted((await community_documents(llm_memory, conversation_id)).values())
     assert texts[1].startswith("Cat, Dan, Eve: Cat, Dan, Eve.")
+
+
+async def test_a_community_item_cites_the_messages_behind_its_members_relations(
+    memory: Memory, conversation_ref: ConversationRef, conversation_id: int
+) -> None:
+    from memory.retrieval.evidence import assemble
+    from memory.retrieval.search import Candidate
+
+    ids = await two_groups(memory, conversation_id, "qz" + uuid.uuid4().hex[:8])
+    await api.build_communities(memory, conversation_ref, principal=OPERATOR)
+    sailing = next(c for c, m in (await members(memory, conversation_id)).items() if ids["cat"] in m)
+    candidate = Candidate("community", sailing, "sailors", None, True, 1.0, 1.0, 0.0)
+    async with memory.sessions() as session:
+        (item,) = await assemble(session, conversation_id, [candidate], 5)
+    assert [e.text for e in item.supporting] == ["Cat, Dan and Eve sail"]

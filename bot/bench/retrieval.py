@@ -11,6 +11,10 @@ that name no turn count as misses.
 Questions without any evidence id cannot be scored and are reported apart. Tokens are
 the tiktoken count of the evidence exactly as the answerer's prompt shows it.
 
+With ``--communities`` the conversations' communities are built after consolidation and
+every question is retrieved twice, without community documents and with them (a
+community item cites the episodes supporting the relations between its members).
+
 Baselines from the same run, over raw turns only: full-text search alone (every term
 of the question, OR-ed, ranked by ts_rank_cd) and vector search alone (each message by
 its own vector, not its exchange), K = 30 (the issue's reference: BM25 over raw turns at
@@ -30,7 +34,7 @@ import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import numpy as np
 from sqlalchemy import func, select, text
@@ -45,7 +49,7 @@ from bot.bench.common import (
 )
 from bot.progress import progress
 from bot.settings import Settings
-from memory import Principal, ingest
+from memory import Principal, build_communities, ingest
 from memory.core import Memory
 
 BENCH = Principal.operator("bench")
@@ -54,6 +58,7 @@ from memory.models.tokens import count_tokens
 from memory.retrieval.evidence import EvidenceItem, assemble, format_evidence
 from memory.retrieval.pipeline import retrieve
 from memory.retrieval.search import QueryVariant, search
+from memory.store.documents import KINDS
 from memory.store.conversations import (
     ConversationRef,
     ensure_conversation,
@@ -68,6 +73,10 @@ CATEGORIES = (1, 2, 3, 4)
 def configure(parser: argparse.ArgumentParser) -> None:
     add_locomo_argument(parser)
     parser.add_argument("--no-consolidate", action="store_true", help="search raw turns only (skip the offline extractor)")
+    parser.add_argument(
+        "--communities", action="store_true",
+        help="also build communities and score retrieval with their documents and without, in the same run",
+    )
     parser.add_argument("--conversations", type=int, default=0, help="only the first N conversations (0: all)")
     parser.add_argument(
         "--only", default="", help="only these conversations, by file name, comma-separated (e.g. 26,30)"
@@ -125,7 +134,9 @@ def context_episodes(items: Sequence[EvidenceItem]) -> set[int]:
     return {episode.episode_id for item in items for episode in item.episodes}
 
 
-async def _ingest(memory: Memory, conversation: locomo.Conversation, run_id: str, consolidate: bool) -> tuple[int, dict[str, int]]:
+async def _ingest(
+    memory: Memory, conversation: locomo.Conversation, run_id: str, consolidate: bool, communities: bool = False
+) -> tuple[int, dict[str, int]]:
     """Ingest and consolidate (both skipped for what the database already holds: the
     ingest when every turn is stored, the consolidation past its checkpoint)."""
     ref = ConversationRef("bench", run_id, f"locomo-{conversation.name}")
@@ -143,6 +154,8 @@ async def _ingest(memory: Memory, conversation: locomo.Conversation, run_id: str
         from memory.consolidation.run import consolidate as run_consolidation
 
         await run_consolidation(memory, ref, OfflineExtractor())
+    if communities:
+        await build_communities(memory, ref, principal=BENCH)
     async with memory.sessions() as session:
         conversation_id = await find_conversation(session, ref)
         rows = await session.execute(
@@ -166,15 +179,35 @@ async def _baseline(memory: Memory, conversation_id: int, question: str, vector:
         return await assemble(session, conversation_id, found.candidates, k, context_items=0)
 
 
-async def _locomo(memory: Memory, conversations: list[locomo.Conversation], consolidate: bool, run_id: str) -> dict:
+async def _score(
+    memory: Memory, conversation_id: int, question: locomo.Question, gold: list[int | None], date: datetime,
+    kinds: Sequence[str], scores: dict[int, Score],
+) -> float:
+    """Retrieve as ``ask`` does offline over ``kinds``, score the top K; the latency (ms)."""
+    began = time.perf_counter()
+    retrieval = await retrieve(memory, conversation_id, question.question, date, kinds=kinds)
+    latency = (time.perf_counter() - began) * 1000
+    async with memory.sessions() as session:
+        items = await assemble(session, conversation_id, retrieval.candidates, max(KS))
+    for k in KS:
+        shown = items[:k]
+        scores[k].add(question.category, gold, context_episodes(shown), count_tokens(format_evidence(shown)))
+    return latency
+
+
+async def _locomo(
+    memory: Memory, conversations: list[locomo.Conversation], consolidate: bool, run_id: str, communities: bool = False
+) -> dict:
     system = {k: Score() for k in KS}
+    with_communities = {k: Score() for k in KS}
+    without = tuple(kind for kind in KINDS if kind != "community") if communities else KINDS
     baselines = {"full_text": Score(), "vector": Score()}
     latencies: list[float] = []
     unscored = 0
     total = sum(1 for c in conversations for q in c.questions if q.category in CATEGORIES)
     with progress(total, "retrieval") as bar:
         for conversation in conversations:
-            conversation_id, episode_of = await _ingest(memory, conversation, run_id, consolidate)
+            conversation_id, episode_of = await _ingest(memory, conversation, run_id, consolidate, communities)
             question_date = max(conversation.session_dates.values()) + timedelta(days=1)
             for question in conversation.questions:
                 if question.category not in CATEGORIES:
@@ -184,14 +217,9 @@ async def _locomo(memory: Memory, conversations: list[locomo.Conversation], cons
                     unscored += 1
                     continue
                 gold = gold_episodes(question, episode_of)
-                began = time.perf_counter()
-                retrieval = await retrieve(memory, conversation_id, question.question, question_date)
-                latencies.append((time.perf_counter() - began) * 1000)
-                async with memory.sessions() as session:
-                    items = await assemble(session, conversation_id, retrieval.candidates, max(KS))
-                for k in KS:
-                    shown = items[:k]
-                    system[k].add(question.category, gold, context_episodes(shown), count_tokens(format_evidence(shown)))
+                latencies.append(await _score(memory, conversation_id, question, gold, question_date, without, system))
+                if communities:
+                    await _score(memory, conversation_id, question, gold, question_date, KINDS, with_communities)
                 vector = (await memory.embedder.embed([question.question])).vectors[0]
                 for name, method in (("full_text", "text"), ("vector", "vector")):
                     shown = await _baseline(memory, conversation_id, question.question, vector, method, max(KS))
@@ -202,6 +230,7 @@ async def _locomo(memory: Memory, conversations: list[locomo.Conversation], cons
         "questions_without_evidence": unscored,
         "consolidated": consolidate,
         "system": {str(k): score.figures() for k, score in system.items()},
+        **({"system_with_communities": {str(k): s.figures() for k, s in with_communities.items()}} if communities else {}),
         "baselines_k30": {name: score.figures() for name, score in baselines.items()},
         "latency_ms": _latency(latencies),
     }
@@ -318,7 +347,9 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict:
     # drops what --reuse keeps.
     database = "stashbird_bench_retrieval_reuse" if args.reuse else "stashbird_bench_retrieval"
     async with bench_memory(settings, database, keep=args.reuse) as memory:
-        result = {"bench": "retrieval", **await _locomo(memory, conversations, consolidate, run_id)}
+        if args.communities and not consolidate:
+            raise ValidationError("--communities", "communities are built from the graph: drop --no-consolidate")
+        result = {"bench": "retrieval", **await _locomo(memory, conversations, consolidate, run_id, args.communities)}
         if args.synthetic:
             texts = [t.message.text for c in conversations for t in c.turns]
             asked = [q.question for c in conversations for q in c.questions]
@@ -341,6 +372,8 @@ def render(result: dict) -> str:
         f"graph {'consolidated offline' if result['consolidated'] else 'not built (raw turns only)'}",
     ]
     lines += [_line(f"stashbird K={k}", figures) for k, figures in result["system"].items()]
+    if "system_with_communities" in result:
+        lines += [_line(f"+ communities K={k}", f) for k, f in result["system_with_communities"].items()]
     lines += [_line(f"{name} K=30 (raw turns)", figures) for name, figures in result["baselines_k30"].items()]
     lines.append("  reference BM25 K=30 (raw turns): all evidence 55.8%, evidence turns 61.5%; target >= 80% at K=30 offline")
     latency = result["latency_ms"]

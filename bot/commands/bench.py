@@ -13,6 +13,7 @@ BENCHMARKS = {
     "workload": "LLM calls and tokens to consolidate the ten LoCoMo conversations through the scripted LLM server",
     "retrieval": "LoCoMo evidence recall and tokens at K=10/30 with no LLM, baselines, retrieval latency",
     "qa": "LoCoMo question answering with an LLM, graded by an LLM judge: accuracy by category, usage",
+    "jobs": "scheduler processes sharing one database under steady load: consolidation and regeneration lag, duplicate work, CPU",
     "forget": "LoCoMo deletion interventions per policy (what each leaves or loses, residue scan), deletion latency",
 }
 

@@ -4,7 +4,8 @@ Every item carries its kind and text; an episode item its speaker, role and mess
 time; an entity or relation item the episodes that support it (one bounded step of
 expansion through ``entity_provenance`` / ``relation_provenance``), so any answer can
 point back at messages. Bot messages are shown as context but marked: they never count
-as evidence for a fact. Communities are summaries of entities and cite no messages.
+as evidence for a fact. A community item cites the episodes supporting the active
+relations between its members, which are what its summary is written from.
 
 The best few episode hits also bring their surroundings in the chain: the reply that
 follows, and the same speaker's messages up to ``CONTEXT_SPAN`` places around it,
@@ -22,10 +23,18 @@ from datetime import datetime, timezone
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import aliased
 
 from memory.models.tokens import count_tokens
 from memory.retrieval.search import Candidate
-from memory.store.schema import EntityProvenance, Episode, RelationProvenance, Speaker
+from memory.store.schema import (
+    CommunityMember,
+    EntityProvenance,
+    Episode,
+    Relation,
+    RelationProvenance,
+    Speaker,
+)
 
 # Supporting episodes attached to one entity or relation. Relations rarely have more;
 # an entity mentioned everywhere must not drag the whole conversation into the answer.
@@ -146,6 +155,33 @@ async def _provenance(
     return result
 
 
+async def community_support(
+    session: AsyncSession, conversation_id: int, community_ids: Sequence[int]
+) -> dict[int, list[int]]:
+    """A community's summary is written from the active relations between its members:
+    their supporting episodes are what it cites."""
+    if not community_ids:
+        return {}
+    members = aliased(CommunityMember)
+    other = aliased(CommunityMember)
+    rows = await session.execute(
+        select(members.community_id, RelationProvenance.episode_id)
+        .join(Relation, (Relation.subject_id == members.entity_id) & (Relation.conversation_id == conversation_id))
+        .join(other, (other.entity_id == Relation.object_id) & (other.community_id == members.community_id))
+        .join(RelationProvenance, RelationProvenance.relation_id == Relation.id)
+        .where(
+            members.conversation_id == conversation_id,
+            members.community_id.in_(list(community_ids)),
+            Relation.status == "active",
+        )
+        .distinct()
+    )
+    result: dict[int, list[int]] = {}
+    for community_id, episode_id in rows:
+        result.setdefault(community_id, []).append(episode_id)
+    return result
+
+
 async def load_episodes(session: AsyncSession, conversation_id: int, episode_ids: Sequence[int]) -> dict[int, EpisodeRef]:
     if not episode_ids:
         return {}
@@ -181,6 +217,7 @@ async def assemble(
         "relation": await _provenance(
             session, conversation_id, RelationProvenance, RelationProvenance.relation_id, by_kind.get("relation", [])
         ),
+        "community": await community_support(session, conversation_id, by_kind.get("community", [])),
     }
     candidate_rank = {c.ref_id: rank for rank, c in enumerate(candidates) if c.kind == "episode"}
     all_support = {e for kind in provenance.values() for ids in kind.values() for e in ids}

@@ -25,6 +25,7 @@ from memory.retrieval.timeparse import (
     resolve_anchor,
     resolve_times,
 )
+from memory.store.documents import KINDS
 from memory.store.ledger import Usage
 from memory.store.schema import Speaker
 
@@ -65,8 +66,10 @@ async def retrieve(
     question: str,
     question_date: datetime,
     sub_queries: Sequence[str] = (),
+    kinds: Sequence[str] = KINDS,
 ) -> Retrieval:
-    """Fused candidates for the question and its sub-queries, in one conversation."""
+    """Fused candidates for the question and its sub-queries, in one conversation
+    (``kinds``: the document kinds searched, all by default)."""
     parsed = resolve_times(question, question_date)
     ranges = [r for r in parsed if isinstance(r, TimeRange)]
     anchors = [r for r in parsed if isinstance(r, AnchoredOffset)]
@@ -99,5 +102,6 @@ async def retrieve(
             named_speaker=named_speaker(question, await _speaker_names(session, conversation_id)),
             chain_share=params.chain_share,
             text_session=text_session,
+            kinds=kinds,
         )
     return Retrieval(question, list(sub_queries), ranges, prefer_current, result.candidates, result.plan, [usage])

@@ -1,0 +1,335 @@
+"""``stashbird bench jobs``: scheduler processes sharing one database under a steady load.
+
+``--conversations`` conversations (default 20) each receive ``--rate`` messages a second
+(default 5; LoCoMo turns, re-timed to now) for ``--duration`` seconds, ingested by this
+process (the fast path). ``--processes`` (default 2) ``stashbird jobs run`` subprocesses
+share the background work on the same database: consolidation (offline extractor),
+community membership and regeneration. Every ``--delete-every`` seconds a consolidated
+message that supports a member of a clean community is deleted.
+
+Figures:
+- consolidation lag: from a message's arrival (``ingested_at``) until the checkpoint
+  covers it, sampled every 0.5 s; messages still waiting at the end count with their age;
+- regeneration lag: from a deletion until each community it dirtied is clean again
+  (regenerated or dissolved); communities still dirty at the end count with their age;
+- duplicate work: runs of one item by two processes at once, messages consolidated more
+  than once, chunks extracted and then dropped because another run saved them first;
+- each process's CPU: seconds (user + system) and share of the workers' total.
+After the load stops, the workers get up to ``--drain`` seconds to finish the backlog.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import signal
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import psutil
+from sqlalchemy import text
+
+from bot.bench.common import DEFAULT_LOCOMO, load_locomo, median, percentile
+from bot.runtime import build_embedder
+from bot.settings import Settings
+from memory import (
+    ConversationRef,
+    Memory,
+    Message,
+    Principal,
+    backlog,
+    forget,
+    ingest,
+    open_memory,
+    resolve_conversation,
+)
+from memory.store.embedded import drop_embedded_database, start_embedded
+
+BENCH = Principal.operator("bench")
+DATABASE = "stashbird_bench_jobs"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--locomo", default=str(DEFAULT_LOCOMO), help="folder of LoCoMo files (message texts)")
+    parser.add_argument("--conversations", type=int, default=20)
+    parser.add_argument("--rate", type=float, default=5.0, help="messages per second per conversation")
+    parser.add_argument("--duration", type=float, default=120.0, help="seconds of load")
+    parser.add_argument("--processes", type=int, default=2, help="scheduler processes")
+    parser.add_argument("--delete-every", type=float, default=5.0, help="seconds between deletions")
+    parser.add_argument("--drain", type=float, default=60.0, help="seconds the workers get to finish after the load")
+    parser.add_argument("--interval", type=float, default=1.0, help="STASHBIRD_JOBS_INTERVAL of the workers")
+    parser.add_argument("--consolidate-tokens", type=int, default=2000, help="STASHBIRD_CONSOLIDATE_TOKENS of the workers")
+
+
+@dataclass
+class Observed:
+    consolidation_lags: list[float] = field(default_factory=list)
+    regeneration_lags: list[float] = field(default_factory=list)
+    watermarks: dict[int, int] = field(default_factory=dict)
+    waiting: dict[int, tuple[int, float]] = field(default_factory=dict)  # community -> (conversation, dirtied at)
+    ingested: int = 0
+    deleted: int = 0
+    unfinished: int = 0  # messages still waiting when the drain ended (counted with their age)
+
+
+async def _start_workers(count: int, url: str, args: argparse.Namespace) -> list[asyncio.subprocess.Process]:
+    env = {
+        **os.environ, "DATABASE_URL": url, "STASHBIRD_JOBS_INTERVAL": str(args.interval),
+        "STASHBIRD_CONSOLIDATE_TOKENS": str(args.consolidate_tokens), "STASHBIRD_CONSOLIDATE_IDLE_SECONDS": "10",
+        "STASHBIRD_LLM_BASE_URL": "", "STASHBIRD_LLM_API_KEY": "",
+    }
+    workers = [
+        await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "bot.cli", "jobs", "run", env=env, stderr=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.DEVNULL,
+        )
+        for _ in range(count)
+    ]
+    for worker in workers:
+        assert worker.stderr is not None
+        while b"running" not in await worker.stderr.readline():
+            if worker.returncode is not None:
+                raise RuntimeError("a scheduler process failed to start")
+    return workers
+
+
+async def _feed(memory: Memory, ref: ConversationRef, turns: list[tuple[str, str]], args: argparse.Namespace,
+                seen: Observed, stop_at: float) -> None:
+    """Ingest the messages that are due, once a second: ``rate`` a second on average."""
+    sent = 0
+    start = time.monotonic()
+    while time.monotonic() < stop_at:
+        due = int((time.monotonic() - start) * args.rate) - sent
+        batch = [
+            Message(f"b{sent + i}", speaker, speaker, text, datetime.now(UTC))
+            for i, (speaker, text) in enumerate(turns[sent % len(turns):][:due])
+        ]
+        if batch:
+            await ingest(memory, ref, batch, principal=BENCH)
+            sent += len(batch)
+            seen.ingested += len(batch)
+        await asyncio.sleep(1.0)
+
+
+_CONSOLIDATED = text(
+    "SELECT e.id, extract(epoch FROM clock_timestamp() - e.ingested_at) FROM episodes e "
+    "JOIN checkpoints k ON k.conversation_id = e.conversation_id "
+    "WHERE e.conversation_id = :c AND e.id > :w AND e.id <= k.last_episode_id"
+)
+_DELETABLE = text(
+    "SELECT ep.platform_message_id FROM entity_provenance p JOIN episodes ep ON ep.id = p.episode_id "
+    "JOIN community_members m ON m.entity_id = p.entity_id AND m.conversation_id = :c "
+    "JOIN communities c ON c.id = m.community_id AND NOT c.dirty "
+    "JOIN checkpoints k ON k.conversation_id = :c "
+    "WHERE p.conversation_id = :c AND ep.id <= k.last_episode_id ORDER BY ep.id LIMIT 20"
+)
+_WAITING = text(
+    "SELECT extract(epoch FROM clock_timestamp() - e.ingested_at) FROM episodes e "
+    "JOIN checkpoints k ON k.conversation_id = e.conversation_id WHERE e.conversation_id = :c AND e.id > k.last_episode_id "
+    "UNION ALL SELECT extract(epoch FROM clock_timestamp() - e.ingested_at) FROM episodes e WHERE e.conversation_id = :c "
+    "AND NOT EXISTS (SELECT 1 FROM checkpoints k WHERE k.conversation_id = :c)"
+)
+_CLEAN = text("SELECT id FROM communities WHERE conversation_id = :c AND id = ANY(:ids) AND dirty")
+
+
+async def _watch(memory: Memory, ids: dict[int, ConversationRef], seen: Observed) -> None:
+    """Record consolidation lags of newly covered messages and regeneration lags."""
+    async with memory.engine.connect() as connection:
+        for cid in ids:
+            rows = (await connection.execute(_CONSOLIDATED, {"c": cid, "w": seen.watermarks.get(cid, 0)})).all()
+            if rows:
+                seen.consolidation_lags += [float(lag) for _, lag in rows]
+                seen.watermarks[cid] = max(episode for episode, _ in rows)
+            waiting = [c for c, (owner, _) in seen.waiting.items() if owner == cid]
+            if waiting:
+                dirty = set((await connection.execute(_CLEAN, {"c": cid, "ids": waiting})).scalars())
+                for community in set(waiting) - dirty:
+                    seen.regeneration_lags.append(time.monotonic() - seen.waiting.pop(community)[1])
+
+
+async def _delete_one(memory: Memory, ids: dict[int, ConversationRef], rng: random.Random, seen: Observed) -> None:
+    cid = rng.choice(sorted(ids))
+    async with memory.engine.connect() as connection:
+        candidates = list((await connection.execute(_DELETABLE, {"c": cid})).scalars())
+    if not candidates:
+        return
+    report = await forget(memory, ids[cid], rng.choice(candidates), principal=BENCH)
+    now = time.monotonic()
+    for community in set(report.retraction.communities_dirtied) - set(seen.waiting):
+        seen.waiting[community] = (cid, now)
+    seen.deleted += 1
+
+
+async def _observe(memory: Memory, ids: dict[int, ConversationRef], args: argparse.Namespace, seen: Observed,
+                   stop_at: float) -> None:
+    """Watch every 0.5 s and delete every ``delete_every`` s until the load stops, then
+    watch until the backlog is drained (or ``drain`` s passed)."""
+    rng = random.Random(13)
+    next_delete = time.monotonic() + args.delete_every
+    while time.monotonic() < stop_at:
+        await _watch(memory, ids, seen)
+        if time.monotonic() >= next_delete:
+            await _delete_one(memory, ids, rng, seen)
+            next_delete += args.delete_every
+        await asyncio.sleep(0.5)
+    drain_until = time.monotonic() + args.drain
+    while time.monotonic() < drain_until:
+        await _watch(memory, ids, seen)
+        items = await backlog(memory, principal=BENCH)
+        if not seen.waiting and not any(b.unconsolidated_messages or b.dirty_communities for b in items):
+            break
+        await asyncio.sleep(0.5)
+    async with memory.engine.connect() as connection:  # what never got done counts with its age
+        for cid in ids:
+            ages = [float(age) for age in (await connection.execute(_WAITING, {"c": cid})).scalars()]
+            seen.consolidation_lags += ages
+            seen.unfinished += len(ages)
+    now = time.monotonic()
+    seen.regeneration_lags += [now - since for _, since in seen.waiting.values()]
+
+
+_RUNS = text(
+    "SELECT conversation_id, job, owner, status, result, started_at, finished_at FROM job_runs ORDER BY started_at"
+)
+
+
+async def _duplicates(memory: Memory, seen: Observed) -> dict[str, int]:
+    async with memory.engine.connect() as connection:
+        runs = [dict(r._mapping) for r in await connection.execute(_RUNS)]
+        consolidated = (
+            await connection.execute(
+                text("SELECT count(*) FROM episodes e JOIN checkpoints k USING (conversation_id) WHERE e.id <= k.last_episode_id")
+            )
+        ).scalar_one()
+    last_end: dict[tuple[int, str], datetime] = {}
+    overlapping = 0
+    for run in runs:
+        key = (run["conversation_id"], run["job"])
+        if key in last_end and run["started_at"] < last_end[key]:
+            overlapping += 1
+        if run["finished_at"] is not None:
+            last_end[key] = max(last_end.get(key, run["finished_at"]), run["finished_at"])
+    done = [r for r in runs if r["job"] == "consolidation" and r["status"] == "ok"]
+    episodes = sum(int(r["result"].get("episodes", 0)) for r in done)
+    return {
+        "overlapping_runs": overlapping,
+        "messages_consolidated_twice": max(0, episodes - int(consolidated) - seen.deleted),
+        "chunks_saved_by_another_run": sum(1 for r in done if r["result"].get("stopped")),
+        "runs": len(runs),
+        "failed_runs": sum(1 for r in runs if r["status"] == "failed"),
+    }
+
+
+def _cpu(process: psutil.Process) -> float:
+    times = process.cpu_times()
+    return float(times.user + times.system)
+
+
+async def _stop(workers: list[asyncio.subprocess.Process]) -> list[float]:
+    handles = [psutil.Process(w.pid) for w in workers]
+    cpu = [_cpu(h) for h in handles]  # before exit, while the processes still exist
+    for worker in workers:
+        worker.send_signal(signal.SIGTERM)
+    for worker in workers:
+        await asyncio.wait_for(worker.wait(), 60)
+    return cpu
+
+
+def _texts(args: argparse.Namespace) -> list[list[tuple[str, str]]]:
+    corpus = load_locomo(args.locomo)
+    return [[(t.message.speaker_name, t.message.text) for t in c.turns] for c in corpus]
+
+
+def _database(settings: Settings) -> str:
+    if settings.database_url:
+        return settings.database_url
+    drop_embedded_database(settings.data_dir, DATABASE)
+    return start_embedded(settings.data_dir, DATABASE)
+
+
+async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
+    texts = _texts(args)
+    url = _database(settings)
+    memory = await open_memory(url, build_embedder(settings))
+    seen = Observed()
+    try:
+        refs = [ConversationRef("bench", "jobs", f"c{n}-{uuid.uuid4().hex[:6]}") for n in range(args.conversations)]
+        ids = {}
+        workers = await _start_workers(args.processes, url, args)
+        started = time.monotonic()
+        stop_at = started + args.duration
+        for ref in refs:  # a first message creates the conversation
+            hello = Message("b-first", "bench", "bench", "Hello everyone.", datetime.now(UTC))
+            await ingest(memory, ref, [hello], principal=BENCH)
+            ids[await resolve_conversation(memory, ref)] = ref
+        try:
+            await asyncio.gather(
+                *(_feed(memory, ref, texts[n % len(texts)], args, seen, stop_at) for n, ref in enumerate(refs)),
+                _observe(memory, ids, args, seen, stop_at),
+            )
+        finally:
+            cpu = await _stop(workers)
+        wall = time.monotonic() - started
+        duplicates = await _duplicates(memory, seen)
+    finally:
+        await memory.close()
+    return _result(args, seen, cpu, wall, duplicates)
+
+
+def _result(
+    args: argparse.Namespace, seen: Observed, cpu: list[float], wall: float, duplicates: dict[str, int]
+) -> dict[str, Any]:
+    lags, regen = seen.consolidation_lags, seen.regeneration_lags
+    total_cpu = sum(cpu) or 1.0
+    return {
+        "bench": "jobs",
+        "conversations": args.conversations,
+        "rate_per_conversation": args.rate,
+        "duration_seconds": args.duration,
+        "processes": args.processes,
+        "messages_ingested": seen.ingested,
+        "ingest_rate": round(seen.ingested / args.duration, 1),
+        "consolidation_lag": {
+            "messages": len(lags), "median": median(lags), "p99": percentile(lags, 0.99), "unfinished": seen.unfinished,
+        },
+        "regeneration_lag": {
+            "deletions": seen.deleted, "communities": len(regen), "median": median(regen), "p99": percentile(regen, 0.99),
+            "still_dirty": len(seen.waiting),
+        },
+        "duplicate_work": duplicates,
+        "cpu": [
+            {"process": i, "cpu_seconds": round(c, 1), "share_of_workers": round(c / total_cpu, 3), "cores": round(c / wall, 2)}
+            for i, c in enumerate(cpu)
+        ],
+        "wall_seconds": round(wall, 1),
+    }
+
+
+def render(result: dict[str, Any]) -> str:
+    c, r, d = result["consolidation_lag"], result["regeneration_lag"], result["duplicate_work"]
+    duplicates = d["overlapping_runs"] + d["messages_consolidated_twice"] + d["chunks_saved_by_another_run"]
+    lines = [
+        f"{result['conversations']} conversations x {result['rate_per_conversation']:g} msg/s "
+        f"for {result['duration_seconds']:g} s, "
+        f"{result['processes']} scheduler processes; {result['messages_ingested']} messages ingested "
+        f"({result['ingest_rate']:g}/s)",
+        f"consolidation lag: median {c['median']:.1f} s, p99 {c['p99']:.1f} s over {c['messages']} messages, "
+        f"{c['unfinished']} of them still waiting at the end (counted with their age) (target p99 < 60 s)",
+        f"regeneration lag after {r['deletions']} deletions: median {r['median']:.1f} s, p99 {r['p99']:.1f} s over "
+        f"{r['communities']} communities, {r['still_dirty']} of them still dirty at the end (target p99 < 30 s)",
+        f"duplicate work: {duplicates} ({d['overlapping_runs']} overlapping runs, {d['messages_consolidated_twice']} messages "
+        f"consolidated twice, {d['chunks_saved_by_another_run']} chunks saved by another run) over {d['runs']} runs, "
+        f"{d['failed_runs']} failed",
+    ]
+    lines += [
+        f"process {p['process']}: {p['cpu_seconds']} CPU s, {p['share_of_workers']:.0%} of the workers' CPU, "
+        f"{p['cores']} cores on average"
+        for p in result["cpu"]
+    ]
+    return "\n".join(lines)
