@@ -10,6 +10,7 @@ from sqlalchemy import select
 from memory.core import Memory
 from memory.episodes.append import append_messages, validate_message
 from memory.forgetting.commands import ANSWER_WITHDRAWN, delete_episode, edit_episode
+from memory.graph.wording import EntityWitness
 from memory.graph.writes import create_entity, create_relation, supersede_relation
 from memory.store.documents import Document, upsert_documents
 from memory.store.schema import (
@@ -77,6 +78,7 @@ async def test_every_branch_of_one_deletion(memory: Memory, conversation_id: int
         bob = await create_entity(
             session, cid, name="Bob", type_="person", summary="Bob is kind", embedding=VECTOR,
             episode_ids=[e1, e2], attributes={"summary_episode_ids": [e2]},
+            witnesses=[EntityWitness(e1, "Bob", "person"), EntityWitness(e2, "Bob", "person", "Bob is kind", frozenset({e2}))],
         )
         lives = await relation(session, cid, ann, boston, "Ann lives in Boston", [e1])
         visited = await relation(session, cid, ann, paris, "Ann visited Paris", [e1, e2])

@@ -153,19 +153,24 @@ def test_comparison_policies_get_it_wrong() -> None:
     st.lists(st.frozensets(st.integers(0, 5), max_size=3), max_size=8),
     st.integers(0, 5),
     st.frozensets(st.integers(0, 8)),
+    st.frozensets(st.integers(0, 8)),
 )
-def test_rolling_context_loses_the_episode(supports: list, episode: int, gone: frozenset[int]) -> None:
+def test_rolling_context_loses_the_episode(
+    supports: list, episode: int, gone: frozenset[int], reworded: frozenset[int]
+) -> None:
     context = [{"entity_id": e, "name": f"n{e}", "text": f"old {e}", "episode_ids": sorted(s)} for e, s in enumerate(supports)]
-    surviving = {e: f"new {e}" for e in range(0, 8, 2)}
-    change = prune_rolling_context(context, episode, gone, surviving)
+    surviving = {e: (f"m{e}", f"new {e}") for e in range(0, 8, 2)}
+    change = prune_rolling_context(context, episode, gone, surviving, reworded)
     assert change.dropped + len(change.entries) == len(context)
     assert change.pruned == sum(1 for e in change.entries if e["text"].startswith("new"))
     by_id = {e["entity_id"]: e for e in change.entries}
     for original in context:
         e = original["entity_id"]
         drew = episode in original["episode_ids"]
-        survives = e not in gone and (not drew or (len(original["episode_ids"]) > 1 and e in surviving))
+        support_left = set(original["episode_ids"]) - {episode}
+        rewritten = drew or e in reworded  # its text may quote the episode or the entity's former name
+        survives = e not in gone and (not rewritten or (bool(support_left) and e in surviving))
         assert (e in by_id) == survives
         if survives:
             assert episode not in by_id[e]["episode_ids"]
-            assert by_id[e]["text"] == (f"new {e}" if drew else f"old {e}")
+            assert (by_id[e]["name"], by_id[e]["text"]) == ((f"m{e}", f"new {e}") if rewritten else (f"n{e}", f"old {e}"))

@@ -9,6 +9,7 @@ from sqlalchemy import select
 from memory.core import Memory
 from memory.episodes.append import append_messages, validate_message
 from memory.graph.reads import list_facts
+from memory.graph.wording import FactWording
 from memory.graph.writes import (
     add_relation_support,
     create_entity,
@@ -40,14 +41,15 @@ async def test_relation_lifecycle_writes(memory: Memory, conversation_id: int) -
         ann = await create_entity(session, conversation_id, name="Ann", type_="person", summary="", embedding=vector, episode_ids=[e1])
         city = await create_entity(session, conversation_id, name="Boston", type_="place", summary="a city", embedding=vector, episode_ids=[e1])
         old = await create_relation(session, conversation_id, subject_id=ann, object_id=city, predicate="lives_in", fact="Ann lives in Boston", embedding=vector, episode_ids=[e1])
-        await add_relation_support(session, conversation_id, old, [e1, e2])
+        said = FactWording("Ann lives in Boston", None, frozenset({e2}), vector)
+        await add_relation_support(session, conversation_id, old, {e1: said, e2: said})
         new = await create_relation(session, conversation_id, subject_id=ann, object_id=city, predicate="lives_in", fact="Ann left Boston", embedding=vector, episode_ids=[e3])
         await supersede_relation(session, old, new, T0)
     async with memory.sessions() as session:
         support = set((await session.execute(select(RelationProvenance.episode_id).where(RelationProvenance.relation_id == old))).scalars())
         status = (await session.execute(select(Relation.status, Relation.superseded_by).where(Relation.id == old))).one()
         current = dict((await session.execute(select(SearchDocument.ref_id, SearchDocument.is_current).where(SearchDocument.kind == "relation", SearchDocument.ref_id.in_([old, new])))).all())
-    assert support == {e1, e2}
+    assert support == {e1, e2}  # adding e1 again kept its first link
     assert tuple(status) == ("superseded", new)
     assert current == {old: False, new: True}
 

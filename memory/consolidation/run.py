@@ -60,6 +60,7 @@ from memory.graph.reconcile import (
     entity_decision,
     normalize_name,
 )
+from memory.graph.wording import EntityWitness, FactWording
 from memory.models.llm import LLMError
 from memory.models.tokens import count_tokens, truncate_tokens
 from memory.store.conversations import ConversationRef, find_conversation
@@ -121,6 +122,18 @@ class _Mention:
     entity_id: int | None = None  # merge target, then the written id
     candidates: tuple[EntityCandidate, ...] = ()
     context_key: int = 0  # placeholder id in the rolling context until written
+    forms: dict[int, str] = field(default_factory=dict)  # episode -> the name form it used
+
+    def witnesses(self) -> list[EntityWitness]:
+        """Each episode's own mention (memory.graph.wording): the name form it used,
+        not the one resolution chose, and the summary if it was drawn from it."""
+        return [
+            EntityWitness(
+                e, self.forms.get(e, self.name), self.type,
+                *((self.summary, frozenset(self.summary_episodes)) if e in self.summary_episodes else ("", frozenset())),
+            )
+            for e in sorted(self.episodes)
+        ]
 
 
 # --- LLM side calls -----------------------------------------------------------------
@@ -273,11 +286,14 @@ def _mentions(entities: Sequence[ExtractedEntity], relations: Sequence[Extracted
             continue
         mention = mentions.setdefault(key, _Mention(e.name, e.type, "", set()))
         mention.episodes |= e.episode_ids
+        mention.forms.update({episode: e.name for episode in e.episode_ids if episode not in mention.forms})
         if e.summary:
             mention.summary, mention.summary_episodes = e.summary, set(e.episode_ids)
     for r in relations:
         for name in (r.subject, r.object):
-            mentions.setdefault(normalize_name(name), _Mention(name, "thing", "", set())).episodes |= r.episode_ids
+            mention = mentions.setdefault(normalize_name(name), _Mention(name, "thing", "", set()))
+            mention.episodes |= r.episode_ids
+            mention.forms.update({episode: name for episode in r.episode_ids if episode not in mention.forms})
     for index, mention in enumerate(mentions.values(), start=1):
         mention.context_key = -index
     return mentions
@@ -588,7 +604,7 @@ async def _write_entities(
             mention.entity_id = None
             continue
         if mention.decision == "merge":
-            await graph.add_entity_support(session, conversation_id, mention.entity_id, mention.episodes)
+            await graph.add_entity_support(session, conversation_id, mention.entity_id, mention.witnesses())
             if mention.summary:
                 await graph.update_entity_summary(
                     session, conversation_id, mention.entity_id, summary=mention.summary,
@@ -601,6 +617,7 @@ async def _write_entities(
             session, conversation_id, name=mention.name, type_=mention.type, summary=mention.summary,
             embedding=name_vectors[key], episode_ids=mention.episodes, document_embedding=doc_vectors[key],
             attributes={"summary_episode_ids": sorted(mention.summary_episodes)} if mention.summary else {},
+            witnesses=mention.witnesses(),
         )
         if previous in vanished:
             vanished[previous] = mention.entity_id
@@ -644,24 +661,33 @@ async def _write_relations(
         for r in (rows.scalars() if rows is not None else [])
     )
     vector_of: dict[int, Sequence[float]] = {}
+    wordings: dict[int, dict[int, FactWording]] = {}  # relation (book id) -> episode -> its wording
     for fact, vector in facts:
         decision = apply_relation(book, fact, params, reconcile)
         if decision.kind == "duplicate":
+            assert decision.target_id is not None
+            target = decision.target_id
             report.relations_duplicate += 1
         else:
-            vector_of[book.inserted[-1]] = vector
+            target = book.inserted[-1]
+            vector_of[target] = vector
             report.relations_created += 1
             report.relations_superseded += decision.kind == "contradiction"
+        wording = FactWording(fact.fact, fact.valid_from, fact.episodes, vector)
+        for episode in fact.episodes:
+            wordings.setdefault(target, {}).setdefault(episode, wording)
     real: dict[int, int] = {}
     for temp_id in book.inserted:
         state = book.relations[temp_id]
         real[temp_id] = await graph.create_relation(
             session, conversation_id, subject_id=state.subject_id, object_id=state.object_id,
             predicate=state.predicate, fact=state.fact, embedding=vector_of[temp_id],
-            episode_ids=state.provenance, valid_from=state.valid_from,
+            episode_ids=state.provenance, valid_from=state.valid_from, wordings=wordings[temp_id],
         )
     for relation_id, episodes in book.supported.items():
-        await graph.add_relation_support(session, conversation_id, relation_id, episodes)
+        await graph.add_relation_support(
+            session, conversation_id, relation_id, {e: wordings[relation_id][e] for e in episodes}
+        )
     for old_id in book.superseded:
         old = book.relations[old_id]
         assert old.superseded_by is not None

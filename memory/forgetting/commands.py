@@ -14,12 +14,10 @@ Decisions beyond Algorithm 1, and why:
 - A connective anchor keeps its id, type and relations; its name becomes ``anchor:<id>``
   and its embedding is cleared, since every mention that gave it that name (and the
   vector made from it) was deleted.
-- An entity that lost the episode but keeps other support keeps its name (other
-  messages still mention it). If its summary was written from the episode
-  (``attributes.summary_episode_ids``, or when that is unknown) the summary may quote
-  it, so summary and attributes are cleared and its search document rewritten from
-  name and type, with the stored name vector (no embedding call under the locks).
-  Consolidation writes a new summary when the entity is next mentioned.
+- A relation or entity that lost the episode but keeps other support is re-rendered
+  from its surviving witnesses' own wording (memory.graph.wording, written by
+  memory.forgetting.rewording): every wording drawn from the episode is cleared, so no
+  sentence, name form or summary it contributed outlives it.
 - A dirtied community's label and summary are cleared along with its search document.
 - Rolling-context entries that drew on the episode are rewritten to the entity's
   surviving name and type, or dropped (forgetting_rules.prune_rolling_context).
@@ -41,14 +39,12 @@ from typing import Any
 from sqlalchemy import (
     BigInteger,
     Text,
-    and_,
     bindparam,
     cast,
     delete,
     exists,
     func,
     literal,
-    or_,
     select,
     text,
     union,
@@ -64,6 +60,7 @@ from memory.episodes.exchange_vectors import (
     refresh_exchange_vectors,
 )
 from memory.errors import ValidationError
+from memory.forgetting.rewording import reword
 from memory.forgetting.rules import (
     Decision,
     EntityFacts,
@@ -73,7 +70,7 @@ from memory.forgetting.rules import (
     prune_rolling_context,
 )
 from memory.graph.writes import entity_document_text
-from memory.models.embedder import EmbeddingBatch
+from memory.models.embedder import Embedder, EmbeddingBatch
 from memory.store.conversations import (
     ConversationRef,
     ensure_conversation,
@@ -114,6 +111,8 @@ class Retraction:
     entities_anchored: list[int] = field(default_factory=list)
     entities_kept: list[int] = field(default_factory=list)
     communities_dirtied: list[int] = field(default_factory=list)
+    relations_reworded: list[int] = field(default_factory=list)  # kept, shown in a surviving witness's words
+    entities_reworded: list[int] = field(default_factory=list)
     documents_removed: int = 0
     context_entries_dropped: int = 0
     context_entries_pruned: int = 0
@@ -194,19 +193,6 @@ def _ids(values: Iterable[int]) -> Any:
 @dataclass(frozen=True)
 class Affected:
     graph: SupplyGraph
-    # loaded entities whose summary or attributes were written from the episode (or
-    # from episodes unknown): cleared if the entity is kept, since they may quote it
-    stale_summaries: frozenset[int]
-
-
-def _summary_drew_on(episode_id: int) -> Any:
-    return and_(
-        or_(Entity.summary != "", Entity.attributes != {}),
-        or_(
-            ~Entity.attributes.has_key("summary_episode_ids"),
-            Entity.attributes["summary_episode_ids"].contains([episode_id]),
-        ),
-    )
 
 
 async def load_subgraph(session: AsyncSession, conversation_id: int, episode_id: int) -> Affected:
@@ -237,14 +223,12 @@ async def load_subgraph(session: AsyncSession, conversation_id: int, episode_id:
                 _holds(EntityProvenance.entity_id, Entity.id, episode_id),
                 _witness(EntityProvenance.entity_id, Entity.id, episode_id),
                 communities_of,
-                _summary_drew_on(episode_id),
             ).where(Entity.conversation_id == conversation_id, Entity.id.in_(union(holding_e, _ids(endpoints))))
         )
     ).all()
-    entities = {e: EntityFacts(_support(holds, witness, episode_id)) for e, holds, witness, _, _ in rows}
-    stale = frozenset(e for e, _, _, _, drew_on in rows if drew_on)
+    entities = {e: EntityFacts(_support(holds, witness, episode_id)) for e, holds, witness, _ in rows}
     communities: dict[int, set[int]] = {}
-    for entity_id, _, _, held_by, _ in rows:
+    for entity_id, _, _, held_by in rows:
         for community_id in held_by or ():
             communities.setdefault(community_id, set()).add(entity_id)
     unsupported = [e for e, facts in entities.items() if not facts.support - {episode_id}]
@@ -255,7 +239,7 @@ async def load_subgraph(session: AsyncSession, conversation_id: int, episode_id:
         )
         more = await _load_relations(session, conversation_id, episode_id, touching)
         relations.update({r: rel for r, rel in more.items() if r not in relations})
-    return Affected(SupplyGraph(relations, entities, {c: frozenset(m) for c, m in communities.items()}), stale)
+    return Affected(SupplyGraph(relations, entities, {c: frozenset(m) for c, m in communities.items()}))
 
 
 # --- writing a decision --------------------------------------------------------------
@@ -281,9 +265,7 @@ async def _with_documents(
     return (await session.execute(counts)).one()[0]
 
 
-async def apply_decision(
-    session: AsyncSession, conversation_id: int, decision: Decision, stale_summaries: Iterable[int] = ()
-) -> int:
+async def apply_decision(session: AsyncSession, conversation_id: int, decision: Decision) -> int:
     """Write a deletion decision's graph changes; returns the search documents removed.
 
     Shared by Stashbird's rule and the benchmark's comparison policies. A restored
@@ -301,8 +283,6 @@ async def apply_decision(
             .where(SearchDocument.kind == "relation", SearchDocument.ref_id.in_(restored))
             .values(is_current=True)
         )
-    if stale := decision.entities_kept & set(stale_summaries):
-        await _clear_derived_metadata(session, conversation_id, stale)
     anchor = update(Entity).values(
         name=literal("anchor:") + cast(Entity.id, Text), summary="", attributes={}, embedding=None, is_anchor=True
     )
@@ -317,23 +297,6 @@ async def apply_decision(
         if ids:
             removed += await _with_documents(session, conversation_id, kind, model, sorted(ids), change)
     return removed
-
-
-async def _clear_derived_metadata(session: AsyncSession, conversation_id: int, entity_ids: Iterable[int]) -> None:
-    """Clear summaries that may quote a lost message and re-index the entities without them."""
-    rows = (
-        await session.execute(
-            update(Entity)
-            .where(Entity.conversation_id == conversation_id, Entity.id.in_(list(entity_ids)))
-            .values(summary="", attributes={})
-            .returning(Entity.id, Entity.name, Entity.type, Entity.embedding)
-        )
-    ).all()
-    await upsert_documents(
-        session,
-        conversation_id,
-        [Document("entity", e, entity_document_text(name, type_, ""), vector) for e, name, type_, vector in rows if vector is not None],
-    )
 
 
 async def _withdraw_answers(session: AsyncSession, conversation_id: int, episode_id: int) -> list[int]:
@@ -365,9 +328,11 @@ async def _update_checkpoint(
     if checkpoint is None:
         return
     context = list(checkpoint.rolling_context or [])
+    reworded = set(retraction.entities_reworded)
     drew_on = {e.get("entity_id") for e in context if episode_id in e.get("episode_ids", [])} - gone_entities
+    drew_on |= reworded
     names = {} if not drew_on else dict(
-        (e, entity_document_text(name, type_, ""))
+        (e, (name, entity_document_text(name, type_, "")))
         for e, name, type_ in (
             await session.execute(
                 select(Entity.id, Entity.name, Entity.type).where(
@@ -378,7 +343,7 @@ async def _update_checkpoint(
             )
         ).all()
     )
-    change = prune_rolling_context(context, episode_id, gone_entities, names)
+    change = prune_rolling_context(context, episode_id, gone_entities, names, reworded)
     retraction.context_entries_dropped = change.dropped
     retraction.context_entries_pruned = change.pruned
     if change.dropped or change.pruned:
@@ -398,7 +363,7 @@ async def _update_checkpoint(
 
 
 async def retract_support(
-    session: AsyncSession, conversation_id: int, episode_id: int, *, requeue: bool
+    session: AsyncSession, conversation_id: int, episode_id: int, embedder: Embedder, *, requeue: bool
 ) -> Retraction:
     """Take one episode's support out of everything derived from it (the shared half of
     delete and edit); the caller holds both locks and handles the episode row."""
@@ -418,7 +383,11 @@ async def retract_support(
         entities_kept=sorted(decision.entities_kept),
         communities_dirtied=sorted(decision.communities_dirtied),
     )
-    retraction.documents_removed = await apply_decision(session, conversation_id, decision, affected.stale_summaries)
+    retraction.documents_removed = await apply_decision(session, conversation_id, decision)
+    reworded = await reword(
+        session, conversation_id, episode_id, sorted(decision.relations_kept), sorted(decision.entities_kept), embedder
+    )
+    retraction.relations_reworded, retraction.entities_reworded = reworded.relations, reworded.entities
     gone = set(decision.entities_removed | decision.entities_anchored)
     await _update_checkpoint(session, conversation_id, episode_id, gone, requeue, retraction)
     retraction.answers_withdrawn = await _withdraw_answers(session, conversation_id, episode_id)
@@ -551,7 +520,7 @@ async def delete_episode(
                 )
             report = DeletionReport(conversation_id, message_id, status)
         else:
-            retraction = await retract_support(session, conversation_id, episode.id, requeue=False)
+            retraction = await retract_support(session, conversation_id, episode.id, memory.embedder, requeue=False)
             chain, documents = await remove_episode(session, conversation_id, episode)
             retraction.documents_removed += documents
             report = DeletionReport(conversation_id, message_id, "deleted", episode.id, chain, retraction)
@@ -595,7 +564,7 @@ async def edit_episode(
             if embedded is None or current != speaker:
                 embedded = await _embed_episode(memory, current or "", new_text)
             document_text, batch = embedded
-            retraction = await retract_support(session, conversation_id, episode.id, requeue=True)
+            retraction = await retract_support(session, conversation_id, episode.id, memory.embedder, requeue=True)
             episode.text = new_text
             episode.embedding = list(batch.vectors[0])
             episode.edited_at = edited_at or datetime.now(UTC)

@@ -150,18 +150,22 @@ def prune_rolling_context(
     entries: Sequence[Mapping[str, Any]],
     episode_id: int,
     gone_entities: Iterable[int],
-    surviving_text: Mapping[int, str],
+    surviving_text: Mapping[int, tuple[str, str]],
+    reworded: Iterable[int] = (),
 ) -> ContextChange:
     """Rolling-context entries lose the episode from their ``episode_ids``.
 
     An entry is dropped when its support becomes empty or its entity was removed or
     anchored. An entry that survives drew its compressed text partly from the deleted
-    episode, and which part cannot be told, so its text is replaced by
+    episode, and which part cannot be told, so its name and text are replaced by
     ``surviving_text[entity_id]`` (rendered by the caller from what survives in the
-    graph), or dropped when there is none: no sentence derived from the deleted episode
-    outlives it.
+    graph), or it is dropped when there is none: no sentence derived from the deleted episode
+    outlives it. So is the text of an entry whose entity was ``reworded`` (re-rendered
+    from its surviving witnesses) even if the entry does not cite the episode: it was
+    written with the entity's former name, which may be the deleted message's.
     """
     gone = set(gone_entities)
+    rewrite = set(reworded)
     kept: list[dict[str, Any]] = []
     dropped = pruned = 0
     for entry in entries:
@@ -170,13 +174,13 @@ def prune_rolling_context(
         if entity_id in gone:
             dropped += 1
             continue
-        if len(support) == len(entry.get("episode_ids", [])):
+        if len(support) == len(entry.get("episode_ids", [])) and entity_id not in rewrite:
             kept.append(dict(entry))
             continue
-        text = surviving_text.get(entity_id, "")
+        name, text = surviving_text.get(entity_id, ("", ""))
         if not support or not text:
             dropped += 1
             continue
-        kept.append({**entry, "episode_ids": support, "text": text})
+        kept.append({**entry, "episode_ids": support, "name": name, "text": text})
         pruned += 1
     return ContextChange(kept, dropped, pruned)

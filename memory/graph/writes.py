@@ -5,12 +5,13 @@ write; this module only knows *how*, inside the caller's transaction."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from sqlalchemy import update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from memory.graph.wording import EntityWitness, FactWording
 from memory.store.documents import Document, upsert_documents
 from memory.store.schema import (
     Entity,
@@ -31,25 +32,49 @@ def relation_document_text(fact: str) -> str:
 
 async def _add_support(
     session: AsyncSession, link: type[EntityProvenance] | type[RelationProvenance], owner: dict[str, int],
-    conversation_id: int, episode_ids: Iterable[int],
+    conversation_id: int, rows: Iterable[dict[str, Any]],
 ) -> None:
-    rows = [{**owner, "episode_id": e, "conversation_id": conversation_id} for e in set(episode_ids)]
-    if rows:
-        await session.execute(insert(link).values(rows).on_conflict_do_nothing())
+    """The one provenance writer: a link per episode with that episode's wording. Adding
+    an episode twice keeps the first link (provenance is a set)."""
+    values = [{**owner, "conversation_id": conversation_id, **row} for row in rows]
+    if values:
+        await session.execute(insert(link).values(values).on_conflict_do_nothing())
 
 
 async def add_entity_support(
-    session: AsyncSession, conversation_id: int, entity_id: int, episode_ids: Iterable[int]
+    session: AsyncSession, conversation_id: int, entity_id: int, witnesses: Iterable[EntityWitness]
 ) -> None:
-    """Add episodes to P(e); adding one twice is a no-op (provenance is a set)."""
-    await _add_support(session, EntityProvenance, {"entity_id": entity_id}, conversation_id, episode_ids)
+    """Add episodes to P(e), each with its name form, type and summary contribution."""
+    rows = [
+        {
+            "episode_id": w.episode_id, "name": w.name, "type": w.type, "summary": w.summary,
+            "summary_sources": sorted(w.summary_sources) if w.summary else [],
+        }
+        for w in witnesses
+    ]
+    await _add_support(session, EntityProvenance, {"entity_id": entity_id}, conversation_id, rows)
 
 
 async def add_relation_support(
-    session: AsyncSession, conversation_id: int, relation_id: int, episode_ids: Iterable[int]
+    session: AsyncSession, conversation_id: int, relation_id: int, wordings: Mapping[int, FactWording]
 ) -> None:
-    """Add episodes to P(r); adding one twice is a no-op (provenance is a set)."""
-    await _add_support(session, RelationProvenance, {"relation_id": relation_id}, conversation_id, episode_ids)
+    """Add episodes to P(r), each (the key) with the wording its extraction gave."""
+    rows = [
+        {
+            "episode_id": episode_id, "fact": w.fact, "valid_from": w.valid_from, "sources": sorted(w.sources),
+            "embedding": list(w.embedding) if w.embedding is not None else None,
+        }
+        for episode_id, w in wordings.items()
+    ]
+    await _add_support(session, RelationProvenance, {"relation_id": relation_id}, conversation_id, rows)
+
+
+def same_wording(
+    name: str, type_: str, summary: str, episode_ids: Iterable[int]
+) -> list[EntityWitness]:
+    """Witnesses that all said the same (the summary drawn from all of them)."""
+    episodes = frozenset(episode_ids)
+    return [EntityWitness(e, name, type_, summary, episodes if summary else frozenset()) for e in episodes]
 
 
 async def create_entity(
@@ -63,11 +88,14 @@ async def create_entity(
     episode_ids: Iterable[int],
     document_embedding: Sequence[float] | None = None,
     attributes: dict | None = None,
+    witnesses: Iterable[EntityWitness] | None = None,
 ) -> int:
     """A new entity with its provenance and search document.
 
     ``embedding`` is what entity resolution compares (consolidation embeds the name);
-    ``document_embedding``, when given, is the search document's (its full text)."""
+    ``document_embedding``, when given, is the search document's (its full text).
+    ``witnesses`` give each episode's own wording; by default every episode said
+    ``name``, ``type_`` and ``summary``."""
     entity_id = (
         await session.execute(
             insert(Entity)
@@ -82,7 +110,10 @@ async def create_entity(
             .returning(Entity.id)
         )
     ).scalar_one()
-    await add_entity_support(session, conversation_id, entity_id, episode_ids)
+    await add_entity_support(
+        session, conversation_id, entity_id,
+        witnesses if witnesses is not None else same_wording(name, type_, summary, episode_ids),
+    )
     await upsert_documents(
         session,
         conversation_id,
@@ -102,8 +133,10 @@ async def create_relation(
     embedding: Sequence[float],
     episode_ids: Iterable[int],
     valid_from: datetime | None = None,
+    wordings: Mapping[int, FactWording] | None = None,
 ) -> int:
-    """A new active relation with its provenance and search document."""
+    """A new active relation with its provenance and search document. ``wordings`` give
+    each episode's own wording; by default all of them said ``fact`` together."""
     relation_id = (
         await session.execute(
             insert(Relation)
@@ -119,7 +152,10 @@ async def create_relation(
             .returning(Relation.id)
         )
     ).scalar_one()
-    await add_relation_support(session, conversation_id, relation_id, episode_ids)
+    if wordings is None:
+        together = frozenset(episode_ids)
+        wordings = {e: FactWording(fact, valid_from, together, embedding) for e in together}
+    await add_relation_support(session, conversation_id, relation_id, wordings)
     await upsert_documents(
         session,
         conversation_id,

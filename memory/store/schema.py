@@ -116,7 +116,8 @@ class Entity(Base):
 
 
 class EntityProvenance(Base):
-    """P(e): the episodes that mention an entity."""
+    """P(e): the episodes that mention an entity, each with the name form and type it
+    used and its summary contribution (drawn from ``summary_sources``; memory.graph.wording)."""
 
     __tablename__ = "entity_provenance"
 
@@ -127,6 +128,10 @@ class EntityProvenance(Base):
         BigInteger, ForeignKey("episodes.id", ondelete="CASCADE"), primary_key=True, index=True
     )
     conversation_id: Mapped[int] = _conversation_fk()
+    name: Mapped[str] = mapped_column(Text, default="")
+    type: Mapped[str] = mapped_column(Text, default="")
+    summary: Mapped[str] = mapped_column(Text, default="")
+    summary_sources: Mapped[list[int]] = mapped_column(ARRAY(BigInteger), default=list)
 
 
 class Relation(Base):
@@ -154,7 +159,8 @@ class Relation(Base):
 
 
 class RelationProvenance(Base):
-    """P(r): the episodes that state a relation."""
+    """P(r): the episodes that state a relation, each with its own wording: the fact
+    sentence, valid-from and vector, drawn from ``sources`` ('' once a source is gone)."""
 
     __tablename__ = "relation_provenance"
 
@@ -165,6 +171,10 @@ class RelationProvenance(Base):
         BigInteger, ForeignKey("episodes.id", ondelete="CASCADE"), primary_key=True, index=True
     )
     conversation_id: Mapped[int] = _conversation_fk()
+    fact: Mapped[str] = mapped_column(Text, default="")
+    valid_from: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    embedding: Mapped[Any] = mapped_column(Vector(), nullable=True)
+    sources: Mapped[list[int]] = mapped_column(ARRAY(BigInteger), default=list)
 
 
 class Community(Base):

@@ -1,0 +1,201 @@
+"""Re-rendering the records a deleted or edited message still leaves standing, in the
+deleting transaction (the rule is memory.graph.wording's; this module loads and writes).
+
+For the relations and entities that lost the episode but keep other support: every
+witness wording drawn from the episode is cleared (it may quote it), then each record is
+rendered from the witnesses that decide it and rewritten, with its search document, if
+its text changed. A changed text needs a vector: a relation takes its chosen witness's
+stored sentence vector; an entity whose summary went keeps its stored name vector (as
+its document's); anything else new (a structural fact, another name form or summary) is
+embedded here, under the locks, in one call. That happens only when the deleted message
+was the one whose words a record showed and the others said it differently.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import BigInteger, bindparam, text, update
+from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from memory.graph.wording import (
+    EntityText,
+    EntityWitness,
+    FactWording,
+    RelationWitness,
+    render_entity,
+    render_fact,
+    structural_fact,
+)
+from memory.graph.writes import entity_document_text, relation_document_text
+from memory.models.embedder import Embedder
+from memory.store.documents import Document, upsert_documents
+from memory.store.ledger import Usage, record_usage
+from memory.store.schema import Entity, Relation
+
+_IDS = (bindparam("ids", type_=ARRAY(BigInteger)), bindparam("episode", type_=BigInteger), bindparam("cid", type_=BigInteger))
+
+CLEAR_RELATION_WORDING = text(
+    """UPDATE relation_provenance SET fact = '', valid_from = NULL, embedding = NULL, sources = '{}'
+       WHERE conversation_id = :cid AND relation_id = ANY(:ids) AND episode_id <> :episode AND :episode = ANY(sources)"""
+).bindparams(*_IDS)
+CLEAR_ENTITY_SUMMARY = text(
+    """UPDATE entity_provenance SET summary = '', summary_sources = '{}'
+       WHERE conversation_id = :cid AND entity_id = ANY(:ids) AND episode_id <> :episode AND summary <> ''
+         AND :episode = ANY(summary_sources)"""
+).bindparams(*_IDS)
+# The witnesses render_entity reads (memory.graph.wording.deciding_entity_witnesses):
+# the earliest, and the latest with a summary, through the (entity_id, episode_id) indexes.
+ENTITY_WITNESSES = text(
+    """SELECT e.id, e.name, e.type, e.summary, e.embedding::text, w.episode_id, w.name, w.type, w.summary, w.summary_sources
+       FROM entities e CROSS JOIN LATERAL (
+           (SELECT * FROM entity_provenance p WHERE p.entity_id = e.id AND p.episode_id <> :episode
+            ORDER BY p.episode_id LIMIT 1)
+           UNION
+           (SELECT * FROM entity_provenance p WHERE p.entity_id = e.id AND p.episode_id <> :episode AND p.summary <> ''
+            ORDER BY p.episode_id DESC LIMIT 1)
+       ) w
+       WHERE e.conversation_id = :cid AND e.id = ANY(:ids)"""
+).bindparams(*_IDS)
+RELATION_WITNESSES = text(
+    """SELECT r.id, r.fact, r.valid_from, r.status, r.predicate, s.id, s.name, o.id, o.name,
+              w.episode_id, w.fact, w.valid_from, w.sources, w.embedding::text
+       FROM relations r JOIN entities s ON s.id = r.subject_id JOIN entities o ON o.id = r.object_id
+       LEFT JOIN LATERAL (
+           SELECT * FROM relation_provenance p WHERE p.relation_id = r.id AND p.episode_id <> :episode AND p.fact <> ''
+           ORDER BY p.episode_id LIMIT 1
+       ) w ON true
+       WHERE r.conversation_id = :cid AND r.id = ANY(:ids)"""
+).bindparams(*_IDS)
+
+
+@dataclass
+class Rewording:
+    """Records whose text changed, and how many new texts had to be embedded for them."""
+
+    relations: list[int] = field(default_factory=list)
+    entities: list[int] = field(default_factory=list)
+    embedded: int = 0
+
+
+@dataclass(frozen=True)
+class _EntityChange:
+    entity_id: int
+    rendered: EntityText
+    name_vector: list[float] | None  # the stored one, when the name stays
+
+    @property
+    def document_text(self) -> str:
+        return entity_document_text(self.rendered.name, self.rendered.type, self.rendered.summary)
+
+
+@dataclass(frozen=True)
+class _RelationChange:
+    relation_id: int
+    fact: str
+    wording: FactWording | None  # the witness wording shown; None: rendered from structure
+    is_current: bool
+
+
+def _vector(value: str | None) -> list[float] | None:
+    return None if value is None else [float(x) for x in value.strip("[]").split(",")]
+
+
+async def reword(
+    session: AsyncSession, conversation_id: int, episode_id: int, relations: Sequence[int], entities: Sequence[int],
+    embedder: Embedder,
+) -> Rewording:
+    """Clear the wordings drawn from ``episode_id`` and re-render ``entities`` and
+    ``relations`` (a structural fact uses the entities' new names) from what survives."""
+    values = {"cid": conversation_id, "episode": episode_id}
+    entity_changes: list[_EntityChange] = []
+    relation_changes: list[_RelationChange] = []
+    if entities:
+        await session.execute(CLEAR_ENTITY_SUMMARY, {**values, "ids": sorted(entities)})
+        entity_changes = await _entity_changes(session, {**values, "ids": sorted(entities)})
+    if relations:
+        await session.execute(CLEAR_RELATION_WORDING, {**values, "ids": sorted(relations)})
+        renamed = {c.entity_id: c.rendered.name for c in entity_changes}
+        relation_changes = await _relation_changes(session, {**values, "ids": sorted(relations)}, renamed)
+    needed = [c.rendered.name for c in entity_changes if c.name_vector is None]
+    needed += [c.document_text for c in entity_changes if c.rendered.summary]
+    needed += [c.fact for c in relation_changes if c.wording is None or c.wording.embedding is None]
+    vectors = await _embed(session, conversation_id, embedder, list(dict.fromkeys(needed)))
+    documents = []
+    for change in entity_changes:
+        name_vector = change.name_vector or vectors[change.rendered.name]
+        rendered = change.rendered
+        await session.execute(
+            update(Entity).where(Entity.conversation_id == conversation_id, Entity.id == change.entity_id).values(
+                name=rendered.name, type=rendered.type, summary=rendered.summary, embedding=name_vector,
+                attributes={"summary_episode_ids": sorted(rendered.summary_sources)} if rendered.summary else {},
+            )
+        )
+        document_vector = vectors.get(change.document_text, name_vector)
+        documents.append(Document("entity", change.entity_id, change.document_text, document_vector))
+    for change in relation_changes:
+        valid_from = change.wording.valid_from if change.wording else None
+        stored = change.wording.embedding if change.wording else None
+        await session.execute(
+            update(Relation).where(Relation.conversation_id == conversation_id, Relation.id == change.relation_id)
+            .values(fact=change.fact, valid_from=valid_from)
+        )
+        documents.append(
+            Document("relation", change.relation_id, relation_document_text(change.fact),
+                     stored if stored is not None else vectors[change.fact], valid_from, change.is_current)
+        )
+    await upsert_documents(session, conversation_id, documents)
+    return Rewording(
+        sorted(c.relation_id for c in relation_changes), sorted(c.entity_id for c in entity_changes), len(vectors)
+    )
+
+
+async def _embed(session: AsyncSession, conversation_id: int, embedder: Embedder, texts: list[str]) -> dict[str, list[float]]:
+    if not texts:
+        return {}
+    batch = await embedder.embed(texts)
+    await record_usage(session, conversation_id, Usage("ingestion", "embed_graph", batch.model, 1, batch.prompt_tokens))
+    return dict(zip(texts, batch.vectors, strict=True))
+
+
+async def _entity_changes(session: AsyncSession, values: dict[str, Any]) -> list[_EntityChange]:
+    """The entities whose rendered text differs from what they show."""
+    witnesses: dict[int, list[EntityWitness]] = {}
+    current: dict[int, tuple[str, str, str, str | None]] = {}
+    for row in await session.execute(ENTITY_WITNESSES, values):
+        entity_id, name, type_, summary, vector, episode, w_name, w_type, w_summary, w_sources = row
+        current[entity_id] = (name, type_, summary, vector)
+        witnesses.setdefault(entity_id, []).append(
+            EntityWitness(episode, w_name, w_type, w_summary, frozenset(w_sources or ()))
+        )
+    changes = []
+    for entity_id, found in witnesses.items():
+        rendered = render_entity(found)
+        name, type_, summary, vector = current[entity_id]
+        if rendered is not None and (rendered.name, rendered.type, rendered.summary) != (name, type_, summary):
+            changes.append(_EntityChange(entity_id, rendered, _vector(vector) if rendered.name == name else None))
+    return changes
+
+
+async def _relation_changes(
+    session: AsyncSession, values: dict[str, Any], renamed: dict[int, str]
+) -> list[_RelationChange]:
+    """The relations whose rendered text or valid-from differs from what they show."""
+    changes = []
+    for row in await session.execute(RELATION_WITNESSES, values):
+        (relation_id, fact, valid_from, status, predicate, subject_id, subject, object_id, object_,
+         episode, w_fact, w_from, w_sources, w_vector) = row
+        witnesses = [] if episode is None else [
+            RelationWitness(episode, FactWording(w_fact, w_from, frozenset(w_sources or ()), _vector(w_vector)))
+        ]
+        chosen = render_fact(witnesses)
+        wording = chosen.wording if chosen else None
+        new_fact = wording.fact if wording else structural_fact(
+            renamed.get(subject_id, subject), predicate, renamed.get(object_id, object_)
+        )
+        if (new_fact, wording.valid_from if wording else None) != (fact, valid_from):
+            changes.append(_RelationChange(relation_id, new_fact, wording, status == "active"))
+    return changes
