@@ -132,7 +132,9 @@ async def test_a_sentence_drawn_from_two_messages_goes_with_either(memory: Memor
     from its structure, in no one's words."""
     messages = [
         validate_message({"id": "g1", "author": "Yara", "text": F1, "ts": T0}),
-        validate_message({"id": "g2", "author": "Zack", "text": "Yara lives in Brindlemere Quay now.", "ts": T0 + timedelta(minutes=1)}),
+        validate_message(
+            {"id": "g2", "author": "Zack", "text": "Yara lives in Brindlemere Quay now.", "ts": T0 + timedelta(minutes=1)}
+        ),
     ]
     await api.ingest(memory, conversation_ref, messages, principal=OPERATOR)
     await api.consolidate(memory, conversation_ref, principal=OPERATOR, extractor=CitingBoth())

@@ -459,7 +459,11 @@ async def _find_episode(session: AsyncSession, conversation_id: int, platform_me
 async def _tombstoned(session: AsyncSession, conversation_id: int, platform_message_id: str) -> bool:
     return (
         await session.execute(
-            select(exists().where(Tombstone.conversation_id == conversation_id, Tombstone.platform_message_id == platform_message_id))
+            select(
+                exists().where(
+                    Tombstone.conversation_id == conversation_id, Tombstone.platform_message_id == platform_message_id
+                )
+            )
         )
     ).scalar_one()
 

@@ -47,8 +47,9 @@ CLEAR_ENTITY_SUMMARY = text(
        WHERE conversation_id = :cid AND entity_id = ANY(:ids) AND episode_id <> :episode AND summary <> ''
          AND :episode = ANY(summary_sources)"""
 ).bindparams(*_IDS)
-# The witnesses render_entity reads (memory.graph.wording.deciding_entity_witnesses):
-# the earliest, and the latest with a summary, through the (entity_id, episode_id) indexes.
+# The only witnesses render_entity reads (tests/test_wording.py shows they suffice): the
+# earliest, and the latest with a summary, through the (entity_id, episode_id) indexes,
+# since a hub entity may have thousands.
 ENTITY_WITNESSES = text(
     """SELECT e.id, e.name, e.type, e.summary, e.embedding::text, w.episode_id, w.name, w.type, w.summary, w.summary_sources
        FROM entities e CROSS JOIN LATERAL (

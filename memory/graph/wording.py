@@ -112,12 +112,3 @@ def render_entity(witnesses: Iterable[EntityWitness]) -> EntityText | None:
         latest.summary if latest else "",
         latest.summary_sources if latest else frozenset(),
     )
-
-
-def deciding_entity_witnesses(witnesses: Sequence[EntityWitness]) -> list[EntityWitness]:
-    """The (at most two) witnesses ``render_entity`` reads: the earliest, and the latest
-    with a summary. The deletion path loads only these, since a hub entity may have
-    thousands of witnesses."""
-    ordered = sorted(witnesses, key=lambda w: w.episode_id)
-    summarised = [w for w in ordered if w.summary]
-    return list({w.episode_id: w for w in ordered[:1] + summarised[-1:]}.values())
