@@ -30,6 +30,7 @@ COMMANDS = {
     "import": "import a platform export file (DiscordChatExporter JSON)",
     "communities": "a conversation's communities of entities and their summaries (--rebuild)",
     "jobs": "background work: status, run-once, run the scheduler",
+    "erase": "rewrite the memory tables so that deleted messages are physically gone from them",
     "bench": "benchmarks that print their figures",
 }
 

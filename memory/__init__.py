@@ -16,6 +16,7 @@ from memory.api import (
     conversations,
     drop_conversation,
     edit,
+    erase,
     facts,
     forget,
     inbox_backlog,
@@ -35,6 +36,7 @@ from memory.api import (
     resolve_conversation,
     update_communities,
     usage,
+    vacuum,
 )
 from memory.communities.run import CommunityReport
 from memory.consolidation.extraction import (
@@ -65,6 +67,7 @@ from memory.store.embedded import (
     drop_embedded_database,
     start_embedded,
 )
+from memory.store.erasure import MaintenanceReport
 from memory.store.inbox import InboxBacklog, InboxClaim, InboxItem
 
 __all__ = [
@@ -88,6 +91,7 @@ __all__ = [
     "LLMError",
     "LLMExtractor",
     "LocalEmbedder",
+    "MaintenanceReport",
     "Memory",
     "MemoryParams",
     "Message",
@@ -109,6 +113,7 @@ __all__ = [
     "drop_conversation",
     "drop_embedded_database",
     "edit",
+    "erase",
     "facts",
     "forget",
     "inbox_backlog",
@@ -130,5 +135,6 @@ __all__ = [
     "stored_messages",
     "update_communities",
     "usage",
+    "vacuum",
     "validate_message",
 ]

@@ -36,6 +36,7 @@ from memory.forgetting.commands import (
 )
 from memory.graph.reads import list_facts
 from memory.retrieval.answering import Answer, answer
+from memory.store import erasure
 from memory.store import inbox as _inbox
 from memory.store.backlog import Backlog, read_backlog
 from memory.store.conversations import (
@@ -45,9 +46,11 @@ from memory.store.conversations import (
     find_conversation,
     list_conversations,
 )
+from memory.store.erasure import MaintenanceReport
 from memory.store.inbox import InboxBacklog, InboxClaim
 from memory.store.ledger import usage_totals
 from memory.store.locks import LockPurpose, lock_conversation
+from memory.store.schema import AuditEntry
 
 PrincipalKind = Literal["operator", "user", "event", "job"]
 Role = Literal["user", "admin", "bot"]
@@ -350,3 +353,26 @@ async def regenerate_summary(memory: Memory, conversation: ConversationRef, *, p
                 await rebuild_summary(memory, session, conversation_id)
                 return True
     return False
+
+
+async def vacuum(memory: Memory, *, principal: Principal) -> MaintenanceReport:
+    """Plain VACUUM of the memory tables, after a batch of deletions: dead row versions
+    and their index entries go (memory.store.erasure says what that does not promise)."""
+    return await erasure.vacuum(memory.engine)
+
+
+async def erase(memory: Memory, conversation: ConversationRef, *, principal: Principal) -> MaintenanceReport:
+    """For operators who must guarantee physical removal of what was deleted from
+    ``conversation``: the memory tables (every conversation's: Postgres rewrites whole
+    tables) are rewritten with their live rows only, indexes rebuilt, then a CHECKPOINT.
+    Blocks the memory tables while it runs; recorded in the conversation's audit log."""
+    conversation_id = await resolve_conversation(memory, conversation)
+    report = await erasure.erase(memory.engine)
+    async with memory.sessions.begin() as session:
+        session.add(
+            AuditEntry(
+                conversation_id=conversation_id, principal=str(principal), action="erase",
+                details={"seconds": report.seconds, "tables": report.tables},
+            )
+        )
+    return report

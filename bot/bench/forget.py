@@ -3,10 +3,11 @@ extractions, per deletion policy, and deletion latency at 1K and 100K episodes.
 
 Supplied extractions come from the annotations: for each question with evidence turns, a
 fact relation from the speaker of its first evidence turn to a per-question topic entity,
-both supported by the evidence turns; the speaker entity is supported by every evidence
-turn of its facts; one community per speaker holds it and its topics, with a summary
-naming its facts. Every turn, fact and topic carries a unique marker token so that the
-residue scan (memory/residue.py) can tell what survived. Vectors are random: nothing here
+both supported by the evidence turns; each evidence turn words the fact in its own text
+(plus the fact's marker), as an extractor reading that turn would; the speaker entity is
+supported by every evidence turn of its facts; one community per speaker holds it and
+its topics, with a summary naming its facts. Every turn, fact and topic carries a unique
+marker token so that the residue scan (memory/store/residue.py) can tell what survived. Vectors are random: nothing here
 depends on what they mean, and embedding 17K turns would only slow the run.
 
 Per conversation and policy the same interventions run in sequence: delete one
@@ -16,7 +17,9 @@ ground truth (a fact must exist iff some support is left): unsupported relations
 behind, supported relations lost, search documents left for removed records (including
 anchors and dirtied communities), each record counted once, for the intervention that
 did it; after all of them, the residue scan looks for the markers of deleted turns and
-of facts and topics that lost all support.
+of facts and topics that lost all support, and the word-level scan for every word that
+only deleted turns said (no surviving turn of the conversation says it; the benchmark's
+own words "said", "person" and "topic" aside), counted once per conversation.
 
 The latency part runs in a database of its own without the HNSW vector index: Postgres
 deletes leave index entries to VACUUM, so that index is not on the deletion path, and
@@ -51,6 +54,7 @@ from memory.core import Memory
 from memory.episodes.append import append_messages
 from memory.forgetting.commands import apply_decision, delete_episode, remove_episode
 from memory.forgetting.rules import POLICIES, EntityFacts, RelationFacts, SupplyGraph
+from memory.graph.wording import FactWording
 from memory.graph.writes import create_entity, create_relation
 from memory.store.conversations import (
     ConversationRef,
@@ -59,7 +63,7 @@ from memory.store.conversations import (
 )
 from memory.store.documents import Document, upsert_documents
 from memory.store.locks import LockPurpose, lock_conversation
-from memory.store.residue import find_tokens
+from memory.store.residue import find_tokens, find_words, surviving_texts, unique_words
 from memory.store.schema import (
     Community,
     CommunityMember,
@@ -73,6 +77,7 @@ from memory.store.schema import (
 TAGS = {"stashbird": "s", "episode-only": "e", "cascade": "c"}
 KINDS = ("one support of a multiply-supported fact", "all supports of a fact", "a turn outside every support set")
 COLUMNS = ("unsupported_left", "supported_lost", "orphan_documents")
+BENCH_WORDS = ("said", "person", "topic")  # the benchmark's own predicate and entity types
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -158,6 +163,7 @@ async def build(
         cid = await ensure_conversation(session, ConversationRef("bench-forget", run, f"{name}-{tag}"))
         results = await append_messages(session, memory.embedder, cid, messages, random_vectors(rng, len(messages), dim))
         episodes = {m.platform_message_id: r.episode_id for m, r in zip(messages, results)}
+        texts = {m.platform_message_id: m.text for m in messages}
         vector = iter(random_vectors(rng, 3 * len(facts) + 4, dim))
         speakers: dict[str, int] = {}
         for speaker in conversation.speakers:
@@ -172,11 +178,16 @@ async def build(
                 session, cid, name=f"topic {marker(tag, 'n', name, f'q{fact.index}')}", type_="topic",
                 summary="", embedding=next(vector), episode_ids=support,
             )
-            question = conversation.questions[fact.index]
+            fact_vector = next(vector)
+            wordings = {
+                episodes[t]: FactWording(f"{texts[t]} {marker(tag, 'f', name, f'q{fact.index}')}", None,
+                                         frozenset({episodes[t]}), fact_vector)
+                for t in fact.support
+            }
+            first = wordings[min(wordings)]
             relations[fact.index] = await create_relation(
                 session, cid, subject_id=speakers[fact.speaker], object_id=topic, predicate="said",
-                fact=f"{question.question} {question.answer} {marker(tag, 'f', name, f'q{fact.index}')}",
-                embedding=next(vector), episode_ids=support,
+                fact=first.fact, embedding=fact_vector, episode_ids=support, wordings=wordings,
             )
         await _communities(session, cid, facts, speakers, relations, tag, name, next(vector))
     return Built(cid, episodes, relations)
@@ -283,6 +294,7 @@ async def run_policy(
     expected_gone: set[str] = set()
     surviving_turns: set[str] = set()
     interventions = 0
+    word_residue_found = words_checked = 0
     for conversation in conversations:
         facts = supplied_facts(conversation)
         steps = plan(conversation, facts, per_kind, random.Random(f"{seed}-{conversation.name}"))
@@ -306,6 +318,14 @@ async def run_policy(
             marker(tag, k, name, f"q{f.index}") for f in facts if not f.support - deleted for k in ("f", "n")
         }
         surviving_turns |= {marker(tag, "e", name, turn_key(t.dia_id)) for t in conversation.turns if t.dia_id not in deleted}
+        gone_texts = [
+            f"{t.message.text} {marker(tag, 'e', name, turn_key(t.dia_id))}" for t in conversation.turns if t.dia_id in deleted
+        ]
+        async with memory.sessions() as session:
+            surviving = await surviving_texts(session, built.conversation_id)
+            only_gone = unique_words(gone_texts, surviving, BENCH_WORDS)
+            word_residue_found += len(await find_words(session, built.conversation_id, only_gone, surviving))
+        words_checked += len(only_gone)
     async with memory.sessions() as session:
         found = set(await find_tokens(session, f"zq{tag}[a-z0-9]+"))
     return {
@@ -314,6 +334,8 @@ async def run_policy(
         **totals,
         "residue": len(expected_gone & found),
         "residue_checked": len(expected_gone),
+        "word_residue": word_residue_found,
+        "words_checked": words_checked,
         "scan_saw_surviving_turns": f"{len(surviving_turns & found)}/{len(surviving_turns)}",
     }
 
@@ -351,11 +373,11 @@ async def bulk_conversation(memory: Memory, run: str, size: int) -> int:
            FROM generate_series(0, :topics - 1) AS g(t)
            UNION ALL SELECT :cid, display_name, 'person', '', CAST('{{}}' AS jsonb), {vec('s.id', dim)} FROM speakers s WHERE conversation_id = :cid""",
         "ANALYZE entities",
-        """INSERT INTO entity_provenance (entity_id, episode_id, conversation_id)
-           SELECT en.id, ep.id, :cid FROM episodes ep
+        """INSERT INTO entity_provenance (entity_id, episode_id, conversation_id, name, type)
+           SELECT en.id, ep.id, :cid, en.name, en.type FROM episodes ep
            JOIN entities en ON en.conversation_id = :cid AND en.name = 'topic ' || (substr(ep.platform_message_id, 2)::int / 5)
            WHERE ep.conversation_id = :cid
-           UNION ALL SELECT en.id, ep.id, :cid FROM episodes ep JOIN speakers sp ON sp.id = ep.speaker_id
+           UNION ALL SELECT en.id, ep.id, :cid, en.name, en.type FROM episodes ep JOIN speakers sp ON sp.id = ep.speaker_id
            JOIN entities en ON en.conversation_id = :cid AND en.name = sp.display_name WHERE ep.conversation_id = :cid""",
         """INSERT INTO relations (conversation_id, subject_id, object_id, predicate, fact, status)
            SELECT :cid, s.id, o.id, 'relates_to', 'fact ' || i, 'active' FROM generate_series(0, :n - 1) AS i
@@ -365,14 +387,14 @@ async def bulk_conversation(memory: Memory, run: str, size: int) -> int:
            JOIN entities t ON t.conversation_id = :cid AND t.name = 'topic ' || g.t
            JOIN entities h ON h.conversation_id = :cid AND h.name = 'Speaker ' || (g.t % 2)""",
         "ANALYZE relations, entity_provenance",
-        """INSERT INTO relation_provenance (relation_id, episode_id, conversation_id)
-           SELECT r.id, ep.id, :cid FROM relations r
+        """INSERT INTO relation_provenance (relation_id, episode_id, conversation_id, fact, sources)
+           SELECT r.id, ep.id, :cid, r.fact, ARRAY[ep.id] FROM relations r
            JOIN episodes ep ON ep.conversation_id = :cid AND ep.platform_message_id = 'b' || split_part(r.fact, ' ', 2)
            WHERE r.conversation_id = :cid AND r.predicate = 'relates_to'
-           UNION ALL SELECT r.id, ep.id, :cid FROM relations r
+           UNION ALL SELECT r.id, ep.id, :cid, r.fact, ARRAY[ep.id] FROM relations r
            JOIN episodes ep ON ep.conversation_id = :cid AND ep.platform_message_id = 'b' || (split_part(r.fact, ' ', 2)::int + 1)
            WHERE r.conversation_id = :cid AND r.predicate = 'relates_to' AND split_part(r.fact, ' ', 2)::int % 3 = 0
-           UNION ALL SELECT r.id, p.episode_id, :cid FROM relations r
+           UNION ALL SELECT r.id, p.episode_id, :cid, r.fact, ARRAY[p.episode_id] FROM relations r
            JOIN entity_provenance p ON p.entity_id = r.object_id
            WHERE r.conversation_id = :cid AND r.predicate = 'mentions'""",
         """INSERT INTO communities (conversation_id, label, summary, dirty)
@@ -460,14 +482,19 @@ def render(result: dict) -> str:
     lines = [
         f"LoCoMo: {result['conversations']} conversations, {result['facts']} supplied facts",
         f"{'policy':<13} {'unsupported relations left':>27} {'supported relations lost':>25} "
-        f"{'documents of removed records':>29}  residue scan",
+        f"{'documents of removed records':>29} {'word residue':>13}  residue scan",
     ]
     for policy, row in result["policies"].items():
         residue = "clean" if row["residue"] == 0 else f"{row['residue']} traces"
         lines.append(
-            f"{policy:<13} {row['unsupported_left']:>27} {row['supported_lost']:>25} {row['orphan_documents']:>29}  "
-            f"{residue} (of {row['residue_checked']} deleted markers; saw {row['scan_saw_surviving_turns']} surviving turns)"
+            f"{policy:<13} {row['unsupported_left']:>27} {row['supported_lost']:>25} {row['orphan_documents']:>29} "
+            f"{row['word_residue']:>13}  {residue} (of {row['residue_checked']} deleted markers; "
+            f"saw {row['scan_saw_surviving_turns']} surviving turns)"
         )
+    lines.append(
+        "word residue: words only deleted turns said, found anywhere in their conversation's rows "
+        f"(of {next(iter(result['policies'].values()))['words_checked']} such words)"
+    )
     lines.append("by intervention (interventions per policy: " + ", ".join(f"{p} {r['interventions']}" for p, r in result["policies"].items()) + ")")
     for kind in KINDS:
         cells = "; ".join(

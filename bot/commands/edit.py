@@ -1,16 +1,18 @@
 """``stashbird edit --conversation C --message ID --text "…"``: a changed message is a
 correction. The old version's derived state is retracted as in a deletion, the new text
 is stored in place, and the conversation is consolidated at once (``--no-consolidate``
-leaves the edit queued for the next consolidation run)."""
+leaves the edit queued for the next consolidation run). Then the memory tables are
+vacuumed, as after ``stashbird forget``: the old text's dead row versions go."""
 
 from __future__ import annotations
 
 import argparse
+from dataclasses import asdict
 
-from bot.commands.forget import add_message_arguments, render_counts
+from bot.commands.forget import add_message_arguments, render_counts, render_vacuum
 from bot.runtime import memory_from_settings
 from bot.settings import Settings
-from memory import ConversationRef, Principal, consolidate, edit
+from memory import ConversationRef, Principal, consolidate, edit, vacuum
 
 STATUS = {
     "edited": "edited",
@@ -33,7 +35,11 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict:
         consolidation = None
         if report.status == "edited" and not args.no_consolidate:
             consolidation = (await consolidate(memory, ref, principal=principal)).as_dict()
-    return {"conversation": args.conversation, **report.as_dict(), "consolidation": consolidation}
+        vacuumed = None if args.no_vacuum or report.status != "edited" else await vacuum(memory, principal=principal)
+    return {
+        "conversation": args.conversation, **report.as_dict(), "consolidation": consolidation,
+        "vacuum": asdict(vacuumed) if vacuumed else None,
+    }
 
 
 def render(result: dict) -> str:
@@ -49,4 +55,4 @@ def render(result: dict) -> str:
             f"  new version consolidated: {run['relations_created']} relations created, "
             f"{run['relations_duplicate']} confirmed, {run['entities_created']} entities created"
         )
-    return "\n".join(lines)
+    return "\n".join([*lines, *render_vacuum(result)])

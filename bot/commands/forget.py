@@ -1,13 +1,17 @@
 """``stashbird forget --conversation C --message ID``: delete one message and everything
-that rested only on it; prints what was removed, kept and anchored."""
+that rested only on it; prints what was removed, kept, re-worded and anchored. Then, in
+its own statement after the deleting transaction, a plain VACUUM of the memory tables
+reclaims the dead row versions (``--no-vacuum`` skips it; a scheduled job will take it
+over). ``stashbird erase`` removes the bytes for certain."""
 
 from __future__ import annotations
 
 import argparse
+from dataclasses import asdict
 
 from bot.runtime import memory_from_settings
 from bot.settings import Settings
-from memory import ConversationRef, Principal, forget
+from memory import ConversationRef, Principal, forget, vacuum
 
 STATUS = {
     "deleted": "deleted",
@@ -21,6 +25,7 @@ def add_message_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--conversation", required=True, help="conversation name, or platform:workspace:channel")
     parser.add_argument("--message", required=True, help="the platform message id")
     parser.add_argument("--principal", default="cli", help="who asks, for the audit log")
+    parser.add_argument("--no-vacuum", action="store_true", help="skip the VACUUM of the memory tables afterwards")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -29,10 +34,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 async def run(args: argparse.Namespace, settings: Settings) -> dict:
     async with memory_from_settings(settings) as memory:
-        report = await forget(
-            memory, ConversationRef.parse(args.conversation), args.message, principal=Principal.operator(args.principal)
-        )
-    return {"conversation": args.conversation, **report.as_dict()}
+        principal = Principal.operator(args.principal)
+        report = await forget(memory, ConversationRef.parse(args.conversation), args.message, principal=principal)
+        vacuumed = None if args.no_vacuum or report.status != "deleted" else await vacuum(memory, principal=principal)
+    return {"conversation": args.conversation, **report.as_dict(), "vacuum": asdict(vacuumed) if vacuumed else None}
+
+
+def render_vacuum(result: dict) -> list[str]:
+    done = result.get("vacuum")
+    return [f"  VACUUM of the memory tables: {done['seconds']} s (lock: {done['lock']})"] if done else []
 
 
 def render_counts(result: dict) -> list[str]:
@@ -43,6 +53,8 @@ def render_counts(result: dict) -> list[str]:
         f"{c['relations_restored']} restored (their correction was removed)",
         f"  entities: {c['entities_removed']} removed, {c['entities_anchored']} kept as anchors, {c['entities_kept']} kept",
         f"  communities marked for regeneration: {c['communities_dirtied']}; search documents removed: {c['documents_removed']}",
+        f"  kept records re-worded from their surviving messages: {c['relations_reworded']} relations, "
+        f"{c['entities_reworded']} entities",
         f"  rolling context entries: {c['context_entries_dropped']} dropped, {c['context_entries_pruned']} pruned; "
         f"answers withdrawn: {c['answers_withdrawn']}",
     ]
@@ -53,4 +65,4 @@ def render_counts(result: dict) -> list[str]:
 
 def render(result: dict) -> str:
     head = f"{result['conversation']} message {result['platform_message_id']}: {STATUS[result['status']]}"
-    return "\n".join([head, *(render_counts(result) if result["status"] == "deleted" else [])])
+    return "\n".join([head, *(render_counts(result) if result["status"] == "deleted" else []), *render_vacuum(result)])

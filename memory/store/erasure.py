@@ -1,0 +1,88 @@
+"""Physical erasure: what happens to a deleted message's bytes, and when.
+
+A deletion makes the text unreachable by any query at once (its transaction commits).
+Its bytes stay in the table files until Postgres reclaims them:
+
+- ``vacuum``: plain ``VACUUM`` of the memory tables (a SHARE UPDATE EXCLUSIVE lock:
+  reads and writes go on; only schema changes and other vacuums wait). It removes dead
+  row versions and their index entries and marks the space free. Run after each
+  deletion batch (outside the deleting transaction: VACUUM cannot run inside one), until
+  a scheduled job takes it over. It does not promise that the bytes are overwritten,
+  and the full-text (GIN) index keeps its entry keys, stemmed words included, with no
+  rows behind them.
+- ``erase``: ``VACUUM FULL`` of the memory tables, which writes each table and its TOAST
+  table anew with only the live rows and rebuilds every index (so the full-text index
+  holds only live lexemes), then ``CHECKPOINT`` so that the new files are on disk and
+  the write-ahead log before it can be recycled. It takes an ACCESS EXCLUSIVE lock on
+  each table in turn: every read and write of that table, in every conversation, waits
+  until it is rewritten. Old row versions still visible to a transaction open since
+  before the deletion are copied too, so it should run with no long transaction open.
+
+Neither touches the write-ahead log or backups; the README says what remains there.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+# Every table that can hold a message's words, their derived text or vectors.
+MEMORY_TABLES = (
+    "episodes",
+    "search_documents",
+    "entities",
+    "entity_provenance",
+    "relations",
+    "relation_provenance",
+    "communities",
+    "checkpoints",
+    "answer_traces",
+    "audit_log",
+)
+VACUUM_LOCK = "SHARE UPDATE EXCLUSIVE (reads and writes continue)"
+ERASE_LOCK = "ACCESS EXCLUSIVE on each memory table in turn (its reads and writes wait, in every conversation)"
+
+
+@dataclass
+class MaintenanceReport:
+    """What ran, under which lock, how long each table took and how big it was after."""
+
+    operation: str
+    lock: str
+    seconds: float = 0.0
+    tables: dict[str, float] = field(default_factory=dict)  # table -> seconds
+    bytes_after: int = 0
+
+
+async def _run(engine: AsyncEngine, operation: str, lock: str, statement: str, checkpoint: bool) -> MaintenanceReport:
+    report = MaintenanceReport(operation, lock)
+    began = time.perf_counter()
+    async with engine.connect() as connection:
+        await connection.execution_options(isolation_level="AUTOCOMMIT")
+        for table in MEMORY_TABLES:
+            started = time.perf_counter()
+            await connection.execute(text(statement.format(table=f'"{table}"')))
+            report.tables[table] = round(time.perf_counter() - started, 3)
+        if checkpoint:
+            await connection.execute(text("CHECKPOINT"))
+        report.bytes_after = (
+            await connection.execute(
+                text("SELECT sum(pg_total_relation_size(c.oid))::bigint FROM pg_class c WHERE c.relname = ANY(:tables)"),
+                {"tables": list(MEMORY_TABLES)},
+            )
+        ).scalar_one()
+    report.seconds = round(time.perf_counter() - began, 3)
+    return report
+
+
+async def vacuum(engine: AsyncEngine) -> MaintenanceReport:
+    """Plain VACUUM of the memory tables (dead row versions and index entries go)."""
+    return await _run(engine, "VACUUM", VACUUM_LOCK, "VACUUM {table}", checkpoint=False)
+
+
+async def erase(engine: AsyncEngine) -> MaintenanceReport:
+    """VACUUM FULL of the memory tables (rewritten, indexes rebuilt), then CHECKPOINT."""
+    return await _run(engine, "VACUUM FULL, CHECKPOINT", ERASE_LOCK, "VACUUM FULL {table}", checkpoint=True)
