@@ -3,20 +3,23 @@
 A deletion makes the text unreachable by any query at once (its transaction commits).
 Its bytes stay in the table files until Postgres reclaims them:
 
-- ``vacuum``: plain ``VACUUM`` of the memory tables (a SHARE UPDATE EXCLUSIVE lock:
+- ``vacuum``: ``VACUUM (ANALYZE)`` of the memory tables (a SHARE UPDATE EXCLUSIVE lock:
   reads and writes go on; only schema changes and other vacuums wait). It removes dead
-  row versions and their index entries and marks the space free. Run after each
-  deletion batch (outside the deleting transaction: VACUUM cannot run inside one), until
-  a scheduled job takes it over. It does not promise that the bytes are overwritten,
-  and the full-text (GIN) index keeps its entry keys, stemmed words included, with no
-  rows behind them.
-- ``erase``: ``VACUUM FULL`` of the memory tables, which writes each table and its TOAST
-  table anew with only the live rows and rebuilds every index (so the full-text index
-  holds only live lexemes), then ``CHECKPOINT`` so that the new files are on disk and
-  the write-ahead log before it can be recycled. It takes an ACCESS EXCLUSIVE lock on
-  each table in turn: every read and write of that table, in every conversation, waits
-  until it is rewritten. Old row versions still visible to a transaction open since
-  before the deletion are copied too, so it should run with no long transaction open.
+  row versions and their index entries and marks the space free; ANALYZE replaces the
+  planner's statistics, whose most common values and histogram bounds are copies of
+  column values (a message's text among them). Run after each deletion batch (outside
+  the deleting transaction: VACUUM cannot run inside one), until a scheduled job takes
+  it over. It does not overwrite the freed bytes (measured: a dead row's text is still
+  in the table file after it), and the full-text (GIN) index keeps its entry keys,
+  stemmed words included, with no rows behind them.
+- ``erase``: ANALYZE, then ``VACUUM FULL`` of the memory tables, which writes each table
+  and its TOAST table anew with only the live rows and rebuilds every index (so the
+  full-text index holds only live lexemes), then ``VACUUM FULL pg_statistic`` (the old
+  statistics rows; superuser only, reported), then ``CHECKPOINT`` so the new files are
+  on disk. It takes an ACCESS EXCLUSIVE lock on each table in turn: every read and
+  write of that table, in every conversation, waits until it is rewritten. Row versions
+  still visible to a transaction open since before the deletion are copied too, so it
+  should run with no long transaction open.
 
 Neither touches the write-ahead log or backups; the README says what remains there.
 """
@@ -55,18 +58,24 @@ class MaintenanceReport:
     seconds: float = 0.0
     tables: dict[str, float] = field(default_factory=dict)  # table -> seconds
     bytes_after: int = 0
+    statistics_rewritten: bool = False  # pg_statistic rewritten (needs a superuser)
 
 
-async def _run(engine: AsyncEngine, operation: str, lock: str, statement: str, checkpoint: bool) -> MaintenanceReport:
+async def _run(engine: AsyncEngine, operation: str, lock: str, statements: tuple[str, ...], full: bool) -> MaintenanceReport:
     report = MaintenanceReport(operation, lock)
     began = time.perf_counter()
     async with engine.connect() as connection:
         await connection.execution_options(isolation_level="AUTOCOMMIT")
         for table in MEMORY_TABLES:
             started = time.perf_counter()
-            await connection.execute(text(statement.format(table=f'"{table}"')))
+            for statement in statements:
+                await connection.execute(text(statement.format(table=f'"{table}"')))
             report.tables[table] = round(time.perf_counter() - started, 3)
-        if checkpoint:
+        if full:
+            superuser = (await connection.execute(text("SELECT rolsuper FROM pg_roles WHERE rolname = current_user"))).scalar()
+            if superuser:
+                await connection.execute(text("VACUUM FULL pg_statistic"))
+                report.statistics_rewritten = True
             await connection.execute(text("CHECKPOINT"))
         report.bytes_after = (
             await connection.execute(
@@ -79,10 +88,13 @@ async def _run(engine: AsyncEngine, operation: str, lock: str, statement: str, c
 
 
 async def vacuum(engine: AsyncEngine) -> MaintenanceReport:
-    """Plain VACUUM of the memory tables (dead row versions and index entries go)."""
-    return await _run(engine, "VACUUM", VACUUM_LOCK, "VACUUM {table}", checkpoint=False)
+    """VACUUM (ANALYZE) of the memory tables (dead row versions and index entries go)."""
+    return await _run(engine, "VACUUM (ANALYZE)", VACUUM_LOCK, ("VACUUM (ANALYZE) {table}",), full=False)
 
 
 async def erase(engine: AsyncEngine) -> MaintenanceReport:
-    """VACUUM FULL of the memory tables (rewritten, indexes rebuilt), then CHECKPOINT."""
-    return await _run(engine, "VACUUM FULL, CHECKPOINT", ERASE_LOCK, "VACUUM FULL {table}", checkpoint=True)
+    """ANALYZE and VACUUM FULL of the memory tables (rewritten, indexes rebuilt), of
+    pg_statistic, then CHECKPOINT."""
+    return await _run(
+        engine, "ANALYZE, VACUUM FULL, CHECKPOINT", ERASE_LOCK, ("ANALYZE {table}", "VACUUM FULL {table}"), full=True
+    )
