@@ -21,7 +21,7 @@ never recorded:
 Partial indexes serve the deletion path's look-ups of links that still carry wording.
 
 Revision ID: 0003
-Revises: 0002
+Revises: 0006
 """
 
 import sqlalchemy as sa
@@ -31,7 +31,7 @@ from sqlalchemy.dialects import postgresql as pg
 from alembic import op
 
 revision = "0003"
-down_revision = "0002"
+down_revision = "0006"
 branch_labels = None
 depends_on = None
 

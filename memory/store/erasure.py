@@ -44,6 +44,7 @@ MEMORY_TABLES = (
     "checkpoints",
     "answer_traces",
     "audit_log",
+    "inbox_events",  # a processed event's payload (the message's text) is cleared, leaving a dead version
 )
 VACUUM_LOCK = "SHARE UPDATE EXCLUSIVE (reads and writes continue)"
 ERASE_LOCK = "ACCESS EXCLUSIVE on each memory table in turn (its reads and writes wait, in every conversation)"
