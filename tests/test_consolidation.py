@@ -11,6 +11,7 @@ from sqlalchemy import delete, select
 
 from memory import api
 from memory.api import Principal
+from memory.consolidation.context_store import in_order, load_context
 from memory.consolidation.extraction import (
     Chunk,
     Extraction,
@@ -77,6 +78,7 @@ async def graph_state(memory: Memory, conversation_id: int) -> dict:
             )).all()
         )
         checkpoint = await session.get(Checkpoint, conversation_id)
+        context = in_order(await load_context(session, conversation_id))
     return {
         "entities": entities,
         "entity_support": entity_support,
@@ -87,6 +89,7 @@ async def graph_state(memory: Memory, conversation_id: int) -> dict:
         ],
         "documents": documents,
         "checkpoint": checkpoint,
+        "context": context,
     }
 
 
@@ -118,7 +121,7 @@ async def test_offline_consolidation_builds_graph_with_provenance(
     checkpoint = state["checkpoint"]
     assert checkpoint.last_episode_id == max(ids.values())
     assert checkpoint.entity_count == len(state["entities"])
-    assert {item["name"] for item in checkpoint.rolling_context} >= {"Ann", "Boston", "Bob", "Google"}
+    assert {item["name"] for item in state["context"]} >= {"Ann", "Boston", "Bob", "Google"}
     assert set(checkpoint.summary_episode_ids) <= set(ids.values()) and "Boston" in checkpoint.summary
 
     # nothing new: a second run does nothing
@@ -226,7 +229,7 @@ async def test_deletion_during_consolidation_is_not_resurrected(
     assert "Lisbon" not in state["entities"].values()
     assert [r["object"] for r in state["relations"]] == ["Rex"]
     assert ids["d1"] not in state["checkpoint"].summary_episode_ids and "Lisbon" not in state["checkpoint"].summary
-    assert all(ids["d1"] not in item["episode_ids"] for item in state["checkpoint"].rolling_context)
+    assert all(ids["d1"] not in item["episode_ids"] for item in state["context"])
 
 
 class RacedByAnotherRun:

@@ -125,5 +125,5 @@ async def test_doubtful_entities_are_adjudicated_in_one_call_and_context_is_comp
     assert {(r["subject"], r["object"]) for r in state["relations"]} == {("Caroline", "Paris"), ("Caroline", "Rome")}
     # the rolling context went over its 16-token budget: compressed by the LLM, then trimmed
     assert scripted_llm.count("compress_context") >= 1
-    assert 0 < context_size(state["checkpoint"].rolling_context) <= 16
+    assert 0 < context_size(state["context"]) <= 16
     assert (await ledger(llm_memory, conversation_id, "resolve_entity"))[0] == 1

@@ -7,6 +7,7 @@ from datetime import datetime, timedelta, timezone
 
 from sqlalchemy import select
 
+from memory.consolidation.context_store import in_order, load_context, save_context
 from memory.core import Memory
 from memory.episodes.append import append_messages, validate_message
 from memory.forgetting.commands import ANSWER_WITHDRAWN, delete_episode, edit_episode
@@ -197,14 +198,15 @@ async def test_checkpoint_answers_and_audit_lose_the_episode(memory: Memory, con
                 conversation_id=cid,
                 summary="Ann adopted a parrot named Kiwi; she likes tea.",
                 summary_episode_ids=[e1, e2],
-                rolling_context=[
-                    {"entity_id": ann, "name": "Ann", "text": "Ann: parrot Kiwi, tea", "episode_ids": [e1, e2]},
-                    {"entity_id": kiwi, "name": "Kiwi", "text": "Kiwi: Ann's parrot", "episode_ids": [e1]},
-                ],
                 last_episode_id=e2,
                 pending_episode_ids=[e1],
             )
         )
+        context = [
+            {"entity_id": ann, "name": "Ann", "text": "Ann: parrot Kiwi, tea", "episode_ids": [e1, e2]},
+            {"entity_id": kiwi, "name": "Kiwi", "text": "Kiwi: Ann's parrot", "episode_ids": [e1]},
+        ]
+        await save_context(session, cid, {}, context)
         trace = AnswerTrace(conversation_id=cid, principal="u1", question="What pet does Ann have?", answer="A parrot named Kiwi")
         untouched = AnswerTrace(conversation_id=cid, principal="u1", question="What does Ann drink?", answer="Tea")
         session.add_all([trace, untouched])
@@ -227,7 +229,8 @@ async def test_checkpoint_answers_and_audit_lose_the_episode(memory: Memory, con
         answers = dict((await session.execute(select(AnswerTrace.id, AnswerTrace.answer).where(AnswerTrace.conversation_id == cid))).all())
         evidence = set((await session.execute(select(AnswerEvidence.trace_id, AnswerEvidence.episode_id).where(AnswerEvidence.conversation_id == cid))).all())
         audit = (await session.execute(select(AuditEntry).where(AuditEntry.conversation_id == cid))).scalar_one()
-    assert checkpoint.rolling_context == [{"entity_id": ann, "name": "Ann", "text": "Ann (thing)", "episode_ids": [e2]}]
+        context = in_order(await load_context(session, cid))
+    assert context == [{"entity_id": ann, "name": "Ann", "text": "Ann (thing)", "episode_ids": [e2]}]
     assert report.summary_rebuilt and checkpoint.summary == "ann: Ann likes tea" and not checkpoint.summary_dirty
     assert checkpoint.summary_episode_ids == [e2] and checkpoint.pending_episode_ids == []
     assert answers == {trace.id: ANSWER_WITHDRAWN, untouched.id: "Tea"}

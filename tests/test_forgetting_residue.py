@@ -59,7 +59,7 @@ async def test_the_scan_covers_every_text_like_column(memory: Memory) -> None:
     async with memory.sessions() as session:
         columns = set(await text_columns(session))
     expected = {
-        ("episodes", "text"), ("search_documents", "tsv"), ("checkpoints", "rolling_context"),
+        ("episodes", "text"), ("search_documents", "tsv"), ("rolling_context_entries", "text"),
         ("checkpoints", "summary"), ("answer_traces", "answer"), ("audit_log", "details"), ("entities", "attributes"),
     }
     assert expected <= columns
@@ -95,7 +95,7 @@ async def test_deleted_markers_survive_nowhere(memory: Memory, conversation_ref:
         await upsert_documents(session, cid, [Document("community", group.id, group.summary, [1.0] + [0.0] * 383)])
 
     before = await scan(memory, [gone1, gone2, gone3, kept])
-    derived = {"relations.fact", "entities.name", "checkpoints.summary", "checkpoints.rolling_context"}
+    derived = {"relations.fact", "entities.name", "checkpoints.summary", "rolling_context_entries.text"}
     assert before[gone1] & derived and before[gone3] & derived, before  # consolidation did carry them over
 
     for message in ("m1", "m2", "m3"):

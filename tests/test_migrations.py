@@ -12,7 +12,7 @@ TABLES = {
     "conversations", "speakers", "episodes", "tombstones", "entities", "entity_provenance",
     "relations", "relation_provenance", "communities", "community_members", "search_documents",
     "checkpoints", "usage_ledger", "audit_log", "answer_traces", "answer_evidence", "store_settings",
-    "inbox_events", "connector_cursors",
+    "inbox_events", "connector_cursors", "rolling_context_entries",
     "job_claims", "job_runs", "community_state",
 }
 
@@ -47,5 +47,57 @@ async def test_dimension_is_fixed_per_database(new_database) -> None:
         await check_embedding_dim(engine, 8)
         with pytest.raises(ConfigurationError, match="stores 8-dimensional vectors"):
             await check_embedding_dim(engine, 384)
+    finally:
+        await engine.dispose()
+
+
+SEED = """
+INSERT INTO conversations (id, platform, channel_id) VALUES (1, 'local', 'c');
+INSERT INTO speakers (id, conversation_id, platform_user_id, display_name, role) VALUES (1, 1, 'u', 'Ann', 'user');
+INSERT INTO episodes (id, conversation_id, speaker_id, role, text, message_time, platform_message_id)
+VALUES (1, 1, 1, 'user', 'one', now(), 'm1'), (2, 1, 1, 'user', 'two', now(), 'm2');
+INSERT INTO entities (id, conversation_id, name, type, summary, attributes)
+VALUES (1, 1, 'Ann', 'person', 'Ann said one', '{"summary_episode_ids": [1]}'), (2, 1, 'Oslo', 'place', 'a city', '{}');
+INSERT INTO entity_provenance (entity_id, episode_id, conversation_id) VALUES (1, 1, 1), (1, 2, 1), (2, 1, 1), (2, 2, 1);
+INSERT INTO relations (id, conversation_id, subject_id, object_id, predicate, fact) VALUES (1, 1, 1, 2, 'visits', 'Ann visits Oslo');
+INSERT INTO relation_provenance (relation_id, episode_id, conversation_id) VALUES (1, 1, 1), (1, 2, 1);
+INSERT INTO search_documents (conversation_id, kind, ref_id, text, embedding)
+VALUES (1, 'relation', 1, 'Ann visits Oslo', '[1,0,0,0,0,0,0,0]');
+INSERT INTO checkpoints (conversation_id, rolling_context) VALUES (1, '[
+  {"entity_id": 2, "name": "Oslo", "text": "Oslo (place)", "episode_ids": [1]},
+  {"entity_id": 1, "name": "Ann", "text": "Ann (person)", "episode_ids": [1, 2]}]');
+"""
+
+
+async def test_existing_links_inherit_their_records_text_and_the_context_moves_to_rows(new_database) -> None:
+    engine = create_engine(new_database())
+    try:
+        await upgrade(engine, 8, "0006")
+        async with engine.begin() as connection:
+            for statement in SEED.split(";\n"):
+                if statement.strip():
+                    await connection.execute(text(statement))
+        await upgrade(engine, 8)
+        async with engine.connect() as connection:
+            relation_links = (await connection.execute(text(
+                "SELECT episode_id, fact, sources, embedding IS NOT NULL FROM relation_provenance ORDER BY episode_id"
+            ))).all()
+            entity_links = (await connection.execute(text(
+                "SELECT entity_id, episode_id, name, type, summary, summary_sources FROM entity_provenance ORDER BY 1, 2"
+            ))).all()
+            context = (await connection.execute(text(
+                "SELECT entity_id, position, name, episode_ids FROM rolling_context_entries ORDER BY position"
+            ))).all()
+        # which witness worded the relation is unknown: every witness is a source
+        assert [tuple(r) for r in relation_links] == [(1, "Ann visits Oslo", [1, 2], True), (2, "Ann visits Oslo", [1, 2], True)]
+        assert [tuple(r) for r in entity_links] == [
+            (1, 1, "Ann", "person", "Ann said one", [1]), (1, 2, "Ann", "person", "", []),  # written from m1
+            (2, 1, "Oslo", "place", "", []), (2, 2, "Oslo", "place", "", []),  # unknown sources: on no link
+        ]
+        assert [tuple(r) for r in context] == [(2, 1, "Oslo", [1]), (1, 2, "Ann", [1, 2])]
+        await downgrade(engine, "0006")
+        async with engine.connect() as connection:
+            restored = (await connection.execute(text("SELECT rolling_context FROM checkpoints"))).scalar_one()
+        assert [item["entity_id"] for item in restored] == [2, 1] and restored[1]["episode_ids"] == [1, 2]
     finally:
         await engine.dispose()

@@ -20,6 +20,10 @@ never recorded:
 
 Partial indexes serve the deletion path's look-ups of links that still carry wording.
 
+The rolling context moves out of the checkpoint row into ``rolling_context_entries``,
+one row per entry (memory.consolidation.context_store): inside the checkpoint row it was
+copied whole, with every message's words in it, at every consolidation chunk.
+
 Revision ID: 0003
 Revises: 0006
 """
@@ -78,6 +82,26 @@ def upgrade() -> None:
         WHERE e.id = p.entity_id
         """
     )
+    op.create_table(
+        "rolling_context_entries",
+        sa.Column("conversation_id", sa.BigInteger, sa.ForeignKey("conversations.id", ondelete="CASCADE"), primary_key=True),
+        sa.Column("entity_id", sa.BigInteger, primary_key=True),
+        sa.Column("position", sa.BigInteger, nullable=False),
+        sa.Column("name", sa.Text, nullable=False),
+        sa.Column("text", sa.Text, nullable=False),
+        sa.Column("episode_ids", pg.ARRAY(sa.BigInteger), nullable=False),
+    )
+    op.execute(
+        """
+        INSERT INTO rolling_context_entries (conversation_id, entity_id, position, name, text, episode_ids)
+        SELECT DISTINCT ON (c.conversation_id, (e.item ->> 'entity_id')::bigint)
+               c.conversation_id, (e.item ->> 'entity_id')::bigint, e.position, e.item ->> 'name', e.item ->> 'text',
+               ARRAY(SELECT jsonb_array_elements_text(e.item -> 'episode_ids')::bigint)
+        FROM checkpoints c CROSS JOIN LATERAL jsonb_array_elements(c.rolling_context) WITH ORDINALITY AS e(item, position)
+        ORDER BY c.conversation_id, (e.item ->> 'entity_id')::bigint, e.position DESC
+        """
+    )
+    op.drop_column("checkpoints", "rolling_context")
     op.execute(
         "CREATE INDEX ix_relation_provenance_worded ON relation_provenance (relation_id, episode_id) WHERE fact <> ''"
     )
@@ -87,6 +111,16 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    op.add_column("checkpoints", sa.Column("rolling_context", pg.JSONB, nullable=False, server_default="[]"))
+    op.execute(
+        """
+        UPDATE checkpoints c SET rolling_context = coalesce((
+            SELECT jsonb_agg(jsonb_build_object('entity_id', r.entity_id, 'name', r.name, 'text', r.text,
+                                                'episode_ids', to_jsonb(r.episode_ids)) ORDER BY r.position)
+            FROM rolling_context_entries r WHERE r.conversation_id = c.conversation_id), '[]')
+        """
+    )
+    op.drop_table("rolling_context_entries")
     op.drop_index("ix_entity_provenance_summary", table_name="entity_provenance")
     op.drop_index("ix_relation_provenance_worded", table_name="relation_provenance")
     for column in ("summary_sources", "summary", "type", "name"):

@@ -52,6 +52,7 @@ from bot.progress import progress
 from bot.settings import Settings
 from memory.core import Memory
 from memory.episodes.append import append_messages
+from memory.errors import ValidationError
 from memory.forgetting.commands import apply_decision, delete_episode, remove_episode
 from memory.forgetting.rules import POLICIES, EntityFacts, RelationFacts, SupplyGraph
 from memory.graph.wording import FactWording
@@ -86,6 +87,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sizes", default="1000,100000", help="episodes in the latency conversations")
     parser.add_argument("--deletes", type=int, default=200, help="timed deletions per latency size")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--policies", default=",".join(TAGS), help="deletion policies to compare, comma-separated ('' for latency only)"
+    )
 
 
 # --- supplied extractions -------------------------------------------------------------
@@ -462,7 +466,9 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict:
     run_id = uuid.uuid4().hex[:6]
     policies: dict[str, dict] = {}
     async with bench_memory(settings, "stashbird_bench_forget") as memory:
-        for policy in TAGS:
+        for policy in [p.strip() for p in str(args.policies).split(",") if p.strip()]:
+            if policy not in TAGS:
+                raise ValidationError("policies", f"unknown policy {policy!r}; choose from {', '.join(TAGS)}")
             policies[policy] = await run_policy(memory, policy, run_id, conversations, args.per_kind, args.seed)
     sizes = [int(s) for s in str(args.sizes).split(",") if s.strip()]
     async with bench_memory(settings, "stashbird_bench_forget_latency") as memory:
@@ -491,10 +497,9 @@ def render(result: dict) -> str:
             f"{row['word_residue']:>13}  {residue} (of {row['residue_checked']} deleted markers; "
             f"saw {row['scan_saw_surviving_turns']} surviving turns)"
         )
-    lines.append(
-        "word residue: words only deleted turns said, found anywhere in their conversation's rows "
-        f"(of {next(iter(result['policies'].values()))['words_checked']} such words)"
-    )
+    if result["policies"]:
+        checked = ", ".join(f"{p} {r['words_checked']}" for p, r in result["policies"].items())
+        lines.append(f"word residue: words only deleted turns said, found in their conversation's rows (checked: {checked})")
     lines.append("by intervention (interventions per policy: " + ", ".join(f"{p} {r['interventions']}" for p, r in result["policies"].items()) + ")")
     for kind in KINDS:
         cells = "; ".join(

@@ -29,6 +29,7 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memory.consolidation.chunking import cut_chunks
+from memory.consolidation.context_store import in_order, load_context, save_context
 from memory.consolidation.extraction import (
     Chunk,
     ChunkLine,
@@ -389,7 +390,7 @@ async def consolidate(
             "last": checkpoint.last_episode_id,
             "summary": checkpoint.summary,
             "summary_ids": list(checkpoint.summary_episode_ids or []),
-            "rolling": list(checkpoint.rolling_context or []),
+            "rolling": in_order(await load_context(session, conversation_id)),
         }
         previous_summary_lines = (
             await summary_lines(session, conversation_id, state["summary_ids"]) if memory.llm is None else []
@@ -531,7 +532,7 @@ async def _consolidate_chunk(
             checkpoint.summary_dirty = True
         checkpoint.summary = summary
         checkpoint.summary_episode_ids = sorted(set(summary_ids))
-        checkpoint.rolling_context = rolling
+        await save_context(session, conversation_id, await load_context(session, conversation_id), rolling)
         checkpoint.entity_count = (
             await session.execute(select(func.count()).select_from(Entity).where(Entity.conversation_id == conversation_id))
         ).scalar_one()

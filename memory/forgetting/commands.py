@@ -53,6 +53,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import ARRAY, insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from memory.consolidation.context_store import in_order, load_context, save_context
 from memory.consolidation.summary import rebuild_summary
 from memory.core import Memory
 from memory.episodes.exchange_vectors import (
@@ -327,8 +328,9 @@ async def _update_checkpoint(
     ).scalar_one_or_none()
     if checkpoint is None:
         return
-    context = list(checkpoint.rolling_context or [])
     reworded = set(retraction.entities_reworded)
+    stored = await load_context(session, conversation_id, episode_id, gone_entities | reworded)
+    context = in_order(stored)
     drew_on = {e.get("entity_id") for e in context if episode_id in e.get("episode_ids", [])} - gone_entities
     drew_on |= reworded
     names = {} if not drew_on else dict(
@@ -347,7 +349,7 @@ async def _update_checkpoint(
     retraction.context_entries_dropped = change.dropped
     retraction.context_entries_pruned = change.pruned
     if change.dropped or change.pruned:
-        checkpoint.rolling_context = change.entries
+        await save_context(session, conversation_id, stored, change.entries)
     summary_ids = list(checkpoint.summary_episode_ids or [])
     if episode_id in summary_ids:
         checkpoint.summary = ""

@@ -21,7 +21,8 @@ Its bytes stay in the table files until Postgres reclaims them:
   still visible to a transaction open since before the deletion are copied too, so it
   should run with no long transaction open.
 
-Neither touches the write-ahead log or backups; the README says what remains there.
+"The memory tables" are every table with a text-like column (``TEXT_TABLES``). Neither
+touches the write-ahead log or backups; the README says what remains there.
 """
 
 from __future__ import annotations
@@ -32,19 +33,18 @@ from dataclasses import dataclass, field
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-# Every table that can hold a message's words, their derived text or vectors.
-MEMORY_TABLES = (
-    "episodes",
-    "search_documents",
-    "entities",
-    "entity_provenance",
-    "relations",
-    "relation_provenance",
-    "communities",
-    "checkpoints",
-    "answer_traces",
-    "audit_log",
-    "inbox_events",  # a processed event's payload (the message's text) is cleared, leaving a dead version
+from memory.store.residue import TEXT_TYPES
+
+# Every table that can hold a message's words: those with a text-like column, found from
+# the catalogue (as the residue scan finds them), so a table added later is covered too.
+TEXT_TABLES = text(
+    """
+    SELECT DISTINCT c.relname FROM pg_attribute a
+    JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+    WHERE n.nspname = 'public' AND c.relkind = 'r' AND a.attnum > 0 AND NOT a.attisdropped
+      AND format_type(a.atttypid, NULL) = ANY(:types)
+    ORDER BY 1
+    """
 )
 VACUUM_LOCK = "SHARE UPDATE EXCLUSIVE (reads and writes continue)"
 ERASE_LOCK = "ACCESS EXCLUSIVE on each memory table in turn (its reads and writes wait, in every conversation)"
@@ -67,7 +67,8 @@ async def _run(engine: AsyncEngine, operation: str, lock: str, statements: tuple
     began = time.perf_counter()
     async with engine.connect() as connection:
         await connection.execution_options(isolation_level="AUTOCOMMIT")
-        for table in MEMORY_TABLES:
+        tables = list((await connection.execute(TEXT_TABLES, {"types": list(TEXT_TYPES)})).scalars())
+        for table in tables:
             started = time.perf_counter()
             for statement in statements:
                 await connection.execute(text(statement.format(table=f'"{table}"')))
@@ -81,7 +82,7 @@ async def _run(engine: AsyncEngine, operation: str, lock: str, statements: tuple
         report.bytes_after = (
             await connection.execute(
                 text("SELECT sum(pg_total_relation_size(c.oid))::bigint FROM pg_class c WHERE c.relname = ANY(:tables)"),
-                {"tables": list(MEMORY_TABLES)},
+                {"tables": tables},
             )
         ).scalar_one()
     report.seconds = round(time.perf_counter() - began, 3)

@@ -240,9 +240,9 @@ class SearchDocument(Base):
 class Checkpoint(Base):
     """Per conversation consolidation state; consolidation resumes from it after a crash.
 
-    ``rolling_context`` entries carry the episode ids that support them so that a
-    deletion can drop what rested on the deleted message; ``summary_episode_ids`` are the
-    episodes the running summary drew on, for the same reason.
+    ``summary_episode_ids`` are the episodes the running summary drew on, so that a
+    deletion can clear what rested on the deleted message. The rolling context is in
+    ``RollingContextEntry`` rows (memory.consolidation.context_store).
     """
 
     __tablename__ = "checkpoints"
@@ -253,12 +253,27 @@ class Checkpoint(Base):
     summary: Mapped[str] = mapped_column(Text, default="")
     summary_episode_ids: Mapped[list[int]] = mapped_column(ARRAY(BigInteger), default=list)
     summary_dirty: Mapped[bool] = mapped_column(Boolean, default=False)
-    rolling_context: Mapped[list[dict[str, Any]]] = mapped_column(JSONB, default=list)
     last_episode_id: Mapped[int] = mapped_column(BigInteger, default=0)
     # Episodes at or below last_episode_id to consolidate again (edited messages).
     pending_episode_ids: Mapped[list[int]] = mapped_column(ARRAY(BigInteger), default=list)
     entity_count: Mapped[int] = mapped_column(Integer, default=0)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+
+class RollingContextEntry(Base):
+    """One entry of a conversation's rolling context, carrying the episodes its text
+    rests on so that a deletion can drop or rewrite it; ordered by ``position``."""
+
+    __tablename__ = "rolling_context_entries"
+
+    conversation_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("conversations.id", ondelete="CASCADE"), primary_key=True
+    )
+    entity_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    position: Mapped[int] = mapped_column(BigInteger)
+    name: Mapped[str] = mapped_column(Text)
+    text: Mapped[str] = mapped_column(Text)
+    episode_ids: Mapped[list[int]] = mapped_column(ARRAY(BigInteger))
 
 
 class UsageEntry(Base):
