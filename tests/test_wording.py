@@ -34,12 +34,16 @@ entity_witnesses = st.lists(
 )
 
 
+def shuffled(items: list, rng) -> list:
+    copy = list(items)
+    rng.shuffle(copy)
+    return copy
+
+
 @given(relation_witnesses, st.randoms())
 def test_a_fact_shows_the_earliest_witness_with_wording_in_any_order(witnesses: list, rng) -> None:
     chosen = render_fact(witnesses)
-    shuffled = list(witnesses)
-    rng.shuffle(shuffled)
-    assert render_fact(shuffled) == chosen
+    assert render_fact(shuffled(witnesses, rng)) == chosen
     worded = [w for w in witnesses if w.wording is not None and w.wording.fact]
     assert (chosen is None) == (not worded)
     if chosen is not None:
@@ -57,9 +61,7 @@ def test_a_later_witness_does_not_change_what_a_fact_says(witnesses: list, offse
 @given(entity_witnesses, st.randoms())
 def test_an_entity_is_named_by_its_earliest_witness_and_summarised_by_its_latest(witnesses: list, rng) -> None:
     rendered = render_entity(witnesses)
-    shuffled = list(witnesses)
-    rng.shuffle(shuffled)
-    assert render_entity(shuffled) == rendered
+    assert render_entity(shuffled(witnesses, rng)) == rendered
     assert (rendered is None) == (not witnesses)
     if rendered is None:
         return

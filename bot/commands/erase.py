@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import asdict
+from typing import Any
 
 from bot.runtime import memory_from_settings
 from bot.settings import Settings
@@ -24,13 +25,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--principal", default="cli", help="who asks, for the audit log")
 
 
-async def run(args: argparse.Namespace, settings: Settings) -> dict:
+async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     async with memory_from_settings(settings) as memory:
         report = await erase(memory, ConversationRef.parse(args.conversation), principal=Principal.operator(args.principal))
     return {"conversation": args.conversation, **asdict(report)}
 
 
-def render(result: dict) -> str:
+def render(result: dict[str, Any]) -> str:
     tables = ", ".join(f"{table} {seconds} s" for table, seconds in result["tables"].items())
     return "\n".join([
         f"{result['conversation']}: {result['operation']} of the memory tables in {result['seconds']} s "

@@ -137,16 +137,16 @@ async def reword(
         )
         document_vector = vectors.get(change.document_text, name_vector)
         documents.append(Document("entity", change.entity_id, change.document_text, document_vector))
-    for change in relation_changes:
-        valid_from = change.wording.valid_from if change.wording else None
-        stored = change.wording.embedding if change.wording else None
+    for fact in relation_changes:
+        valid_from = fact.wording.valid_from if fact.wording else None
+        stored = fact.wording.embedding if fact.wording else None
         await session.execute(
-            update(Relation).where(Relation.conversation_id == conversation_id, Relation.id == change.relation_id)
-            .values(fact=change.fact, valid_from=valid_from)
+            update(Relation).where(Relation.conversation_id == conversation_id, Relation.id == fact.relation_id)
+            .values(fact=fact.fact, valid_from=valid_from)
         )
         documents.append(
-            Document("relation", change.relation_id, relation_document_text(change.fact),
-                     stored if stored is not None else vectors[change.fact], valid_from, change.is_current)
+            Document("relation", fact.relation_id, relation_document_text(fact.fact),
+                     stored if stored is not None else vectors[fact.fact], valid_from, fact.is_current)
         )
     await upsert_documents(session, conversation_id, documents)
     return Rewording(

@@ -177,7 +177,7 @@ def prune_rolling_context(
         if len(support) == len(entry.get("episode_ids", [])) and entity_id not in rewrite:
             kept.append(dict(entry))
             continue
-        name, text = surviving_text.get(entity_id, ("", ""))
+        name, text = surviving_text.get(entity_id, ("", "")) if isinstance(entity_id, int) else ("", "")
         if not support or not text:
             dropped += 1
             continue
