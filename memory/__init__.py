@@ -8,7 +8,9 @@ behind them is private and may move.
 from memory.api import (
     IngestReport,
     Principal,
+    about,
     ask,
+    audit_conversations,
     backlog,
     build_communities,
     communities,
@@ -16,8 +18,10 @@ from memory.api import (
     conversations,
     drop_conversation,
     edit,
+    explain,
     facts,
     forget,
+    forgotten,
     inbox_backlog,
     inbox_claim,
     inbox_conversations,
@@ -25,17 +29,25 @@ from memory.api import (
     inbox_put,
     ingest,
     messages,
+    overview,
     pending,
+    provenance,
     read_cursor,
-    resolve_conversation,
-    save_cursor,
-    stored_messages,
     regenerate_communities,
     regenerate_summary,
     resolve_conversation,
+    save_cursor,
+    stats,
+    stored_messages,
     update_communities,
     usage,
 )
+from memory.audit.about import About
+from memory.audit.explain import Explanation
+from memory.audit.forgotten import DeletionLog
+from memory.audit.overview import ConversationSummary, Overview
+from memory.audit.provenance import Provenance
+from memory.audit.stats import Stats
 from memory.communities.run import CommunityReport
 from memory.consolidation.extraction import (
     Extractor,
@@ -48,6 +60,7 @@ from memory.core import Memory, open_memory
 from memory.episodes.append import AppendResult, Message, parse_time, validate_message
 from memory.episodes.listing import StoredMessage
 from memory.errors import (
+    AccessDenied,
     ConfigurationError,
     StashbirdError,
     UnknownConversation,
@@ -68,6 +81,8 @@ from memory.store.embedded import (
 from memory.store.inbox import InboxBacklog, InboxClaim, InboxItem
 
 __all__ = [
+    "About",
+    "AccessDenied",
     "Answer",
     "AppendResult",
     "Backlog",
@@ -76,9 +91,12 @@ __all__ = [
     "ConfigurationError",
     "ConsolidationReport",
     "ConversationRef",
+    "ConversationSummary",
+    "DeletionLog",
     "DeletionReport",
     "EditReport",
     "Embedder",
+    "Explanation",
     "Extractor",
     "InboxBacklog",
     "InboxClaim",
@@ -93,13 +111,18 @@ __all__ = [
     "Message",
     "OfflineExtractor",
     "OpenAIEmbedder",
+    "Overview",
     "Principal",
+    "Provenance",
     "ReplayExtractor",
     "StashbirdError",
+    "Stats",
     "StoredMessage",
     "UnknownConversation",
     "ValidationError",
+    "about",
     "ask",
+    "audit_conversations",
     "backlog",
     "build_communities",
     "communities",
@@ -109,8 +132,10 @@ __all__ = [
     "drop_conversation",
     "drop_embedded_database",
     "edit",
+    "explain",
     "facts",
     "forget",
+    "forgotten",
     "inbox_backlog",
     "inbox_claim",
     "inbox_conversations",
@@ -119,14 +144,17 @@ __all__ = [
     "ingest",
     "messages",
     "open_memory",
+    "overview",
     "parse_time",
     "pending",
+    "provenance",
     "read_cursor",
     "regenerate_communities",
     "regenerate_summary",
     "resolve_conversation",
     "save_cursor",
     "start_embedded",
+    "stats",
     "stored_messages",
     "update_communities",
     "usage",

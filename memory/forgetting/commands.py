@@ -65,6 +65,7 @@ from memory.episodes.exchange_vectors import (
 )
 from memory.errors import ValidationError
 from memory.forgetting.rules import (
+    ContextChange,
     Decision,
     EntityFacts,
     RelationFacts,
@@ -319,6 +320,20 @@ async def apply_decision(
     return removed
 
 
+async def documents_to_remove(session: AsyncSession, conversation_id: int, decision: Decision, episode_id: int) -> int:
+    """The search documents that applying ``decision`` and removing the episode would
+    remove: the records ``apply_decision`` deletes, anchors or dirties, and the episode's."""
+    kinds = {
+        "relation": decision.relations_removed,
+        "entity": decision.entities_anchored | decision.entities_removed,
+        "community": decision.communities_dirtied,
+        "episode": frozenset([episode_id]),
+    }
+    matches = or_(*(and_(SearchDocument.kind == k, SearchDocument.ref_id.in_(sorted(ids))) for k, ids in kinds.items() if ids))
+    query = select(func.count()).select_from(SearchDocument).where(SearchDocument.conversation_id == conversation_id, matches)
+    return int((await session.execute(query)).scalar_one())
+
+
 async def _clear_derived_metadata(session: AsyncSession, conversation_id: int, entity_ids: Iterable[int]) -> None:
     """Clear summaries that may quote a lost message and re-index the entities without them."""
     rows = (
@@ -355,16 +370,12 @@ async def _withdraw_answers(session: AsyncSession, conversation_id: int, episode
     return sorted(traces)
 
 
-async def _update_checkpoint(
-    session: AsyncSession, conversation_id: int, episode_id: int, gone_entities: set[int], requeue: bool, retraction: Retraction
-) -> None:
-    """Rolling context and summary lose the episode; an edited episode is queued again."""
-    checkpoint = (
-        await session.execute(select(Checkpoint).where(Checkpoint.conversation_id == conversation_id).with_for_update())
-    ).scalar_one_or_none()
-    if checkpoint is None:
-        return
-    context = list(checkpoint.rolling_context or [])
+async def _context_change(
+    session: AsyncSession, conversation_id: int, checkpoint: Checkpoint | None, episode_id: int, gone_entities: set[int]
+) -> ContextChange:
+    """The rolling context without the episode (forgetting_rules.prune_rolling_context),
+    entries that drew on it rewritten to their entity's surviving name and type."""
+    context = list(checkpoint.rolling_context or []) if checkpoint is not None else []
     drew_on = {e.get("entity_id") for e in context if episode_id in e.get("episode_ids", [])} - gone_entities
     names = {} if not drew_on else dict(
         (e, entity_document_text(name, type_, ""))
@@ -378,17 +389,73 @@ async def _update_checkpoint(
             )
         ).all()
     )
-    change = prune_rolling_context(context, episode_id, gone_entities, names)
-    retraction.context_entries_dropped = change.dropped
-    retraction.context_entries_pruned = change.pruned
-    if change.dropped or change.pruned:
-        checkpoint.rolling_context = change.entries
-    summary_ids = list(checkpoint.summary_episode_ids or [])
-    if episode_id in summary_ids:
+    return prune_rolling_context(context, episode_id, gone_entities, names)
+
+
+@dataclass(frozen=True)
+class RetractionPlan:
+    """What taking one episode's support out would change, decided before anything is
+    written: the deletion applies it, the audit's dry run reports it."""
+
+    episode_id: int
+    affected: Affected
+    decision: Decision
+    checkpoint: Checkpoint | None
+    context: ContextChange
+    answers: tuple[int, ...]  # answer traces whose evidence holds the episode
+
+    @property
+    def summary_drew_on(self) -> bool:
+        return self.checkpoint is not None and self.episode_id in (self.checkpoint.summary_episode_ids or [])
+
+    def retraction(self) -> Retraction:
+        """The report of this plan, but for the search documents, which the writer counts."""
+        decision = self.decision
+        return Retraction(
+            relations_removed=sorted(decision.relations_removed),
+            relations_kept=sorted(decision.relations_kept),
+            relations_restored=sorted(decision.relations_restored),
+            entities_removed=sorted(decision.entities_removed),
+            entities_anchored=sorted(decision.entities_anchored),
+            entities_kept=sorted(decision.entities_kept),
+            communities_dirtied=sorted(decision.communities_dirtied),
+            context_entries_dropped=self.context.dropped,
+            context_entries_pruned=self.context.pruned,
+            summary_cleared=self.summary_drew_on,
+            answers_withdrawn=list(self.answers),
+        )
+
+
+async def plan_retraction(session: AsyncSession, conversation_id: int, episode_id: int, *, for_update: bool) -> RetractionPlan:
+    """Load what the episode supports and decide with the rules (Algorithm 1); writes
+    nothing. ``for_update`` locks the checkpoint row for the writer that follows."""
+    affected = await load_subgraph(session, conversation_id, episode_id)
+    decision = decide_deletion(affected.graph, episode_id)
+    query = select(Checkpoint).where(Checkpoint.conversation_id == conversation_id)
+    checkpoint = (await session.execute(query.with_for_update() if for_update else query)).scalar_one_or_none()
+    gone = set(decision.entities_removed | decision.entities_anchored)
+    context = await _context_change(session, conversation_id, checkpoint, episode_id, gone)
+    answers = (
+        await session.execute(
+            select(AnswerEvidence.trace_id)
+            .where(AnswerEvidence.conversation_id == conversation_id, AnswerEvidence.episode_id == episode_id)
+            .order_by(AnswerEvidence.trace_id)
+        )
+    ).scalars()
+    return RetractionPlan(episode_id, affected, decision, checkpoint, context, tuple(answers))
+
+
+async def _update_checkpoint(session: AsyncSession, plan: RetractionPlan, requeue: bool) -> None:
+    """Rolling context and summary lose the episode; an edited episode is queued again."""
+    checkpoint, episode_id = plan.checkpoint, plan.episode_id
+    if checkpoint is None:
+        return
+    if plan.context.dropped or plan.context.pruned:
+        checkpoint.rolling_context = plan.context.entries
+    if plan.summary_drew_on:
         checkpoint.summary = ""
         checkpoint.summary_episode_ids = []
         checkpoint.summary_dirty = True
-        retraction.summary_cleared = True
     pending = [e for e in (checkpoint.pending_episode_ids or []) if e != episode_id]
     if requeue and episode_id <= checkpoint.last_episode_id:
         pending.append(episode_id)
@@ -402,25 +469,15 @@ async def retract_support(
 ) -> Retraction:
     """Take one episode's support out of everything derived from it (the shared half of
     delete and edit); the caller holds both locks and handles the episode row."""
-    affected = await load_subgraph(session, conversation_id, episode_id)
-    decision = decide_deletion(affected.graph, episode_id)
+    plan = await plan_retraction(session, conversation_id, episode_id, for_update=True)
     if requeue:  # an edit keeps the episode row; a deletion's provenance rows go with it (ON DELETE CASCADE)
         for table in (RelationProvenance, EntityProvenance):
             await session.execute(
                 delete(table).where(table.conversation_id == conversation_id, table.episode_id == episode_id)
             )
-    retraction = Retraction(
-        relations_removed=sorted(decision.relations_removed),
-        relations_kept=sorted(decision.relations_kept),
-        relations_restored=sorted(decision.relations_restored),
-        entities_removed=sorted(decision.entities_removed),
-        entities_anchored=sorted(decision.entities_anchored),
-        entities_kept=sorted(decision.entities_kept),
-        communities_dirtied=sorted(decision.communities_dirtied),
-    )
-    retraction.documents_removed = await apply_decision(session, conversation_id, decision, affected.stale_summaries)
-    gone = set(decision.entities_removed | decision.entities_anchored)
-    await _update_checkpoint(session, conversation_id, episode_id, gone, requeue, retraction)
+    retraction = plan.retraction()
+    retraction.documents_removed = await apply_decision(session, conversation_id, plan.decision, plan.affected.stale_summaries)
+    await _update_checkpoint(session, plan, requeue)
     retraction.answers_withdrawn = await _withdraw_answers(session, conversation_id, episode_id)
     return retraction
 
