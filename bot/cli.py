@@ -30,6 +30,7 @@ COMMANDS = {
     "import": "import a platform export file (DiscordChatExporter JSON)",
     "communities": "a conversation's communities of entities and their summaries (--rebuild)",
     "jobs": "background work: status, run-once, run the scheduler",
+    "audit": "what the memory holds about a conversation and why, what it forgot (runs as the operator)",
     "bench": "benchmarks that print their figures",
 }
 
