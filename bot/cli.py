@@ -31,6 +31,7 @@ COMMANDS = {
     "communities": "a conversation's communities of entities and their summaries (--rebuild)",
     "jobs": "background work: status, run-once, run the scheduler",
     "erase": "rewrite the memory tables so that deleted messages are physically gone from them",
+    "audit": "what the memory holds about a conversation and why, what it forgot (runs as the operator)",
     "bench": "benchmarks that print their figures",
 }
 

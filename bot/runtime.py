@@ -53,7 +53,9 @@ def database_url(settings: Settings) -> str:
 async def memory_from_settings(settings: Settings, embedder: Embedder | None = None) -> AsyncIterator[Memory]:
     llm = build_llm(settings)
     try:
-        memory = await open_memory(database_url(settings), embedder or build_embedder(settings), llm=llm)
+        memory = await open_memory(
+            database_url(settings), embedder or build_embedder(settings), llm=llm, admin_ids=settings.admins
+        )
     except BaseException:
         if llm is not None:
             await llm.close()

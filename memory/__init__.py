@@ -8,7 +8,9 @@ behind them is private and may move.
 from memory.api import (
     IngestReport,
     Principal,
+    about,
     ask,
+    audit_conversations,
     backlog,
     build_communities,
     communities,
@@ -17,8 +19,10 @@ from memory.api import (
     drop_conversation,
     edit,
     erase,
+    explain,
     facts,
     forget,
+    forgotten,
     inbox_backlog,
     inbox_claim,
     inbox_conversations,
@@ -26,17 +30,26 @@ from memory.api import (
     inbox_put,
     ingest,
     messages,
+    overview,
     pending,
+    provenance,
     read_cursor,
     regenerate_communities,
     regenerate_summary,
     resolve_conversation,
     save_cursor,
+    stats,
     stored_messages,
     update_communities,
     usage,
     vacuum,
 )
+from memory.audit.about import About
+from memory.audit.explain import Explanation
+from memory.audit.forgotten import DeletionLog
+from memory.audit.overview import ConversationSummary, Overview
+from memory.audit.provenance import Provenance
+from memory.audit.stats import Stats
 from memory.communities.run import CommunityReport
 from memory.consolidation.extraction import (
     Extractor,
@@ -49,6 +62,7 @@ from memory.core import Memory, open_memory
 from memory.episodes.append import AppendResult, Message, parse_time, validate_message
 from memory.episodes.listing import StoredMessage
 from memory.errors import (
+    AccessDenied,
     ConfigurationError,
     StashbirdError,
     UnknownConversation,
@@ -70,6 +84,8 @@ from memory.store.erasure import MaintenanceReport
 from memory.store.inbox import InboxBacklog, InboxClaim, InboxItem
 
 __all__ = [
+    "About",
+    "AccessDenied",
     "Answer",
     "AppendResult",
     "Backlog",
@@ -78,9 +94,12 @@ __all__ = [
     "ConfigurationError",
     "ConsolidationReport",
     "ConversationRef",
+    "ConversationSummary",
+    "DeletionLog",
     "DeletionReport",
     "EditReport",
     "Embedder",
+    "Explanation",
     "Extractor",
     "InboxBacklog",
     "InboxClaim",
@@ -96,13 +115,18 @@ __all__ = [
     "Message",
     "OfflineExtractor",
     "OpenAIEmbedder",
+    "Overview",
     "Principal",
+    "Provenance",
     "ReplayExtractor",
     "StashbirdError",
+    "Stats",
     "StoredMessage",
     "UnknownConversation",
     "ValidationError",
+    "about",
     "ask",
+    "audit_conversations",
     "backlog",
     "build_communities",
     "communities",
@@ -113,8 +137,10 @@ __all__ = [
     "drop_embedded_database",
     "edit",
     "erase",
+    "explain",
     "facts",
     "forget",
+    "forgotten",
     "inbox_backlog",
     "inbox_claim",
     "inbox_conversations",
@@ -123,14 +149,17 @@ __all__ = [
     "ingest",
     "messages",
     "open_memory",
+    "overview",
     "parse_time",
     "pending",
+    "provenance",
     "read_cursor",
     "regenerate_communities",
     "regenerate_summary",
     "resolve_conversation",
     "save_cursor",
     "start_embedded",
+    "stats",
     "stored_messages",
     "update_communities",
     "usage",

@@ -9,12 +9,24 @@ a conversation create it, commands that read or change it refuse an unknown one 
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
+from memory.audit.about import About
+from memory.audit.about import about as _about
+from memory.audit.access import log_request, may_audit, may_list
+from memory.audit.explain import Explanation
+from memory.audit.explain import explain as _explain
+from memory.audit.forgotten import DeletionLog, deletion_log
+from memory.audit.overview import ConversationSummary, Overview, conversation_summaries
+from memory.audit.overview import overview as _overview
+from memory.audit.provenance import Provenance
+from memory.audit.provenance import provenance as _provenance
+from memory.audit.stats import Stats, conversation_stats
 from memory.communities import run as _communities
 from memory.communities.run import CommunityReport
 from memory.consolidation.extraction import Extractor
@@ -27,7 +39,7 @@ from memory.episodes.chain import chain
 from memory.episodes.ingest import ingest_messages
 from memory.episodes.listing import StoredMessage
 from memory.episodes.listing import stored_messages as _stored_messages
-from memory.errors import UnknownConversation
+from memory.errors import AccessDenied, UnknownConversation, ValidationError
 from memory.forgetting.commands import (
     DeletionReport,
     EditReport,
@@ -353,6 +365,88 @@ async def regenerate_summary(memory: Memory, conversation: ConversationRef, *, p
                 await rebuild_summary(memory, session, conversation_id)
                 return True
     return False
+# --- the audit: each query refuses a principal that may not audit the conversation ------
+
+
+async def _audited(
+    memory: Memory, conversation: ConversationRef, principal: Principal, query: str, arguments: dict[str, Any]
+) -> int:
+    """The conversation's id once the principal may audit it; every request, granted or
+    refused, is written to the conversation's audit log (a refusal for a conversation
+    that does not exist has no log to go to, and says only that it is refused)."""
+    granted = may_audit(principal.kind, principal.id, principal.role, memory.admin_ids)
+    async with memory.sessions.begin() as session:
+        conversation_id = await log_request(session, conversation, str(principal), granted, query, arguments)
+    if not granted:
+        raise AccessDenied(str(principal), str(conversation))
+    if conversation_id is None:
+        raise UnknownConversation(str(conversation))
+    return conversation_id
+
+
+async def about(memory: Memory, conversation: ConversationRef, name: str, *, principal: Principal) -> About:
+    """Entities matching ``name`` (by name and by meaning), each with its current and
+    superseded relations and the messages that support them."""
+    if not isinstance(name, str) or not name.strip():
+        raise ValidationError("name", "is empty")
+    # the name is embedded while the request is checked and logged (no data is read)
+    conversation_id, embedded = await asyncio.gather(
+        _audited(memory, conversation, principal, "about", {"name": name}), memory.embedder.embed([name.strip()])
+    )
+    return await _about(memory, conversation, conversation_id, name, embedded)
+
+
+async def explain(memory: Memory, conversation: ConversationRef, answer_id: int, *, principal: Principal) -> Explanation:
+    """A stored answer's trace; a withdrawn answer says which deleted message withdrew it."""
+    conversation_id = await _audited(memory, conversation, principal, "explain", {"answer_id": answer_id})
+    async with memory.sessions() as session:
+        return await _explain(session, conversation, conversation_id, answer_id)
+
+
+async def forgotten(
+    memory: Memory, conversation: ConversationRef, *, principal: Principal, since: datetime | None = None, limit: int = 200
+) -> DeletionLog:
+    """Deletions and edits (newest first): when, which message, who asked, what they
+    removed, kept, anchored and restored (ids and counts, never the deleted text)."""
+    arguments = {"since": since.isoformat() if since else None, "limit": limit}
+    conversation_id = await _audited(memory, conversation, principal, "forgotten", arguments)
+    async with memory.sessions() as session:
+        entries = await deletion_log(session, conversation_id, since, limit)
+    return DeletionLog(str(conversation), since, tuple(entries))
+
+
+async def provenance(memory: Memory, conversation: ConversationRef, message_id: str, *, principal: Principal) -> Provenance:
+    """Everything derived from one message, and a dry run of its deletion computed by
+    the deletion's own rules: what ``forget`` would remove, keep, anchor, restore and dirty."""
+    if not isinstance(message_id, str) or not message_id.strip():
+        raise ValidationError("message", "a platform message id is required")
+    conversation_id = await _audited(memory, conversation, principal, "provenance", {"message_id": message_id})
+    return await _provenance(memory, conversation, conversation_id, message_id)
+
+
+async def stats(memory: Memory, conversation: ConversationRef, *, principal: Principal) -> Stats:
+    """Messages, speakers, entities, anchors, relations, communities, consolidation lag,
+    model usage by phase."""
+    conversation_id = await _audited(memory, conversation, principal, "stats", {})
+    async with memory.sessions() as session:
+        return await conversation_stats(session, str(conversation), conversation_id)
+
+
+async def overview(memory: Memory, conversation: ConversationRef, *, principal: Principal) -> Overview:
+    """The whole memory of a conversation, for the audit report."""
+    conversation_id = await _audited(memory, conversation, principal, "overview", {})
+    async with memory.sessions() as session:
+        return await _overview(session, conversation, conversation_id)
+
+
+async def audit_conversations(memory: Memory, *, principal: Principal) -> list[ConversationSummary]:
+    """Every conversation in memory with its message count; only the operator or a
+    configured admin id may list them (a platform admin is an admin of its own
+    workspace only)."""
+    if not may_list(principal.kind, principal.id, memory.admin_ids):
+        raise AccessDenied(str(principal), "*")
+    async with memory.sessions() as session:
+        return await conversation_summaries(session)
 
 
 async def vacuum(memory: Memory, *, principal: Principal) -> MaintenanceReport:

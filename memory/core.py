@@ -1,6 +1,8 @@
-"""The Memory handle: one database, one embedder, an optional LLM and the parameters.
+"""The Memory handle: one database, one embedder, an optional LLM, the parameters and
+the platform user ids allowed to audit every conversation.
 
-Every core command takes a Memory; the bot layer builds it from settings.
+Every core command takes a Memory; the bot layer builds it from settings (the core
+reads no environment).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ class Memory:
     embedder: Embedder
     llm: LLMClient | None = None
     params: MemoryParams = field(default_factory=MemoryParams)
+    admin_ids: frozenset[str] = frozenset()  # platform user ids allowed to audit (STASHBIRD_ADMIN_IDS)
 
     async def close(self) -> None:
         await self.engine.dispose()
@@ -40,6 +43,7 @@ async def open_memory(
     llm: LLMClient | None = None,
     params: MemoryParams | None = None,
     migrate: bool = True,
+    admin_ids: frozenset[str] = frozenset(),
 ) -> Memory:
     """Connect, migrate to head (by default) and check the embedding dimension."""
     engine = create_engine(database_url)
@@ -50,4 +54,4 @@ async def open_memory(
     except BaseException:
         await engine.dispose()
         raise
-    return Memory(engine, session_factory(engine), embedder, llm, params or MemoryParams())
+    return Memory(engine, session_factory(engine), embedder, llm, params or MemoryParams(), admin_ids)

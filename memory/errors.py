@@ -24,3 +24,15 @@ class UnknownConversation(ValidationError):
     def __init__(self, conversation: str) -> None:
         super().__init__("conversation", f"no conversation {conversation!r} in memory")
         self.conversation = conversation
+
+
+class AccessDenied(StashbirdError):
+    """A principal asked to audit a conversation it is not an admin of (the refusal is logged)."""
+
+    def __init__(self, principal: str, conversation: str) -> None:
+        super().__init__(
+            f"principal: {principal} may not audit conversation {conversation!r}; only the operator, "
+            "a platform admin of it, or a user listed in STASHBIRD_ADMIN_IDS may"
+        )
+        self.principal = principal
+        self.conversation = conversation

@@ -72,7 +72,7 @@ INSERT INTO checkpoints (conversation_id, rolling_context) VALUES (1, '[
 async def test_existing_links_inherit_their_records_text_and_the_context_moves_to_rows(new_database) -> None:
     engine = create_engine(new_database())
     try:
-        await upgrade(engine, 8, "0007")
+        await upgrade(engine, 8, "0008")
         async with engine.begin() as connection:
             for statement in SEED.split(";\n"):
                 if statement.strip():
@@ -95,7 +95,7 @@ async def test_existing_links_inherit_their_records_text_and_the_context_moves_t
             (2, 1, "Oslo", "place", "", []), (2, 2, "Oslo", "place", "", []),  # unknown sources: on no link
         ]
         assert [tuple(r) for r in context] == [(2, 1, "Oslo", [1]), (1, 2, "Ann", [1, 2])]
-        await downgrade(engine, "0007")
+        await downgrade(engine, "0008")
         async with engine.connect() as connection:
             restored = (await connection.execute(text("SELECT rolling_context FROM checkpoints"))).scalar_one()
         assert [item["entity_id"] for item in restored] == [2, 1] and restored[1]["episode_ids"] == [1, 2]

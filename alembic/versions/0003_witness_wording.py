@@ -25,7 +25,7 @@ one row per entry (memory.consolidation.context_store): inside the checkpoint ro
 copied whole, with every message's words in it, at every consolidation chunk.
 
 Revision ID: 0003
-Revises: 0007
+Revises: 0008
 """
 
 import sqlalchemy as sa
@@ -35,7 +35,7 @@ from sqlalchemy.dialects import postgresql as pg
 from alembic import op
 
 revision = "0003"
-down_revision = "0007"
+down_revision = "0008"
 branch_labels = None
 depends_on = None
 

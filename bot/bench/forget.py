@@ -352,7 +352,7 @@ def _vector_sql(column: str, dim: int) -> str:
     return f"ARRAY(SELECT random() - 0.5 FROM generate_series(1, {dim}) WHERE {column} IS NOT NULL)::vector"
 
 
-async def bulk_conversation(memory: Memory, run: str, size: int) -> int:
+async def bulk_conversation(memory: Memory, ref: ConversationRef, size: int) -> int:
     """One conversation of ``size`` episodes and a proportional graph, written by SQL on
     the server (with statistics refreshed between steps so that the joins hash instead of
     looping): a topic entity per 5 episodes, a relation per episode between topics
@@ -419,7 +419,7 @@ async def bulk_conversation(memory: Memory, run: str, size: int) -> int:
            WHERE d.kind = 'episode' AND d.ref_id = e.id AND e.conversation_id = :cid""",
     ]
     async with memory.sessions.begin() as session:
-        cid = await ensure_conversation(session, ConversationRef("bench-forget", run, f"latency-{size}"))
+        cid = await ensure_conversation(session, ref)
         s0 = await ensure_speaker(session, cid, "u0", "Speaker 0", "user")
         s1 = await ensure_speaker(session, cid, "u1", "Speaker 1", "user")
         values = {"cid": cid, "s0": s0, "s1": s1, "n": size, "topics": topics, "t0": datetime(2026, 1, 1, tzinfo=timezone.utc)}
@@ -436,7 +436,7 @@ async def bulk_conversation(memory: Memory, run: str, size: int) -> int:
 
 async def latency(memory: Memory, run: str, size: int, deletes: int, seed: int) -> dict:
     began = time.perf_counter()
-    cid = await bulk_conversation(memory, run, size)
+    cid = await bulk_conversation(memory, ConversationRef("bench-forget", run, f"latency-{size}"), size)
     load_seconds = time.perf_counter() - began
     picks = random.Random(seed).sample(range(size), min(deletes + 5, size))
     timings: list[float] = []

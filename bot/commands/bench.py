@@ -15,6 +15,7 @@ BENCHMARKS = {
     "qa": "LoCoMo question answering with an LLM, graded by an LLM judge: accuracy by category, usage",
     "jobs": "scheduler processes sharing one database under steady load: consolidation and regeneration lag, duplicate work, CPU",
     "forget": "LoCoMo deletion interventions per policy (what each leaves or loses, residue scan), deletion latency",
+    "audit": "latency of the audit queries about, provenance and stats on a 100K-message conversation",
 }
 
 

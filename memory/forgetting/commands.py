@@ -15,7 +15,7 @@ Decisions beyond Algorithm 1, and why:
   and its embedding is cleared, since every mention that gave it that name (and the
   vector made from it) was deleted.
 - A relation or entity that lost the episode but keeps other support is re-rendered
-  from its surviving witnesses' own wording (memory.graph.wording, written by
+  from its surviving witnesses' own wording (memory.graph.wording, planned and written by
   memory.forgetting.rewording): every wording drawn from the episode is cleared, so no
   sentence, name form or summary it contributed outlives it.
 - A dirtied community's label and summary are cleared along with its search document.
@@ -39,12 +39,14 @@ from typing import Any
 from sqlalchemy import (
     BigInteger,
     Text,
+    and_,
     bindparam,
     cast,
     delete,
     exists,
     func,
     literal,
+    or_,
     select,
     text,
     union,
@@ -53,7 +55,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import ARRAY, insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from memory.consolidation.context_store import in_order, load_context, save_context
+from memory.consolidation.context_store import Stored, in_order, load_context, save_context
 from memory.consolidation.summary import rebuild_summary
 from memory.core import Memory
 from memory.episodes.exchange_vectors import (
@@ -61,8 +63,9 @@ from memory.episodes.exchange_vectors import (
     refresh_exchange_vectors,
 )
 from memory.errors import ValidationError
-from memory.forgetting.rewording import reword
+from memory.forgetting.rewording import RewordPlan, plan_rewording, write_rewording
 from memory.forgetting.rules import (
+    ContextChange,
     Decision,
     EntityFacts,
     RelationFacts,
@@ -300,6 +303,20 @@ async def apply_decision(session: AsyncSession, conversation_id: int, decision: 
     return removed
 
 
+async def documents_to_remove(session: AsyncSession, conversation_id: int, decision: Decision, episode_id: int) -> int:
+    """The search documents that applying ``decision`` and removing the episode would
+    remove: the records ``apply_decision`` deletes, anchors or dirties, and the episode's."""
+    kinds = {
+        "relation": decision.relations_removed,
+        "entity": decision.entities_anchored | decision.entities_removed,
+        "community": decision.communities_dirtied,
+        "episode": frozenset([episode_id]),
+    }
+    matches = or_(*(and_(SearchDocument.kind == k, SearchDocument.ref_id.in_(sorted(ids))) for k, ids in kinds.items() if ids))
+    query = select(func.count()).select_from(SearchDocument).where(SearchDocument.conversation_id == conversation_id, matches)
+    return int((await session.execute(query)).scalar_one())
+
+
 async def _withdraw_answers(session: AsyncSession, conversation_id: int, episode_id: int) -> list[int]:
     traces = list(
         (
@@ -319,20 +336,16 @@ async def _withdraw_answers(session: AsyncSession, conversation_id: int, episode
     return sorted(traces)
 
 
-async def _update_checkpoint(
-    session: AsyncSession, conversation_id: int, episode_id: int, gone_entities: set[int], requeue: bool, retraction: Retraction
-) -> None:
-    """Rolling context and summary lose the episode; an edited episode is queued again."""
-    checkpoint = (
-        await session.execute(select(Checkpoint).where(Checkpoint.conversation_id == conversation_id).with_for_update())
-    ).scalar_one_or_none()
-    if checkpoint is None:
-        return
-    reworded = set(retraction.entities_reworded)
-    stored = await load_context(session, conversation_id, episode_id, gone_entities | reworded)
+async def _context_change(
+    session: AsyncSession, conversation_id: int, episode_id: int, gone_entities: set[int], rewording: RewordPlan
+) -> tuple[Stored, ContextChange]:
+    """The rolling-context entries the episode or a re-worded entity touches, and what
+    they become (forgetting_rules.prune_rolling_context): rewritten to their entity's
+    surviving name and type, as re-rendered, or dropped."""
+    reworded = {c.entity_id: c.rendered for c in rewording.entities}
+    stored = await load_context(session, conversation_id, episode_id, gone_entities | set(reworded))
     context = in_order(stored)
-    drew_on = {e.get("entity_id") for e in context if episode_id in e.get("episode_ids", [])} - gone_entities
-    drew_on |= reworded
+    drew_on = {e.get("entity_id") for e in context if episode_id in e.get("episode_ids", [])} - gone_entities - set(reworded)
     names = {} if not drew_on else dict(
         (e, (name, entity_document_text(name, type_, "")))
         for e, name, type_ in (
@@ -345,17 +358,84 @@ async def _update_checkpoint(
             )
         ).all()
     )
-    change = prune_rolling_context(context, episode_id, gone_entities, names, reworded)
-    retraction.context_entries_dropped = change.dropped
-    retraction.context_entries_pruned = change.pruned
-    if change.dropped or change.pruned:
-        await save_context(session, conversation_id, stored, change.entries)
-    summary_ids = list(checkpoint.summary_episode_ids or [])
-    if episode_id in summary_ids:
+    names.update({e: (r.name, entity_document_text(r.name, r.type, "")) for e, r in reworded.items()})
+    return stored, prune_rolling_context(context, episode_id, gone_entities, names, reworded)
+
+
+@dataclass(frozen=True)
+class RetractionPlan:
+    """What taking one episode's support out would change, decided before anything is
+    written: the deletion applies it, the audit's dry run reports it."""
+
+    episode_id: int
+    affected: Affected
+    decision: Decision
+    checkpoint: Checkpoint | None
+    rewording: RewordPlan
+    stored_context: Stored  # the rolling-context rows ``context`` was computed from
+    context: ContextChange
+    answers: tuple[int, ...]  # answer traces whose evidence holds the episode
+
+    @property
+    def summary_drew_on(self) -> bool:
+        return self.checkpoint is not None and self.episode_id in (self.checkpoint.summary_episode_ids or [])
+
+    def retraction(self) -> Retraction:
+        """The report of this plan, but for the search documents, which the writer counts."""
+        decision = self.decision
+        return Retraction(
+            relations_removed=sorted(decision.relations_removed),
+            relations_kept=sorted(decision.relations_kept),
+            relations_restored=sorted(decision.relations_restored),
+            entities_removed=sorted(decision.entities_removed),
+            entities_anchored=sorted(decision.entities_anchored),
+            entities_kept=sorted(decision.entities_kept),
+            communities_dirtied=sorted(decision.communities_dirtied),
+            relations_reworded=sorted(c.relation_id for c in self.rewording.relations),
+            entities_reworded=sorted(c.entity_id for c in self.rewording.entities),
+            context_entries_dropped=self.context.dropped,
+            context_entries_pruned=self.context.pruned,
+            summary_cleared=self.summary_drew_on,
+            answers_withdrawn=list(self.answers),
+        )
+
+
+async def plan_retraction(session: AsyncSession, conversation_id: int, episode_id: int, *, for_update: bool) -> RetractionPlan:
+    """Load what the episode supports and decide with the rules (Algorithm 1); writes
+    nothing. ``for_update`` locks the checkpoint row for the writer that follows."""
+    affected = await load_subgraph(session, conversation_id, episode_id)
+    decision = decide_deletion(affected.graph, episode_id)
+    query = select(Checkpoint).where(Checkpoint.conversation_id == conversation_id)
+    checkpoint = (await session.execute(query.with_for_update() if for_update else query)).scalar_one_or_none()
+    gone = set(decision.entities_removed | decision.entities_anchored)
+    rewording = await plan_rewording(
+        session, conversation_id, episode_id, sorted(decision.relations_kept), sorted(decision.entities_kept)
+    )
+    stored, context = (
+        await _context_change(session, conversation_id, episode_id, gone, rewording) if checkpoint is not None
+        else ({}, ContextChange([], 0, 0))
+    )
+    answers = (
+        await session.execute(
+            select(AnswerEvidence.trace_id)
+            .where(AnswerEvidence.conversation_id == conversation_id, AnswerEvidence.episode_id == episode_id)
+            .order_by(AnswerEvidence.trace_id)
+        )
+    ).scalars()
+    return RetractionPlan(episode_id, affected, decision, checkpoint, rewording, stored, context, tuple(answers))
+
+
+async def _update_checkpoint(session: AsyncSession, conversation_id: int, plan: RetractionPlan, requeue: bool) -> None:
+    """Rolling context and summary lose the episode; an edited episode is queued again."""
+    checkpoint, episode_id = plan.checkpoint, plan.episode_id
+    if checkpoint is None:
+        return
+    if plan.context.dropped or plan.context.pruned:
+        await save_context(session, conversation_id, plan.stored_context, plan.context.entries)
+    if plan.summary_drew_on:
         checkpoint.summary = ""
         checkpoint.summary_episode_ids = []
         checkpoint.summary_dirty = True
-        retraction.summary_cleared = True
     pending = [e for e in (checkpoint.pending_episode_ids or []) if e != episode_id]
     if requeue and episode_id <= checkpoint.last_episode_id:
         pending.append(episode_id)
@@ -369,29 +449,16 @@ async def retract_support(
 ) -> Retraction:
     """Take one episode's support out of everything derived from it (the shared half of
     delete and edit); the caller holds both locks and handles the episode row."""
-    affected = await load_subgraph(session, conversation_id, episode_id)
-    decision = decide_deletion(affected.graph, episode_id)
+    plan = await plan_retraction(session, conversation_id, episode_id, for_update=True)
     if requeue:  # an edit keeps the episode row; a deletion's provenance rows go with it (ON DELETE CASCADE)
         for table in (RelationProvenance, EntityProvenance):
             await session.execute(
                 delete(table).where(table.conversation_id == conversation_id, table.episode_id == episode_id)
             )
-    retraction = Retraction(
-        relations_removed=sorted(decision.relations_removed),
-        relations_kept=sorted(decision.relations_kept),
-        relations_restored=sorted(decision.relations_restored),
-        entities_removed=sorted(decision.entities_removed),
-        entities_anchored=sorted(decision.entities_anchored),
-        entities_kept=sorted(decision.entities_kept),
-        communities_dirtied=sorted(decision.communities_dirtied),
-    )
-    retraction.documents_removed = await apply_decision(session, conversation_id, decision)
-    reworded = await reword(
-        session, conversation_id, episode_id, sorted(decision.relations_kept), sorted(decision.entities_kept), embedder
-    )
-    retraction.relations_reworded, retraction.entities_reworded = reworded.relations, reworded.entities
-    gone = set(decision.entities_removed | decision.entities_anchored)
-    await _update_checkpoint(session, conversation_id, episode_id, gone, requeue, retraction)
+    retraction = plan.retraction()
+    retraction.documents_removed = await apply_decision(session, conversation_id, plan.decision)
+    await write_rewording(session, conversation_id, episode_id, plan.rewording, embedder)
+    await _update_checkpoint(session, conversation_id, plan, requeue)
     retraction.answers_withdrawn = await _withdraw_answers(session, conversation_id, episode_id)
     return retraction
 

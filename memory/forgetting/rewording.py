@@ -1,10 +1,11 @@
 """Re-rendering the records a deleted or edited message still leaves standing, in the
 deleting transaction (the rule is memory.graph.wording's; this module loads and writes).
 
-For the relations and entities that lost the episode but keep other support: every
-witness wording drawn from the episode is cleared (it may quote it), then each record is
-rendered from the witnesses that decide it and rewritten, with its search document, if
-its text changed. A changed text needs a vector: a relation takes its chosen witness's
+For the relations and entities that lost the episode but keep other support, each record
+is rendered from the witnesses that decide it, leaving out the episode and every wording
+drawn from it (``plan_rewording``: reads only, so the audit's dry run can report it);
+then those wordings are cleared (they may quote it) and each record whose text changed
+is rewritten with its search document (``write_rewording``). A changed text needs a vector: a relation takes its chosen witness's
 stored sentence vector; an entity whose summary went keeps its stored name vector (as
 its document's); anything else new (a structural fact, another name form or summary) is
 embedded here, under the locks, in one call. That happens only when the deleted message
@@ -14,7 +15,7 @@ was the one whose words a record showed and the others said it differently.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import BigInteger, bindparam, text, update
@@ -53,10 +54,15 @@ CLEAR_ENTITY_SUMMARY = text(
 ENTITY_WITNESSES = text(
     """SELECT e.id, e.name, e.type, e.summary, e.embedding::text, w.episode_id, w.name, w.type, w.summary, w.summary_sources
        FROM entities e CROSS JOIN LATERAL (
-           (SELECT * FROM entity_provenance p WHERE p.entity_id = e.id AND p.episode_id <> :episode
+           (SELECT p.episode_id, p.name, p.type,
+                   CASE WHEN :episode = ANY(p.summary_sources) THEN '' ELSE p.summary END AS summary,
+                   CASE WHEN :episode = ANY(p.summary_sources) THEN '{}' ELSE p.summary_sources END AS summary_sources
+            FROM entity_provenance p WHERE p.entity_id = e.id AND p.episode_id <> :episode
             ORDER BY p.episode_id LIMIT 1)
            UNION
-           (SELECT * FROM entity_provenance p WHERE p.entity_id = e.id AND p.episode_id <> :episode AND p.summary <> ''
+           (SELECT p.episode_id, p.name, p.type, p.summary, p.summary_sources
+            FROM entity_provenance p WHERE p.entity_id = e.id AND p.episode_id <> :episode AND p.summary <> ''
+              AND NOT :episode = ANY(p.summary_sources)
             ORDER BY p.episode_id DESC LIMIT 1)
        ) w
        WHERE e.conversation_id = :cid AND e.id = ANY(:ids)"""
@@ -67,23 +73,15 @@ RELATION_WITNESSES = text(
        FROM relations r JOIN entities s ON s.id = r.subject_id JOIN entities o ON o.id = r.object_id
        LEFT JOIN LATERAL (
            SELECT * FROM relation_provenance p WHERE p.relation_id = r.id AND p.episode_id <> :episode AND p.fact <> ''
+             AND NOT :episode = ANY(p.sources)
            ORDER BY p.episode_id LIMIT 1
        ) w ON true
        WHERE r.conversation_id = :cid AND r.id = ANY(:ids)"""
 ).bindparams(*_IDS)
 
 
-@dataclass
-class Rewording:
-    """Records whose text changed, and how many new texts had to be embedded for them."""
-
-    relations: list[int] = field(default_factory=list)
-    entities: list[int] = field(default_factory=list)
-    embedded: int = 0
-
-
 @dataclass(frozen=True)
-class _EntityChange:
+class EntityChange:
     entity_id: int
     rendered: EntityText
     name_vector: list[float] | None  # the stored one, when the name stays
@@ -94,7 +92,7 @@ class _EntityChange:
 
 
 @dataclass(frozen=True)
-class _RelationChange:
+class RelationChange:
     relation_id: int
     fact: str
     wording: FactWording | None  # the witness wording shown; None: rendered from structure
@@ -105,28 +103,44 @@ def _vector(value: str | None) -> list[float] | None:
     return None if value is None else [float(x) for x in value.strip("[]").split(",")]
 
 
-async def reword(
-    session: AsyncSession, conversation_id: int, episode_id: int, relations: Sequence[int], entities: Sequence[int],
-    embedder: Embedder,
-) -> Rewording:
-    """Clear the wordings drawn from ``episode_id`` and re-render ``entities`` and
-    ``relations`` (a structural fact uses the entities' new names) from what survives."""
+@dataclass(frozen=True)
+class RewordPlan:
+    """The records that lost the episode and stay, and those whose text changes, with
+    what each will show."""
+
+    kept_entities: tuple[int, ...]
+    kept_relations: tuple[int, ...]
+    entities: tuple[EntityChange, ...] = ()
+    relations: tuple[RelationChange, ...] = ()
+
+
+async def plan_rewording(
+    session: AsyncSession, conversation_id: int, episode_id: int, relations: Sequence[int], entities: Sequence[int]
+) -> RewordPlan:
+    """Render ``entities`` and ``relations`` (a structural fact uses the entities' new
+    names) from their witnesses without ``episode_id`` and what it contributed. Reads only."""
     values = {"cid": conversation_id, "episode": episode_id}
-    entity_changes: list[_EntityChange] = []
-    relation_changes: list[_RelationChange] = []
-    if entities:
-        await session.execute(CLEAR_ENTITY_SUMMARY, {**values, "ids": sorted(entities)})
-        entity_changes = await _entity_changes(session, {**values, "ids": sorted(entities)})
-    if relations:
-        await session.execute(CLEAR_RELATION_WORDING, {**values, "ids": sorted(relations)})
-        renamed = {c.entity_id: c.rendered.name for c in entity_changes}
-        relation_changes = await _relation_changes(session, {**values, "ids": sorted(relations)}, renamed)
-    needed = [c.rendered.name for c in entity_changes if c.name_vector is None]
-    needed += [c.document_text for c in entity_changes if c.rendered.summary]
-    needed += [c.fact for c in relation_changes if c.wording is None or c.wording.embedding is None]
+    entity_changes = await _entity_changes(session, {**values, "ids": sorted(entities)}) if entities else []
+    renamed = {c.entity_id: c.rendered.name for c in entity_changes}
+    relation_changes = await _relation_changes(session, {**values, "ids": sorted(relations)}, renamed) if relations else []
+    return RewordPlan(tuple(sorted(entities)), tuple(sorted(relations)), tuple(entity_changes), tuple(relation_changes))
+
+
+async def write_rewording(
+    session: AsyncSession, conversation_id: int, episode_id: int, plan: RewordPlan, embedder: Embedder
+) -> None:
+    """Clear every wording drawn from the episode and write the planned renderings,
+    embedding the texts no stored vector covers."""
+    values = {"cid": conversation_id, "episode": episode_id}
+    for statement, owners in ((CLEAR_ENTITY_SUMMARY, plan.kept_entities), (CLEAR_RELATION_WORDING, plan.kept_relations)):
+        if owners:
+            await session.execute(statement, {**values, "ids": list(owners)})
+    needed = [c.rendered.name for c in plan.entities if c.name_vector is None]
+    needed += [c.document_text for c in plan.entities if c.rendered.summary]
+    needed += [c.fact for c in plan.relations if c.wording is None or c.wording.embedding is None]
     vectors = await _embed(session, conversation_id, embedder, list(dict.fromkeys(needed)))
     documents = []
-    for change in entity_changes:
+    for change in plan.entities:
         name_vector = change.name_vector or vectors[change.rendered.name]
         rendered = change.rendered
         await session.execute(
@@ -137,7 +151,7 @@ async def reword(
         )
         document_vector = vectors.get(change.document_text, name_vector)
         documents.append(Document("entity", change.entity_id, change.document_text, document_vector))
-    for fact in relation_changes:
+    for fact in plan.relations:
         valid_from = fact.wording.valid_from if fact.wording else None
         stored = fact.wording.embedding if fact.wording else None
         await session.execute(
@@ -149,9 +163,6 @@ async def reword(
                      stored if stored is not None else vectors[fact.fact], valid_from, fact.is_current)
         )
     await upsert_documents(session, conversation_id, documents)
-    return Rewording(
-        sorted(c.relation_id for c in relation_changes), sorted(c.entity_id for c in entity_changes), len(vectors)
-    )
 
 
 async def _embed(session: AsyncSession, conversation_id: int, embedder: Embedder, texts: list[str]) -> dict[str, list[float]]:
@@ -162,7 +173,7 @@ async def _embed(session: AsyncSession, conversation_id: int, embedder: Embedder
     return dict(zip(texts, batch.vectors, strict=True))
 
 
-async def _entity_changes(session: AsyncSession, values: dict[str, Any]) -> list[_EntityChange]:
+async def _entity_changes(session: AsyncSession, values: dict[str, Any]) -> list[EntityChange]:
     """The entities whose rendered text differs from what they show."""
     witnesses: dict[int, list[EntityWitness]] = {}
     current: dict[int, tuple[str, str, str, str | None]] = {}
@@ -177,13 +188,13 @@ async def _entity_changes(session: AsyncSession, values: dict[str, Any]) -> list
         rendered = render_entity(found)
         name, type_, summary, vector = current[entity_id]
         if rendered is not None and (rendered.name, rendered.type, rendered.summary) != (name, type_, summary):
-            changes.append(_EntityChange(entity_id, rendered, _vector(vector) if rendered.name == name else None))
+            changes.append(EntityChange(entity_id, rendered, _vector(vector) if rendered.name == name else None))
     return changes
 
 
 async def _relation_changes(
     session: AsyncSession, values: dict[str, Any], renamed: dict[int, str]
-) -> list[_RelationChange]:
+) -> list[RelationChange]:
     """The relations whose rendered text or valid-from differs from what they show."""
     changes = []
     for row in await session.execute(RELATION_WITNESSES, values):
@@ -198,5 +209,5 @@ async def _relation_changes(
             renamed.get(subject_id, subject), predicate, renamed.get(object_id, object_)
         )
         if (new_fact, wording.valid_from if wording else None) != (fact, valid_from):
-            changes.append(_RelationChange(relation_id, new_fact, wording, status == "active"))
+            changes.append(RelationChange(relation_id, new_fact, wording, status == "active"))
     return changes

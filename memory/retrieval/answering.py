@@ -242,8 +242,7 @@ async def answer(
         in_memory = bool(labels)
         citations = cite(items, labels)
         mode = "extractive"
-    trace_id = await _store_trace(memory, conversation_id, principal, question, sub_queries, text, items, usages)
-    return Answer(
+    reply = Answer(
         question=question,
         question_date=question_date,
         answer=text,
@@ -254,9 +253,11 @@ async def answer(
         sub_queries=sub_queries,
         time_ranges=[(r.start, r.end, r.expression) for r in retrieval.time_ranges],
         usage=usages,
-        trace_id=trace_id,
+        trace_id=0,
         notes=notes,
     )
+    reply.trace_id = await _store_trace(memory, conversation_id, principal, reply)
+    return reply
 
 
 def usage_summary(usages: Sequence[Usage]) -> dict[str, dict[str, Any]]:
@@ -272,16 +273,33 @@ def usage_summary(usages: Sequence[Usage]) -> dict[str, dict[str, Any]]:
     return summary
 
 
-async def _store_trace(
-    memory: Memory,
-    conversation_id: int,
-    principal: str,
-    question: str,
-    sub_queries: list[str],
-    text: str,
-    items: Sequence[EvidenceItem],
-    usages: Sequence[Usage],
-) -> int:
+def trace_retrieval(result: Answer) -> dict[str, Any]:
+    """How the answer's evidence was found, as its trace keeps it: numbers and ids, no
+    text but the question's own time expressions (a deleted message leaves nothing). Pure."""
+    return {
+        "question_date": result.question_date.isoformat(),
+        "mode": result.mode,
+        "in_memory": result.in_memory,
+        "time_ranges": [{"start": s.isoformat(), "end": e.isoformat(), "expression": x} for s, e, x in result.time_ranges],
+        "citations": [c.label for c in result.citations],
+        "evidence": [
+            {
+                "label": item.label,
+                "kind": item.kind,
+                "ref_id": item.ref_id,
+                "score": round(item.score, 5),
+                "similarity": round(item.similarity, 4),
+                "text_rank": round(item.text_rank, 4),
+                "is_current": item.is_current,
+                "episode_ids": [e.episode_id for e in item.episodes],
+            }
+            for item in result.evidence
+        ],
+    }
+
+
+async def _store_trace(memory: Memory, conversation_id: int, principal: str, result: Answer) -> int:
+    items, usages = result.evidence, result.usage
     episode_ids = sorted({e.episode_id for item in items for e in item.episodes})
     async with memory.sessions.begin() as session:
         trace_id = (
@@ -290,10 +308,11 @@ async def _store_trace(
                 .values(
                     conversation_id=conversation_id,
                     principal=principal,
-                    question=question,
-                    sub_queries=sub_queries,
-                    answer=text,
+                    question=result.question,
+                    sub_queries=result.sub_queries,
+                    answer=result.answer,
                     usage=usage_summary(usages),
+                    retrieval=trace_retrieval(result),
                 )
                 .returning(AnswerTrace.id)
             )

@@ -319,6 +319,8 @@ class AnswerTrace(Base):
     sub_queries: Mapped[list[str]] = mapped_column(JSONB, default=list)
     answer: Mapped[str] = mapped_column(Text, default="")
     usage: Mapped[dict[str, Any]] = mapped_column(JSONB, default=dict)
+    # resolved times and evidence items (kind, record id, scores, episode ids): no text
+    retrieval: Mapped[dict[str, Any]] = mapped_column(JSONB, default=dict)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
 
 

@@ -1,0 +1,98 @@
+"""``stashbird bench audit``: latency of the audit queries an admin runs from chat
+(``about``, ``provenance`` with its dry run, ``stats``) on a large conversation.
+
+The conversation is the forgetting benchmark's synthetic one (bot/bench/forget.py
+``bulk_conversation``: 100K messages, 20K topic entities, two speaker hubs each
+supported by half the messages, 120K relations, communities), in a database of its own
+without the HNSW index, which none of these queries uses. Each query runs as the
+operator through the public API, audit-log write included, on names and messages
+picked at random; the first few calls warm connections and plans and are not counted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from sqlalchemy import text
+
+from bot.bench.common import bench_memory, median, percentile
+from bot.bench.forget import bulk_conversation
+from bot.progress import progress
+from bot.settings import Settings
+from memory import ConversationRef, Memory, Principal, about, provenance, stats
+
+OPERATOR = Principal.operator("bench")
+WARM_UP = 5
+QUERIES = ("about", "provenance", "stats")
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--sizes", default="100000", help="comma-separated conversation sizes in messages (default 100000)")
+    parser.add_argument("--calls", type=int, default=200, help="timed calls per query and size (default 200)")
+    parser.add_argument("--seed", type=int, default=14)
+
+
+def _calls(memory: Memory, ref: ConversationRef, size: int, rng: random.Random) -> dict[str, Callable[[], Awaitable[Any]]]:
+    """One call of each query on a random name or message (a topic by its name, now and
+    then misspelled; or a speaker hub, whose relations are the most numerous)."""
+
+    def name() -> str:
+        if rng.random() < 0.05:
+            return f"Speaker {rng.randrange(2)}"
+        topic = f"topic {rng.randrange(max(2, size // 5))}"
+        return topic.replace("topic", "topik") if rng.random() < 0.2 else topic
+
+    return {
+        "about": lambda: about(memory, ref, name(), principal=OPERATOR),
+        "provenance": lambda: provenance(memory, ref, f"b{rng.randrange(size)}", principal=OPERATOR),
+        "stats": lambda: stats(memory, ref, principal=OPERATOR),
+    }
+
+
+async def latency(memory: Memory, run: str, size: int, calls: int, seed: int) -> dict[str, Any]:
+    ref = ConversationRef("bench-audit", run, f"latency-{size}")
+    began = time.perf_counter()
+    await bulk_conversation(memory, ref, size)
+    row: dict[str, Any] = {"messages": size, "load_seconds": round(time.perf_counter() - began, 1), "calls": calls}
+    queries = _calls(memory, ref, size, random.Random(seed))
+    with progress(calls * len(QUERIES), f"audit at {size}") as bar:
+        for query, call in queries.items():
+            timings = []
+            for index in range(calls + WARM_UP):
+                began = time.perf_counter()
+                await call()
+                if index >= WARM_UP:
+                    timings.append((time.perf_counter() - began) * 1000)
+                bar.update(1)
+            row[query] = {"median_ms": round(median(timings), 2), "p99_ms": round(percentile(timings, 0.99), 2)}
+    row["load_average"] = round(os.getloadavg()[0], 1)  # the machine may be shared: read the figures with it
+    return row
+
+
+async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
+    sizes = [int(s) for s in str(args.sizes).split(",") if s.strip()]
+    async with bench_memory(settings, "stashbird_bench_audit") as memory:
+        async with memory.engine.begin() as connection:
+            await connection.execute(text("DROP INDEX IF EXISTS ix_search_documents_embedding"))
+        rows = [await latency(memory, uuid.uuid4().hex[:6], size, args.calls, args.seed) for size in sizes]
+    return {"bench": "audit", "latency": rows}
+
+
+def render(result: dict[str, Any]) -> str:
+    lines = []
+    for row in result["latency"]:
+        lines.append(
+            f"audit queries on a conversation of {row['messages']:,} messages (loaded in {row['load_seconds']} s; "
+            f"{row['calls']} calls each; load average {row['load_average']} on {os.cpu_count()} cores):"
+        )
+        lines += [
+            f"  {query:<11} median {row[query]['median_ms']:>7} ms   p99 {row[query]['p99_ms']:>7} ms   (target p99 < 100 ms)"
+            for query in QUERIES
+        ]
+    return "\n".join(lines)

@@ -1,0 +1,183 @@
+"""``about(name)``: the entities a name means, and what the memory holds about each.
+
+An entity matches by its name (rapidfuzz WRatio, so "Mel" finds "Melanie" and a
+misspelling still finds its entity) or by meaning (cosine of the name's embedding and the
+entity's, an exact scan of the conversation's entities: the vector index serves all
+conversations, and filtering its nearest few by conversation could lose them all).
+Anchors have no name left to match; they show up as the ends of relations.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from rapidfuzz import fuzz, process, utils
+from sqlalchemy import func, select, union_all
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from memory.audit.facts import FactView, load_facts
+from memory.core import Memory
+from memory.models.embedder import EmbeddingBatch
+from memory.store.conversations import ConversationRef
+from memory.store.ledger import Usage, record_usage
+from memory.store.schema import Entity, EntityProvenance, Relation
+
+MATCHES = 5
+NAME_SCORE = 80  # rapidfuzz WRatio, 0-100
+SIMILARITY = 0.6  # cosine of the name vectors
+# Relations shown per entity (current first, newest first); how many there are is given.
+RELATIONS_PER_ENTITY = 40
+
+
+@dataclass(frozen=True)
+class EntityView:
+    id: int
+    name: str
+    type: str
+    summary: str
+    is_anchor: bool
+    match: float  # the better of name score / 100 and cosine similarity
+    mentions: int  # messages that mention it
+    current: tuple[FactView, ...]
+    superseded: tuple[FactView, ...]
+    relation_count: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "name": self.name,
+            "type": self.type,
+            "summary": self.summary,
+            "is_anchor": self.is_anchor,
+            "match": round(self.match, 3),
+            "mentions": self.mentions,
+            "relation_count": self.relation_count,
+            "current": [f.as_dict() for f in self.current],
+            "superseded": [f.as_dict() for f in self.superseded],
+        }
+
+
+@dataclass(frozen=True)
+class About:
+    conversation: str
+    query: str
+    entities: tuple[EntityView, ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"conversation": self.conversation, "query": self.query, "entities": [e.as_dict() for e in self.entities]}
+
+
+def best_matches(name_scores: dict[int, float], similarities: dict[int, float], limit: int) -> list[tuple[int, float]]:
+    """Entities matching by name or by meaning, best first. Pure."""
+    scores = {e: s / 100 for e, s in name_scores.items() if s >= NAME_SCORE}
+    for e, similarity in similarities.items():
+        if similarity >= SIMILARITY:
+            scores[e] = max(scores.get(e, 0.0), similarity)
+    return sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:limit]
+
+
+async def _name_scores(session: AsyncSession, conversation_id: int, name: str) -> dict[int, float]:
+    names = dict(
+        (
+            await session.execute(
+                select(Entity.id, Entity.name).where(Entity.conversation_id == conversation_id, Entity.is_anchor.is_(False))
+            )
+        ).all()
+    )
+    found = process.extract(
+        name, names, scorer=fuzz.WRatio, processor=utils.default_process, limit=MATCHES, score_cutoff=NAME_SCORE
+    )
+    return {key: float(score) for _, score, key in found}
+
+
+async def _similarities(session: AsyncSession, conversation_id: int, embedded: EmbeddingBatch) -> dict[int, float]:
+    await record_usage(session, conversation_id, Usage("audit", "embed_query", embedded.model, 1, embedded.prompt_tokens))
+    distance = Entity.embedding.cosine_distance(list(embedded.vectors[0]))
+    rows = await session.execute(
+        select(Entity.id, 1 - distance)
+        .where(Entity.conversation_id == conversation_id, Entity.embedding.is_not(None))
+        .order_by(distance)
+        .limit(MATCHES)
+    )
+    return {e: float(similarity) for e, similarity in rows}
+
+
+async def _relations(session: AsyncSession, conversation_id: int, ids: list[int]) -> dict[int, tuple[list[int], int]]:
+    """Each entity's relations to show (current first, newest first) and how many it has."""
+    ends = union_all(
+        *(
+            select(end.label("entity"), Relation.id.label("relation"), Relation.status.label("status")).where(
+                Relation.conversation_id == conversation_id, end.in_(ids)
+            )
+            for end in (Relation.subject_id, Relation.object_id)
+        )
+    ).subquery()
+    ranked = select(
+        ends.c.entity,
+        ends.c.relation,
+        func.row_number()
+        .over(partition_by=ends.c.entity, order_by=((ends.c.status == "active").desc(), ends.c.relation.desc()))
+        .label("rank"),
+        func.count().over(partition_by=ends.c.entity).label("total"),
+    ).subquery()
+    rows = await session.execute(
+        select(ranked.c.entity, ranked.c.relation, ranked.c.total).where(ranked.c.rank <= RELATIONS_PER_ENTITY)
+    )
+    found: dict[int, tuple[list[int], int]] = {}
+    for entity_id, relation_id, total in rows:
+        shown, _ = found.setdefault(entity_id, ([], int(total)))
+        if relation_id not in shown:  # a relation of an entity with itself is listed once
+            shown.append(relation_id)
+    return found
+
+
+async def about(
+    memory: Memory, conversation: ConversationRef, conversation_id: int, name: str, embedded: EmbeddingBatch
+) -> About:
+    """``embedded`` is the name's vector (the caller embeds it while checking the request)."""
+    query = name.strip()
+    async with memory.sessions.begin() as session:
+        matches = best_matches(
+            await _name_scores(session, conversation_id, query),
+            await _similarities(session, conversation_id, embedded),
+            MATCHES,
+        )
+        ids = [e for e, _ in matches]
+        mentions = (
+            select(func.count())
+            .where(EntityProvenance.conversation_id == conversation_id, EntityProvenance.entity_id == Entity.id)
+            .scalar_subquery()
+        )
+        entities = {
+            row[0]: row
+            for row in await session.execute(
+                select(Entity.id, Entity.name, Entity.type, Entity.summary, Entity.is_anchor, mentions).where(
+                    Entity.conversation_id == conversation_id, Entity.id.in_(ids)
+                )
+            )
+        }
+        shown = await _relations(session, conversation_id, ids)
+        facts = await load_facts(session, conversation, conversation_id, (r for rs, _ in shown.values() for r in rs))
+    views = []
+    for entity_id, score in matches:
+        if entity_id not in entities:  # removed by a deletion meanwhile
+            continue
+        _, entity_name, type_, summary, is_anchor, mentioned = entities[entity_id]
+        relation_ids, total = shown.get(entity_id, ([], 0))
+        relations = [facts[r] for r in relation_ids if r in facts]
+        views.append(
+            EntityView(
+                entity_id,
+                entity_name,
+                type_,
+                summary,
+                is_anchor,
+                score,
+                int(mentioned),
+                tuple(f for f in relations if f.status == "active"),
+                tuple(f for f in relations if f.status != "active"),
+                total,
+            )
+        )
+    return About(str(conversation), query, tuple(views))

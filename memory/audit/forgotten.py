@@ -1,0 +1,103 @@
+"""``forgotten(since)``: the deletion log of a conversation, from the audit log.
+
+Deletions and edits (an edit retracts what the old text supported, as a deletion does)
+are logged by memory.forgetting.commands with ids and counts only, so nothing here can
+show a deleted message's text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from memory.store.schema import AuditEntry
+
+ACTIONS = {"delete_episode": "delete", "edit_episode": "edit"}
+# Who a principal is, by the prefix memory.api.Principal writes ("kind:id").
+REQUESTERS = {"user": "user", "event": "platform event", "job": "job", "operator": "operator"}
+ID_KINDS = (
+    "relations_removed",
+    "relations_kept",
+    "relations_restored",
+    "entities_removed",
+    "entities_anchored",
+    "entities_kept",
+    "communities_dirtied",
+    "answers_withdrawn",
+)
+
+
+def requester(principal: str) -> str:
+    """Who asked, from the logged principal: a user, a platform event, a job by its
+    name (the sweep, retention), or the operator. Pure."""
+    kind, _, name = principal.partition(":")
+    if kind == "job" and name:
+        return f"job {name}"
+    return REQUESTERS.get(kind, "operator" if kind in ("cli", "") else kind)
+
+
+@dataclass(frozen=True)
+class Forgotten:
+    at: datetime
+    action: str  # delete | edit
+    platform_message_id: str
+    status: str  # deleted | tombstoned | already_deleted | edited | unchanged | unknown
+    requested_by: str
+    principal: str
+    counts: dict[str, int]
+    ids: dict[str, list[int]]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "at": self.at.isoformat(),
+            "action": self.action,
+            "platform_message_id": self.platform_message_id,
+            "status": self.status,
+            "requested_by": self.requested_by,
+            "principal": self.principal,
+            "counts": self.counts,
+            "ids": self.ids,
+        }
+
+
+async def deletion_log(session: AsyncSession, conversation_id: int, since: datetime | None, limit: int) -> list[Forgotten]:
+    """Newest first."""
+    query = (
+        select(AuditEntry.created_at, AuditEntry.action, AuditEntry.principal, AuditEntry.details)
+        .where(AuditEntry.conversation_id == conversation_id, AuditEntry.action.in_(list(ACTIONS)))
+        .order_by(AuditEntry.created_at.desc(), AuditEntry.id.desc())
+        .limit(limit)
+    )
+    if since is not None:
+        query = query.where(AuditEntry.created_at >= since)
+    return [
+        Forgotten(
+            at,
+            ACTIONS[action],
+            str(details.get("platform_message_id", "")),
+            str(details.get("status", "")),
+            requester(principal),
+            principal,
+            {k: int(v) for k, v in (details.get("counts") or {}).items()},
+            {k: list((details.get("ids") or {}).get(k, [])) for k in ID_KINDS},
+        )
+        for at, action, principal, details in await session.execute(query)
+    ]
+
+
+@dataclass(frozen=True)
+class DeletionLog:
+    conversation: str
+    since: datetime | None
+    entries: tuple[Forgotten, ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "conversation": self.conversation,
+            "since": self.since.isoformat() if self.since else None,
+            "entries": [e.as_dict() for e in self.entries],
+        }

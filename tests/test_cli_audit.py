@@ -1,0 +1,123 @@
+"""``stashbird audit`` as an operator runs it (the report in a subprocess, the queries
+through the same entry point in-process, to spare the suite a start-up each), and its
+HTML report rendered by headless Chromium: the page's text, one graph node per
+entity, a screenshot, and no trace of a deleted message or another conversation."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import shutil
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+from test_cli_ingest import stashbird
+
+from bot.cli import main
+from memory import (
+    ConversationRef,
+    Memory,
+    OfflineExtractor,
+    Principal,
+    ask,
+    consolidate,
+    forget,
+    ingest,
+    stats,
+    validate_message,
+)
+
+OPERATOR = Principal.operator("test")
+
+
+def chromium(*args: str, profile: Path) -> subprocess.CompletedProcess[str]:
+    binary = shutil.which("chromium")
+    assert binary, "the report test needs Debian's chromium package (.ci/run installs it)"
+    flags = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        f"--user-data-dir={profile}",
+    ]
+    return subprocess.run([binary, *flags, *args], capture_output=True, text=True, timeout=120)
+
+
+async def _conversation(memory: Memory, ref: ConversationRef, rows: list[tuple[str, str, str]]) -> None:
+    messages = [
+        validate_message({"id": i, "author": a, "text": t, "ts": f"2026-02-0{n + 1}T10:00:00Z"})
+        for n, (i, a, t) in enumerate(rows)
+    ]
+    await ingest(memory, ref, messages, principal=OPERATOR)
+    await consolidate(memory, ref, principal=OPERATOR, extractor=OfflineExtractor())
+
+
+async def audit(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    capsys.readouterr()
+    code = await asyncio.to_thread(main, ["audit", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+async def test_audit_commands_and_the_html_report(
+    memory: Memory, database_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DATABASE_URL", database_url)
+    name = f"cli-audit-{uuid.uuid4().hex[:8]}"
+    ref, other = ConversationRef.parse(name), ConversationRef("slack", "T9", f"C{uuid.uuid4().hex[:6]}")
+    gone, foreign = f"zq{uuid.uuid4().hex[:10]}", f"zq{uuid.uuid4().hex[:10]}"
+    await _conversation(memory, other, [("1", "Zed", f"Zed keeps a boat in Oslo {foreign}.")])
+    await _conversation(
+        memory,
+        ref,
+        [
+            ("1", "Ann", "I live in Boston now."),
+            ("2", "Bob", "Marco from the data team sits on the fourth floor."),
+            ("3", "Ann", "Correction: I moved to Denver last month."),
+            ("4", "Bob", f"I adopted a cat called Miso {gone}."),
+        ],
+    )
+    await ask(memory, ref, "Where does Ann live?", principal=OPERATOR)
+    await forget(memory, ref, "4", principal=OPERATOR)
+
+    code, about, _ = await audit(capsys, "about", "--conversation", name, "Ann")
+    assert code == 0 and about.startswith("as the operator") and "superseded facts (1)" in about
+    assert "Correction: I moved to Denver" in about and "I live in Boston now." in about
+    code, dry, _ = await audit(capsys, "provenance", "--conversation", name, "--message", "3", "--json")
+    dry_run = json.loads(dry)
+    assert dry_run["principal"] == "operator:cli" and dry_run["dry_run"]["counts"]["relations_restored"] == 1
+    code, forgotten, _ = await audit(capsys, "forgotten", "--conversation", name)
+    assert code == 0 and re.search(r"\sdelete\s+4\s+deleted\s+operator\s", forgotten) and gone not in forgotten
+    code, _, error = await audit(capsys, "stats", "--conversation", "no-such-conversation")
+    assert code == 2 and "no conversation" in error
+
+    out = tmp_path / "report.html"
+    written = stashbird(database_url, "audit", "report", "--conversation", name, "--out", str(out))
+    assert written.returncode == 0, written.stderr
+    page = out.read_text()
+    assert not re.search(r"<script|<link|@import|url\(|https?://(?!www\.w3\.org/2000/svg)", page)  # self-contained
+    assert gone not in page and "Miso" not in page and foreign not in page and "Oslo" not in page
+
+    dom = chromium("--dump-dom", out.as_uri(), profile=tmp_path / "profile")
+    assert dom.returncode == 0, dom.stderr
+    entities = (await stats(memory, ref, principal=OPERATOR)).entities
+    assert len(re.findall(r'<g class="node (?:entity|anchor)" data-entity-id="\d+"', dom.stdout)) == entities > 0
+    text = re.sub(r"<[^>]+>", " ", dom.stdout)
+    for expected in (
+        "What Stashbird remembers about",
+        "Ann moved to Denver",
+        "Ann live in Boston",
+        "Deletion log",
+        "Usage over time",
+    ):
+        assert expected in text
+    assert re.search(r"delete\s*</td>\s*<td>\s*4\s*</td>", dom.stdout)  # the deletion, by message id only
+    shot = tmp_path / "report.png"
+    taken = chromium(f"--screenshot={shot}", "--window-size=1200,1600", out.as_uri(), profile=tmp_path / "profile")
+    assert taken.returncode == 0 and shot.stat().st_size > 20_000, taken.stderr
