@@ -19,7 +19,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from jobs.scheduler import Due, Job, WorkItem
+from jobs.scheduler import Due, Job, Work, WorkItem
 from jobs.settings import JobSettings
 from memory import (
     Backlog,
@@ -80,41 +80,14 @@ def default_jobs(settings: JobSettings) -> list[Job]:
         return {"rebuilt": await regenerate_summary(memory, _ref(item), principal=SCHEDULER)}
 
     oldest_first = lambda b: (b.oldest_unconsolidated or datetime.max.replace(tzinfo=UTC), b.conversation_id)  # noqa: E731
+    def core(name: str, due: Due, work: Work) -> Job:
+        """Explicit options: missed firings run once; one firing at a time per process (the
+        claims share the items between processes); a firing later than ``grace`` is skipped."""
+        return Job(name, due, work, every, coalesce=True, max_instances=1, misfire_grace_time=grace)
+
     return [
-        Job(
-            "consolidation",
-            _due(consolidation_due(settings), oldest_first),
-            consolidate_one,
-            every,
-            coalesce=True,
-            max_instances=1,
-            misfire_grace_time=grace,
-        ),
-        Job(
-            "communities",
-            _due(lambda b: b.graph_changed),
-            communities_one,
-            every,
-            coalesce=True,
-            max_instances=1,
-            misfire_grace_time=grace,
-        ),
-        Job(
-            "community_regeneration",
-            _due(lambda b: b.dirty_communities > 0),
-            regenerate_one,
-            every,
-            coalesce=True,
-            max_instances=1,
-            misfire_grace_time=grace,
-        ),
-        Job(
-            "summary",
-            _due(lambda b: b.summary_dirty),
-            summary_one,
-            every,
-            coalesce=True,
-            max_instances=1,
-            misfire_grace_time=grace,
-        ),
+        core("consolidation", _due(consolidation_due(settings), oldest_first), consolidate_one),
+        core("communities", _due(lambda b: b.graph_changed), communities_one),
+        core("community_regeneration", _due(lambda b: b.dirty_communities > 0), regenerate_one),
+        core("summary", _due(lambda b: b.summary_dirty), summary_one),
     ]
