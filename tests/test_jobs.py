@@ -171,3 +171,22 @@ async def test_the_summary_job_rebuilds_a_running_summary_a_deletion_left_dirty(
         checkpoint = await session.get(Checkpoint, conversation_id)
         assert checkpoint is not None and not checkpoint.summary_dirty and "Quito" in checkpoint.summary
     assert await scheduler.run_job("summary") == []
+
+
+def test_consolidation_is_due_on_tokens_quiet_or_a_long_wait() -> None:
+    from jobs.work import consolidation_due
+    from memory import Backlog
+
+    now = datetime(2026, 3, 1, 12, tzinfo=UTC)
+    settings = JobSettings(consolidate_tokens=100, consolidate_idle_seconds=60, consolidate_max_wait_seconds=30)
+
+    def waiting(messages: int, tokens: int, oldest: float, newest: float) -> Backlog:
+        ages = (now - timedelta(seconds=oldest), now - timedelta(seconds=newest)) if messages else (None, None)
+        return Backlog(1, ConversationRef("t", "", "c"), messages, tokens, *ages, 0, False, False)
+
+    due = consolidation_due(settings, now)
+    assert not due(waiting(0, 0, 0, 0))
+    assert due(waiting(5, 100, 1, 0))  # enough text
+    assert due(waiting(5, 10, 20, 60))  # quiet
+    assert due(waiting(5, 10, 30, 1))  # a trickle: the oldest waited long enough
+    assert not due(waiting(5, 10, 29, 1))
