@@ -1,7 +1,8 @@
 """The core's scheduled jobs: what is due, and the memory command that does it.
 
-- ``consolidation``: conversations whose waiting text passes ``consolidate_tokens`` or
-  that were quiet for ``consolidate_idle_seconds``, oldest backlog first.
+- ``consolidation``: conversations whose waiting text passes ``consolidate_tokens``,
+  that were quiet for ``consolidate_idle_seconds`` or whose oldest waiting message is
+  ``consolidate_max_wait_seconds`` old, oldest backlog first.
 - ``communities``: conversations whose graph changed since the last community pass:
   new entities join their neighbours' community, or a full rebuild past
   ``rebuild_share``.
@@ -19,7 +20,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from jobs.scheduler import Due, Job, WorkItem
+from jobs.scheduler import Due, Job, Work, WorkItem
 from jobs.settings import JobSettings
 from memory import (
     Backlog,
@@ -44,15 +45,18 @@ def _due(select: Callable[[Backlog], bool], order: Callable[[Backlog], Any] = la
 
 
 def consolidation_due(settings: JobSettings, now: datetime | None = None) -> Callable[[Backlog], bool]:
-    """Enough waiting text, or a quiet conversation with anything waiting."""
+    """Enough waiting text, a quiet conversation, or a message waiting too long (a steady
+    trickle is never quiet and may take long to fill the token threshold)."""
 
     def due(item: Backlog) -> bool:
-        if not item.unconsolidated_messages:
+        if not item.unconsolidated_messages or item.newest_unconsolidated is None or item.oldest_unconsolidated is None:
             return False
-        if item.unconsolidated_tokens >= settings.consolidate_tokens:
-            return True
-        quiet = ((now or datetime.now(UTC)) - item.newest_unconsolidated).total_seconds() if item.newest_unconsolidated else 0.0
-        return quiet >= settings.consolidate_idle_seconds
+        at = now or datetime.now(UTC)
+        return (
+            item.unconsolidated_tokens >= settings.consolidate_tokens
+            or (at - item.newest_unconsolidated).total_seconds() >= settings.consolidate_idle_seconds
+            or (at - item.oldest_unconsolidated).total_seconds() >= settings.consolidate_max_wait_seconds
+        )
 
     return due
 
@@ -80,41 +84,14 @@ def default_jobs(settings: JobSettings) -> list[Job]:
         return {"rebuilt": await regenerate_summary(memory, _ref(item), principal=SCHEDULER)}
 
     oldest_first = lambda b: (b.oldest_unconsolidated or datetime.max.replace(tzinfo=UTC), b.conversation_id)  # noqa: E731
+    def core(name: str, due: Due, work: Work) -> Job:
+        """Explicit options: missed firings run once; one firing at a time per process (the
+        claims share the items between processes); a firing later than ``grace`` is skipped."""
+        return Job(name, due, work, every, coalesce=True, max_instances=1, misfire_grace_time=grace)
+
     return [
-        Job(
-            "consolidation",
-            _due(consolidation_due(settings), oldest_first),
-            consolidate_one,
-            every,
-            coalesce=True,
-            max_instances=1,
-            misfire_grace_time=grace,
-        ),
-        Job(
-            "communities",
-            _due(lambda b: b.graph_changed),
-            communities_one,
-            every,
-            coalesce=True,
-            max_instances=1,
-            misfire_grace_time=grace,
-        ),
-        Job(
-            "community_regeneration",
-            _due(lambda b: b.dirty_communities > 0),
-            regenerate_one,
-            every,
-            coalesce=True,
-            max_instances=1,
-            misfire_grace_time=grace,
-        ),
-        Job(
-            "summary",
-            _due(lambda b: b.summary_dirty),
-            summary_one,
-            every,
-            coalesce=True,
-            max_instances=1,
-            misfire_grace_time=grace,
-        ),
+        core("consolidation", _due(consolidation_due(settings), oldest_first), consolidate_one),
+        core("communities", _due(lambda b: b.graph_changed), communities_one),
+        core("community_regeneration", _due(lambda b: b.dirty_communities > 0), regenerate_one),
+        core("summary", _due(lambda b: b.summary_dirty), summary_one),
     ]

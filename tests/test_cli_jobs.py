@@ -4,6 +4,7 @@ regenerated summary holds nothing that rested only on the deleted message."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import uuid
 
@@ -11,6 +12,8 @@ import pytest
 from sqlalchemy import func, select
 from test_cli_ingest import stashbird
 
+from bot.commands import jobs as jobs_command
+from bot.settings import Settings
 from memory import api
 from memory.core import Memory
 from memory.store.conversations import ConversationRef
@@ -40,10 +43,12 @@ async def test_a_dirty_community_is_regenerated_by_run_once(
     await api.forget(memory, conversation_ref, "m1", principal=OPERATOR)
     assert touched not in await community_documents(memory, conversation_id)
 
-    status = stashbird(database_url, "jobs", "status", "--conversation", str(conversation_ref), "--json")
-    assert status.returncode == 0, status.stderr
-    (row,) = json.loads(status.stdout)["conversations"]
+    # ``jobs status`` in this process (a second subprocess would double the test's time)
+    args = argparse.Namespace(action="status", conversation=str(conversation_ref))
+    status = await jobs_command.run(args, Settings(database_url=database_url))
+    (row,) = status["conversations"]
     assert row["dirty_communities"] == 1 and row["unconsolidated_messages"] == 0
+    assert "1 dirty communities" in jobs_command.render(status)
 
     once = stashbird(database_url, "jobs", "run-once", "--conversation", str(conversation_ref), "--json")
     assert once.returncode == 0, once.stderr

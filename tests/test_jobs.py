@@ -150,3 +150,43 @@ async def test_shutdown_releases_an_unfinished_item_at_once(memory: Memory, conv
     (row,) = await run_rows(memory, conversation_id, "slow")
     assert row[1:] == ("released", {"reason": "shut down"})
     assert await claims.claim(memory, conversation_id, "slow", "other", 30) is not None  # no lease to wait out
+
+
+async def test_the_summary_job_rebuilds_a_running_summary_a_deletion_left_dirty(
+    memory: Memory, conversation_ref: ConversationRef, conversation_id: int
+) -> None:
+    from memory.store.schema import Checkpoint
+
+    rows = [("s1", "Ann", "Ann moved to Quito."), ("s2", "Bob", "Bob stays in Lima.")]
+    await api.ingest(memory, conversation_ref, messages(rows), principal=OPERATOR)
+    await api.consolidate(memory, conversation_ref, principal=OPERATOR)
+    async with memory.sessions.begin() as session:  # as a deletion whose own rebuild did not finish leaves it
+        checkpoint = await session.get(Checkpoint, conversation_id)
+        assert checkpoint is not None
+        checkpoint.summary, checkpoint.summary_episode_ids, checkpoint.summary_dirty = "", [], True
+    scheduler = Scheduler(memory, NOW, only=frozenset({conversation_id}))
+    (result,) = await scheduler.run_job("summary")
+    assert result.status == "ok" and result.result == {"rebuilt": True}
+    async with memory.sessions() as session:
+        checkpoint = await session.get(Checkpoint, conversation_id)
+        assert checkpoint is not None and not checkpoint.summary_dirty and "Quito" in checkpoint.summary
+    assert await scheduler.run_job("summary") == []
+
+
+def test_consolidation_is_due_on_tokens_quiet_or_a_long_wait() -> None:
+    from jobs.work import consolidation_due
+    from memory import Backlog
+
+    now = datetime(2026, 3, 1, 12, tzinfo=UTC)
+    settings = JobSettings(consolidate_tokens=100, consolidate_idle_seconds=60, consolidate_max_wait_seconds=30)
+
+    def waiting(messages: int, tokens: int, oldest: float, newest: float) -> Backlog:
+        ages = (now - timedelta(seconds=oldest), now - timedelta(seconds=newest)) if messages else (None, None)
+        return Backlog(1, ConversationRef("t", "", "c"), messages, tokens, *ages, 0, False, False)
+
+    due = consolidation_due(settings, now)
+    assert not due(waiting(0, 0, 0, 0))
+    assert due(waiting(5, 100, 1, 0))  # enough text
+    assert due(waiting(5, 10, 20, 60))  # quiet
+    assert due(waiting(5, 10, 30, 1))  # a trickle: the oldest waited long enough
+    assert not due(waiting(5, 10, 29, 1))

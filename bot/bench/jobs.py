@@ -168,22 +168,21 @@ async def _delete_one(memory: Memory, ids: dict[int, ConversationRef], rng: rand
 
 async def _observe(memory: Memory, ids: dict[int, ConversationRef], args: argparse.Namespace, seen: Observed,
                    stop_at: float) -> None:
-    """Watch every 0.5 s and delete every ``delete_every`` s until the load stops, then
-    watch until the backlog is drained (or ``drain`` s passed)."""
+    """Watch every 0.5 s and delete every ``delete_every`` s while the load runs and
+    during the drain (communities appear only after the first consolidations); the
+    drain ends when nothing waits (after at least one deletion) or ``drain`` s passed."""
     rng = random.Random(13)
     next_delete = time.monotonic() + args.delete_every
-    while time.monotonic() < stop_at:
+    drain_until = stop_at + args.drain
+    while time.monotonic() < drain_until:
         await _watch(memory, ids, seen)
         if time.monotonic() >= next_delete:
             await _delete_one(memory, ids, rng, seen)
-            next_delete += args.delete_every
-        await asyncio.sleep(0.5)
-    drain_until = time.monotonic() + args.drain
-    while time.monotonic() < drain_until:
-        await _watch(memory, ids, seen)
-        items = await backlog(memory, principal=BENCH)
-        if not seen.waiting and not any(b.unconsolidated_messages or b.dirty_communities for b in items):
-            break
+            next_delete = time.monotonic() + args.delete_every
+        if time.monotonic() >= stop_at and seen.deleted and not seen.waiting:
+            items = await backlog(memory, principal=BENCH)
+            if not any(b.unconsolidated_messages or b.dirty_communities for b in items):
+                break
         await asyncio.sleep(0.5)
     async with memory.engine.connect() as connection:  # what never got done counts with its age
         for cid in ids:
