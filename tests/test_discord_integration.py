@@ -9,6 +9,7 @@ quiet system rather than after a sleep.
 
 from __future__ import annotations
 
+import random
 import uuid
 from typing import TYPE_CHECKING, Any
 
@@ -156,3 +157,30 @@ async def test_a_refused_token_fails_at_start_with_one_clear_error(memory: Memor
         assert not connector.connected and standin.identifies == 0
     finally:
         await standin.stop()
+
+
+async def test_a_burst_of_mixed_events_leaves_memory_equal_to_the_platform(discord_env: Discord) -> None:
+    """Creates, edits, deletes and a bulk delete in two channels, sent without waiting,
+    with a RESUME that replays the last eight events: memory ends as Discord's history."""
+    env, rng = discord_env, random.Random(12)
+    live: dict[str, list[str]] = {env.general: [], env.random: []}
+    for step in range(30):
+        channel = rng.choice([env.general, env.random])
+        action = rng.random()
+        if action < 0.55 or not live[channel]:
+            author = rng.choice([env.bob, env.carol])
+            posted = await env.standin.post(channel, author, f"note {step} about topic {rng.randint(1, 9)}")
+            live[channel].append(posted["id"])
+        elif action < 0.8:
+            await env.standin.edit(channel, rng.choice(live[channel]), f"note {step} corrected")
+        else:
+            gone = live[channel].pop(rng.randrange(len(live[channel])))
+            await env.standin.delete(channel, gone)
+        if step == 20:
+            await env.standin.reconnect(replay_overlap=8)
+    doomed = live[env.general][:2]
+    await env.standin.bulk_delete(env.general, doomed)
+    await env.settle()
+    for channel in (env.general, env.random):
+        platform = {m["id"]: m["content"] for m in env.standin.history[channel]}
+        assert await env.stored(channel) == platform

@@ -434,7 +434,7 @@ class DiscordStandIn:
 
     def _messages(self, channel_id: str, query: Any) -> web.Response:
         """Newest first, as Discord returns them, ``before``/``after`` by snowflake order."""
-        if channel_id not in self.history:
+        if channel_id not in self.channels:
             return _json({"message": "Unknown Channel", "code": 10003}, 404)
         limit = min(int(query.get("limit", 50)), 100)
         found = sorted(self.history[channel_id], key=lambda m: int(m["id"]))

@@ -184,7 +184,10 @@ class DiscordConnector:
         if not self.client.is_closed():
             await self.client.close()
         if self._tasks:
-            await asyncio.wait_for(self._queue.join(), timeout=10)
+            try:
+                await asyncio.wait_for(self._queue.join(), timeout=10)
+            except TimeoutError:
+                log.warning("closing with %d Discord events parsed but not stored", self._queue.qsize())
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
