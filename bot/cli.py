@@ -2,7 +2,8 @@
 
 Each command lives in ``bot/commands/<name>.py`` and provides ``configure(parser)``,
 ``async run(args, settings) -> dict`` (the ``--json`` output) and ``render(result) -> str``
-(the human output). Errors a user can fix are printed as one clear line, exit code 2.
+(the human output). Errors a user can fix are printed as one clear line, exit code 2;
+``--debug`` shows tracebacks instead.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import os
 import sys
 from typing import Sequence
 
-from bot.settings import Settings
+from bot.settings import load_settings
 from memory import StashbirdError
 
 COMMANDS = {
@@ -38,6 +39,7 @@ COMMANDS = {
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="stashbird", description="Long-term memory for group chats.")
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
     commands = parser.add_subparsers(dest="command", required=True)
     for name, help_text in COMMANDS.items():
         module = importlib.import_module(f"bot.commands.{name}")
@@ -48,22 +50,35 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def error_line(error: Exception) -> tuple[str, int]:
+    """One line saying what is wrong, and the exit code: 2 for what a user can fix, 1
+    for anything else (a defect: ``--debug`` shows its traceback)."""
+    if isinstance(error, StashbirdError):
+        text, code = str(error), 2
+    elif isinstance(error, OSError) and error.filename is not None:
+        reason = "file not found" if isinstance(error, FileNotFoundError) else (error.strerror or type(error).__name__).lower()
+        text, code = f"{reason}: {error.filename}", 2
+    else:
+        text, code = f"unexpected {type(error).__name__}: {error} (--debug shows the traceback)", 1
+    return " ".join(text.split()).encode("utf-8", "backslashreplace").decode("utf-8"), code
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
     args = build_parser().parse_args(argv)
     try:
-        result = asyncio.run(args.module.run(args, Settings()))
-    except StashbirdError as error:
-        print(f"stashbird {args.command}: {error}", file=sys.stderr)
-        return 2
-    except FileNotFoundError as error:
-        print(f"stashbird {args.command}: file not found: {error.filename}", file=sys.stderr)
-        return 2
+        result = asyncio.run(args.module.run(args, load_settings()))
+    except Exception as error:
+        if args.debug:
+            raise
+        text, code = error_line(error)
+        print(f"stashbird {args.command}: {text}", file=sys.stderr)
+        return code
     if args.json:
         print(json.dumps(result, indent=2, default=str))
     else:
         print(args.module.render(result))
-    return 0
+    return 2 if result.get("stopped") else 0  # a run cut short says why in its output
 
 
 if __name__ == "__main__":

@@ -7,13 +7,14 @@ as evaluations of LoCoMo usually do.
 
 from __future__ import annotations
 
-import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
-from memory import Message
+from bot.files import read_json
+from memory import Message, ValidationError, parse_time, validate_message
 
 _SESSION = re.compile(r"^session_(\d+)$")
 
@@ -40,6 +41,7 @@ class Conversation:
     turns: list[Turn]
     questions: list[Question]
     session_dates: dict[int, datetime]
+    rejected: list[dict[str, object]] = field(default_factory=list)  # line (None), field, reason
 
 
 def parse_session_date(value: str) -> datetime:
@@ -47,10 +49,12 @@ def parse_session_date(value: str) -> datetime:
     return datetime.strptime(value.strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC)
 
 
-def turn_text(turn: dict) -> str:
+def turn_text(turn: dict[str, Any]) -> Any:
+    """The turn's text with a shared photo's caption; a text that is not text is left
+    as it is, for validation to refuse."""
     text = turn.get("text", "")
     caption = turn.get("blip_caption")
-    return f"{text} [shares {caption}]" if caption else text
+    return f"{text} [shares {caption}]" if caption and isinstance(text, str) and isinstance(caption, str) else text
 
 
 def evidence_ids(raw: list) -> tuple[str, ...]:
@@ -72,36 +76,71 @@ def evidence_ids(raw: list) -> tuple[str, ...]:
 
 
 def load(path: Path) -> Conversation:
-    data = json.loads(Path(path).read_text(encoding="utf-8"))
-    conversation = data.get("conversation", data)
-    sessions = sorted(int(m.group(1)) for key in conversation if (m := _SESSION.match(key)))
+    """A LoCoMo file (``-`` reads standard input). A file that is not LoCoMo is one
+    ``ValidationError``; a turn that fails validation, or a session without a readable
+    date, is listed in ``rejected`` and the rest is imported."""
+    data = read_json(Path(path))
+    conversation = data.get("conversation", data) if isinstance(data, dict) else None
+    sessions = sorted(int(m.group(1)) for key in conversation or {} if (m := _SESSION.match(key)))
+    if not isinstance(conversation, dict) or not sessions:
+        raise ValidationError("file", f"{path} is not a LoCoMo conversation (no session_N lists)")
     turns: list[Turn] = []
     dates: dict[int, datetime] = {}
+    rejected: list[dict[str, object]] = []
     for number in sessions:
-        start = parse_session_date(conversation[f"session_{number}_date_time"])
-        dates[number] = start
-        for index, turn in enumerate(conversation[f"session_{number}"]):
-            message = Message(
-                platform_message_id=turn["dia_id"].strip(),
-                speaker_id=turn["speaker"],
-                speaker_name=turn["speaker"],
-                text=turn_text(turn),
-                message_time=start + timedelta(seconds=index),
-            )
-            turns.append(Turn(turn["dia_id"].strip(), number, message))
-    questions = [
-        Question(
-            question=item["question"],
-            answer=str(item.get("answer", item.get("adversarial_answer", ""))),
-            evidence=evidence_ids(item.get("evidence", [])),
-            category=int(item["category"]),
-        )
-        for item in data.get("qa", [])
-    ]
+        try:
+            dates[number] = _session_date(conversation, number)
+            session = conversation[f"session_{number}"]
+            if not isinstance(session, list):
+                raise ValidationError(f"session_{number}", "is not a list of turns")
+        except ValidationError as error:
+            rejected.append({"line": None, "field": error.field, "reason": f"{error}; the session was skipped"})
+            continue
+        for index, turn in enumerate(session):
+            try:
+                turns.append(_turn(turn, number, dates[number] + timedelta(seconds=index)))
+            except ValidationError as error:
+                rejected.append({"line": None, "field": error.field, "reason": f"session_{number} turn {index + 1}: {error}"})
     return Conversation(
         name=Path(path).stem,
-        speakers=(conversation["speaker_a"], conversation["speaker_b"]),
+        speakers=(str(conversation.get("speaker_a", "")), str(conversation.get("speaker_b", ""))),
         turns=turns,
-        questions=questions,
+        questions=_questions(data.get("qa")),
         session_dates=dates,
+        rejected=rejected,
     )
+
+
+def _session_date(conversation: dict[str, Any], number: int) -> datetime:
+    key = f"session_{number}_date_time"
+    value = conversation.get(key)
+    try:
+        return parse_session_date(value) if isinstance(value, str) else parse_time(value, key)
+    except ValueError:
+        raise ValidationError(key, f"cannot parse session date {value!a}") from None
+
+
+def _turn(turn: Any, session: int, at: datetime) -> Turn:
+    if not isinstance(turn, dict):
+        raise ValidationError("turn", "is not a JSON object")
+    message = validate_message({"id": turn.get("dia_id"), "author": turn.get("speaker"), "text": turn_text(turn), "ts": at})
+    return Turn(message.platform_message_id, session, message)
+
+
+def _questions(items: Any) -> list[Question]:
+    """The annotated questions (benchmarks read them; ``ingest`` does not): malformed
+    ones are left out."""
+    questions: list[Question] = []
+    for item in items if isinstance(items, list) else []:
+        try:
+            questions.append(
+                Question(
+                    question=item["question"],
+                    answer=str(item.get("answer", item.get("adversarial_answer", ""))),
+                    evidence=evidence_ids(item.get("evidence", [])),
+                    category=int(item["category"]),
+                )
+            )
+        except (KeyError, TypeError, ValueError):
+            continue
+    return questions

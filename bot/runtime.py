@@ -8,6 +8,7 @@ from typing import AsyncIterator
 
 from bot.settings import Settings
 from memory import (
+    ConfigurationError,
     Embedder,
     LLMClient,
     LocalEmbedder,
@@ -25,6 +26,11 @@ def build_embedder(settings: Settings) -> Embedder:
             api_key=settings.embedding_api_key or "unused",
             model=settings.embedding_model,
             dim=settings.embedding_dim,
+        )
+    if settings.embedding_dim != LocalEmbedder.dim:
+        raise ConfigurationError(
+            f"STASHBIRD_EMBEDDING_DIM is {settings.embedding_dim}, but the local embedder (no "
+            f"STASHBIRD_EMBEDDING_BASE_URL) makes {LocalEmbedder.dim}-dimensional vectors; unset it or configure an endpoint"
         )
     return LocalEmbedder()
 

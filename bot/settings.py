@@ -5,10 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from pydantic import AliasChoices, Field
+from pydantic import ValidationError as SettingsError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from jobs import JobSettings
-from memory import default_data_dir
+from memory import ConfigurationError, default_data_dir
 
 
 def _env(*names: str) -> AliasChoices:
@@ -22,7 +23,7 @@ class Settings(BaseSettings):
     data_dir: Path = Field(default_factory=default_data_dir, validation_alias=_env("STASHBIRD_DATA_DIR"))
     database_name: str = Field("stashbird", validation_alias=_env("STASHBIRD_DATABASE_NAME"))
 
-    embedding_dim: int = Field(384, validation_alias=_env("STASHBIRD_EMBEDDING_DIM"))
+    embedding_dim: int = Field(384, ge=1, le=2000, validation_alias=_env("STASHBIRD_EMBEDDING_DIM"))
     embedding_base_url: str | None = Field(None, validation_alias=_env("STASHBIRD_EMBEDDING_BASE_URL"))
     embedding_api_key: str | None = Field(None, validation_alias=_env("STASHBIRD_EMBEDDING_API_KEY"))
     embedding_model: str = Field("text-embedding-3-small", validation_alias=_env("STASHBIRD_EMBEDDING_MODEL"))
@@ -30,8 +31,8 @@ class Settings(BaseSettings):
     llm_base_url: str | None = Field(None, validation_alias=_env("STASHBIRD_LLM_BASE_URL"))
     llm_api_key: str | None = Field(None, validation_alias=_env("STASHBIRD_LLM_API_KEY"))
     llm_model: str = Field("gpt-4o-mini", validation_alias=_env("STASHBIRD_LLM_MODEL"))
-    llm_timeout: float = Field(60.0, validation_alias=_env("STASHBIRD_LLM_TIMEOUT"))
-    llm_max_retries: int = Field(3, validation_alias=_env("STASHBIRD_LLM_MAX_RETRIES"))
+    llm_timeout: float = Field(60.0, gt=0, allow_inf_nan=False, validation_alias=_env("STASHBIRD_LLM_TIMEOUT"))
+    llm_max_retries: int = Field(3, ge=0, le=20, validation_alias=_env("STASHBIRD_LLM_MAX_RETRIES"))
 
     slack_bot_token: str | None = Field(None, validation_alias=_env("SLACK_BOT_TOKEN"))
     slack_signing_secret: str | None = Field(None, validation_alias=_env("SLACK_SIGNING_SECRET"))
@@ -68,3 +69,16 @@ class Settings(BaseSettings):
     @property
     def admins(self) -> frozenset[str]:
         return frozenset(part.strip() for part in self.admin_ids.split(",") if part.strip())
+
+
+def load_settings() -> Settings:
+    """The settings, or one ``ConfigurationError`` naming the variable at fault (the
+    vector index holds at most 2,000 dimensions, hence that bound)."""
+    try:
+        return Settings()
+    except SettingsError as error:
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        secret = any(word in where for word in ("KEY", "TOKEN", "SECRET", "URL"))
+        shown = where if secret else f"{where}={first.get('input')!r}"
+        raise ConfigurationError(f"{shown}: {first['msg']}") from None

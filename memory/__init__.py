@@ -8,6 +8,7 @@ behind them is private and may move.
 from memory.api import (
     IngestReport,
     Principal,
+    Rejected,
     about,
     ask,
     audit_conversations,
@@ -59,11 +60,12 @@ from memory.consolidation.extraction import (
 )
 from memory.consolidation.run import ConsolidationReport
 from memory.core import Memory, open_memory
-from memory.episodes.append import AppendResult, Message, parse_time, validate_message
+from memory.episodes.append import AppendResult, Message, validate_message
 from memory.episodes.listing import StoredMessage
 from memory.errors import (
     AccessDenied,
     ConfigurationError,
+    ModelUnavailable,
     StashbirdError,
     UnknownConversation,
     ValidationError,
@@ -82,6 +84,7 @@ from memory.store.embedded import (
 )
 from memory.store.erasure import MaintenanceReport
 from memory.store.inbox import InboxBacklog, InboxClaim, InboxItem
+from memory.validation import check_text, normalize_id, parse_time
 
 __all__ = [
     "About",
@@ -113,11 +116,13 @@ __all__ = [
     "Memory",
     "MemoryParams",
     "Message",
+    "ModelUnavailable",
     "OfflineExtractor",
     "OpenAIEmbedder",
     "Overview",
     "Principal",
     "Provenance",
+    "Rejected",
     "ReplayExtractor",
     "StashbirdError",
     "Stats",
@@ -129,6 +134,7 @@ __all__ = [
     "audit_conversations",
     "backlog",
     "build_communities",
+    "check_text",
     "communities",
     "consolidate",
     "conversations",
@@ -148,6 +154,7 @@ __all__ = [
     "inbox_put",
     "ingest",
     "messages",
+    "normalize_id",
     "open_memory",
     "overview",
     "parse_time",

@@ -10,9 +10,10 @@ a conversation create it, commands that read or change it refuse an unknown one 
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
@@ -47,6 +48,7 @@ from memory.forgetting.commands import (
     edit_episode,
 )
 from memory.graph.reads import list_facts
+from memory.limits import MAX_EVIDENCE_K
 from memory.retrieval.answering import Answer, answer
 from memory.store import erasure
 from memory.store import inbox as _inbox
@@ -63,6 +65,7 @@ from memory.store.inbox import InboxBacklog, InboxClaim
 from memory.store.ledger import usage_totals
 from memory.store.locks import LockPurpose, lock_conversation
 from memory.store.schema import AuditEntry
+from memory.validation import check_text, normalize_id
 
 PrincipalKind = Literal["operator", "user", "event", "job"]
 Role = Literal["user", "admin", "bot"]
@@ -94,9 +97,21 @@ class Principal:
     def job(cls, name: str) -> Principal:
         return cls("job", name)
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "id", normalize_id(self.id, "principal"))
+
     def __str__(self) -> str:
         """The audit log's form: ``kind:id``."""
         return f"{self.kind}:{self.id}"
+
+
+@dataclass(frozen=True)
+class Rejected:
+    """A message the database refused: its position in the ingested sequence, its id, why."""
+
+    index: int
+    platform_message_id: str
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -104,9 +119,19 @@ class IngestReport:
     stored: int
     duplicate: int
     tombstoned: int
+    rejected: tuple[Rejected, ...] = ()
+    stopped: str | None = None  # why the run ended early (the messages after the last result were not attempted)
+    attempted: int = 0
 
-    def as_dict(self) -> dict[str, int]:
-        return {"stored": self.stored, "duplicate": self.duplicate, "tombstoned": self.tombstoned}
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "stored": self.stored,
+            "duplicate": self.duplicate,
+            "tombstoned": self.tombstoned,
+            "rejected": [asdict(r) for r in self.rejected],
+            "stopped": self.stopped,
+            "attempted": self.attempted,
+        }
 
 
 async def resolve_conversation(memory: Memory, conversation: ConversationRef, *, create: bool = False) -> int:
@@ -128,10 +153,16 @@ async def ingest(
     principal: Principal,
     on_batch: Callable[[list[AppendResult]], None] | None = None,
 ) -> IngestReport:
-    """Append messages (idempotent on their platform ids); each is searchable at once."""
+    """Append messages (idempotent on their platform ids); each is searchable at once. A
+    message the database refuses is reported in ``rejected`` and costs the others
+    nothing; an embedding endpoint that fails stops the run (``stopped``)."""
     conversation_id = await resolve_conversation(memory, conversation, create=True)
-    counts = await ingest_messages(memory, conversation_id, messages, on_batch=on_batch)
-    return IngestReport(counts["stored"], counts["duplicate"], counts["tombstoned"])
+    run = await ingest_messages(memory, conversation_id, messages, on_batch=on_batch)
+    counts = Counter(r.status for r in run.results)
+    rejected = tuple(
+        Rejected(index, r.platform_message_id, r.reason or "") for index, r in enumerate(run.results) if r.status == "rejected"
+    )
+    return IngestReport(counts["stored"], counts["duplicate"], counts["tombstoned"], rejected, run.stopped, len(run.results))
 
 
 async def consolidate(
@@ -165,6 +196,9 @@ async def ask(
     k: int | None = None,
 ) -> Answer:
     """Answer from this conversation's memory only, citing messages; the trace is stored."""
+    check_text(question, "question")
+    if k is not None and not 1 <= k <= MAX_EVIDENCE_K:
+        raise ValidationError("k", f"evidence items must be between 1 and {MAX_EVIDENCE_K}, got {k}")
     conversation_id = await resolve_conversation(memory, conversation)
     return await answer(memory, conversation_id, question, date, principal=str(principal), k=k)
 

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from sqlalchemy.exc import ArgumentError, DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
+from memory.errors import ConfigurationError
 from memory.models.embedder import Embedder
 from memory.models.llm import LLMClient
 from memory.params import MemoryParams
@@ -45,12 +47,22 @@ async def open_memory(
     migrate: bool = True,
     admin_ids: frozenset[str] = frozenset(),
 ) -> Memory:
-    """Connect, migrate to head (by default) and check the embedding dimension."""
-    engine = create_engine(database_url)
+    """Connect, migrate to head (by default) and check the embedding dimension. A URL
+    that cannot be used or a server that cannot be reached or refuses us is one
+    ``ConfigurationError`` naming the URL (without its password)."""
+    try:
+        engine = create_engine(database_url)
+    except (ArgumentError, ValueError) as error:  # NoSuchModuleError is an ArgumentError
+        raise ConfigurationError(f"database URL cannot be used: {error}") from None
     try:
         if migrate:
             await upgrade(engine, embedder.dim)
         await check_embedding_dim(engine, embedder.dim)
+    except (OSError, TimeoutError, DBAPIError) as error:
+        await engine.dispose()
+        detail = str(error.orig if isinstance(error, DBAPIError) else error).strip().splitlines()[0]
+        where = engine.url.render_as_string(hide_password=True)
+        raise ConfigurationError(f"cannot open the database at {where}: {detail}") from error
     except BaseException:
         await engine.dispose()
         raise

@@ -36,3 +36,7 @@ class AccessDenied(StashbirdError):
         )
         self.principal = principal
         self.conversation = conversation
+
+
+class ModelUnavailable(StashbirdError):
+    """A model endpoint (embeddings) could not be reached or refused the call."""

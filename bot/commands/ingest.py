@@ -13,8 +13,8 @@ from memory import ConversationRef, Principal, ValidationError, ingest
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("file", nargs="?", type=Path, help="JSON Lines: id, author, role, text, ts, reply_to")
-    parser.add_argument("--locomo", type=Path, help="a LoCoMo conversation file instead of JSON Lines")
+    parser.add_argument("file", nargs="?", type=Path, help="JSON Lines: id, author, role, text, ts, reply_to (- reads stdin)")
+    parser.add_argument("--locomo", type=Path, help="a LoCoMo conversation file instead of JSON Lines (- reads stdin)")
     parser.add_argument("--conversation", required=True, help="conversation name, or platform:workspace:channel")
 
 
@@ -32,12 +32,17 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict:
             report = await ingest(
                 memory, ref, parsed.messages, principal=Principal.operator(), on_batch=lambda r: bar.update(len(r))
             )
+    refused = [{"line": parsed.lines[r.index], "field": "database", "reason": r.reason} for r in report.rejected]
+    stopped = None
+    if report.stopped:
+        stopped = f"{report.stopped}; {len(parsed.messages) - report.attempted} messages not attempted (run again to continue)"
     return {
         "conversation": str(ref),
         "ingested": report.stored,
         "duplicates": report.duplicate,
         "tombstoned": report.tombstoned,
-        "rejected": parsed.rejected,
+        "rejected": sorted(parsed.rejected + refused, key=lambda r: r["line"] or 0),
+        "stopped": stopped,
     }
 
 
@@ -46,5 +51,7 @@ def render(result: dict) -> str:
         f"{result['conversation']}: ingested {result['ingested']}, duplicates skipped {result['duplicates']}, "
         f"refused as deleted {result['tombstoned']}, rejected {len(result['rejected'])}"
     ]
-    lines += [f"  line {r['line']}: {r['reason']}" for r in result["rejected"]]
+    lines += [f"  line {r['line']}: {r['reason']}" if r["line"] else f"  {r['reason']}" for r in result["rejected"]]
+    if result["stopped"]:
+        lines.append(f"stopped: {result['stopped']}")
     return "\n".join(lines)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import and_, or_, select, text, update
@@ -24,11 +24,14 @@ from memory.store.documents import Document, episode_document_text, upsert_docum
 from memory.store.ledger import Usage, record_usage
 from memory.store.locks import LockPurpose, lock_conversation
 from memory.store.schema import Episode, Tombstone
+from memory.validation import check_name, check_text, normalize_id, parse_time
 
 
 @dataclass(frozen=True)
 class Message:
-    """A validated message, ready to append."""
+    """A message ready to append. Built only from values the store can hold: ids are
+    normalised and every field checked on construction (``memory.validation``), so no
+    caller (file import, connector, benchmark) can hand the database a value it refuses."""
 
     platform_message_id: str
     speaker_id: str
@@ -39,6 +42,17 @@ class Message:
     reply_to: str | None = None
     thread_id: str | None = None
 
+    def __post_init__(self) -> None:
+        for name in ("platform_message_id", "speaker_id", "reply_to", "thread_id"):
+            value = getattr(self, name)
+            if value is not None or name in ("platform_message_id", "speaker_id"):
+                object.__setattr__(self, name, normalize_id(value, name))
+        object.__setattr__(self, "speaker_name", check_name(self.speaker_name, "speaker_name"))
+        object.__setattr__(self, "message_time", parse_time(self.message_time, "message_time"))
+        check_text(self.text, "text")
+        if self.role not in ROLES:
+            raise ValidationError("role", f"must be one of {', '.join(ROLES)}, got {self.role!a}")
+
     @property
     def document_text(self) -> str:
         return episode_document_text(self.speaker_name, self.text)
@@ -47,71 +61,38 @@ class Message:
 @dataclass(frozen=True)
 class AppendResult:
     platform_message_id: str
-    status: str  # stored | duplicate | tombstoned
+    status: str  # stored | duplicate | tombstoned | rejected (the database refused it: ``reason``)
     episode_id: int | None
+    reason: str | None = None
 
 
-def parse_time(value: Any, field: str = "ts") -> datetime:
-    """ISO 8601 text, epoch seconds (Slack's ``"1712345678.000100"`` too) or a datetime.
-
-    Naive times are taken as UTC.
-    """
-    if isinstance(value, datetime):
-        parsed = value
-    elif isinstance(value, (int, float)) and not isinstance(value, bool):
-        parsed = datetime.fromtimestamp(float(value), tz=UTC)
-    elif isinstance(value, str) and value.strip():
-        text = value.strip()
-        try:
-            parsed = datetime.fromtimestamp(float(text), tz=UTC)
-        except ValueError:
-            try:
-                parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
-            except ValueError:
-                raise ValidationError(field, f"cannot parse message time {value!r}") from None
-    else:
-        raise ValidationError(field, "message time is missing or not a time")
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
-
-
-def _required_text(fields: Mapping[str, Any], key: str, label: str) -> str:
+def _optional_id(fields: Mapping[str, Any], key: str) -> str | None:
     value = fields.get(key)
-    if value is None or (isinstance(value, str) and not value.strip()):
-        raise ValidationError(label, "is missing or empty")
-    if not isinstance(value, (str, int)):
-        raise ValidationError(label, f"must be text, got {type(value).__name__}")
-    return str(value)
+    return None if value is None else normalize_id(value, key)
 
 
 def validate_message(fields: Mapping[str, Any]) -> Message:
-    """Build a Message from loosely typed fields, naming the first field that is wrong.
+    """Build a Message from loosely typed fields (a parsed JSON object), naming the first
+    field that is wrong in the input's own words.
 
     Fields: ``id``, ``author`` (or ``author_id`` + ``author_name``), ``role``, ``text``,
-    ``ts``, ``reply_to``, ``thread_id``.
+    ``ts``, ``reply_to``, ``thread_id``; others are ignored.
     """
-    message_id = _required_text(fields, "id", "id")
+    message_id = normalize_id(fields.get("id"), "id")
     if fields.get("author_id") is not None or fields.get("author_name") is not None:
-        speaker_id = _required_text(fields, "author_id", "author_id")
-        speaker_name = _required_text(fields, "author_name", "author_name")
+        speaker_id = normalize_id(fields.get("author_id"), "author_id")
+        speaker_name = check_name(fields.get("author_name"), "author_name")
     else:
-        speaker_id = speaker_name = _required_text(fields, "author", "author")
-    role = fields.get("role") or "user"
-    if role not in ROLES:
-        raise ValidationError("role", f"must be one of {', '.join(ROLES)}, got {role!r}")
-    body = fields.get("text")
-    if not isinstance(body, str) or not body.strip():
-        raise ValidationError("text", "is missing or empty")
-    reply_to = fields.get("reply_to")
-    thread_id = fields.get("thread_id")
+        speaker_id = speaker_name = normalize_id(fields.get("author"), "author")
     return Message(
         platform_message_id=message_id,
         speaker_id=speaker_id,
         speaker_name=speaker_name,
-        text=body,
+        text=check_text(fields.get("text"), "text"),
         message_time=parse_time(fields.get("ts")),
-        role=role,
-        reply_to=str(reply_to) if reply_to is not None else None,
-        thread_id=str(thread_id) if thread_id is not None else None,
+        role=fields.get("role") or "user",
+        reply_to=_optional_id(fields, "reply_to"),
+        thread_id=_optional_id(fields, "thread_id"),
     )
 
 

@@ -100,6 +100,7 @@ from memory.store.schema import (
     Speaker,
     Tombstone,
 )
+from memory.validation import check_text, normalize_id
 
 ANSWER_WITHDRAWN = "[answer withdrawn: a message it drew on was deleted or edited]"
 
@@ -555,12 +556,6 @@ async def _audit(session: AsyncSession, conversation_id: int, principal: str, ac
     )
 
 
-def _message_id(value: str) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise ValidationError("message", "a platform message id is required")
-    return value.strip()
-
-
 async def _rebuild_summary_if_cleared(memory: Memory, conversation_id: int, retraction: Retraction) -> bool:
     """The summary was cleared (and marked dirty) in the deleting transaction, so no
     deleted text outlives it even if this fails; regenerate it from what survives."""
@@ -576,7 +571,7 @@ async def delete_episode(
     memory: Memory, conversation: ConversationRef | int, platform_message_id: str, principal: str = "cli"
 ) -> DeletionReport:
     """Delete one message and everything that rested only on it, in one transaction."""
-    message_id = _message_id(platform_message_id)
+    message_id = normalize_id(platform_message_id, "message")
     async with memory.sessions.begin() as session:
         if isinstance(conversation, ConversationRef):
             conversation_id = await ensure_conversation(session, conversation)
@@ -613,9 +608,8 @@ async def edit_episode(
     """A changed message is a correction: the old version's derived state is retracted as
     in a deletion, the new text is stored in place (chain position and message time
     kept, ``edited_at`` set), re-indexed, and queued for consolidation."""
-    message_id = _message_id(platform_message_id)
-    if not isinstance(new_text, str) or not new_text.strip():
-        raise ValidationError("text", "the edited text is missing or empty")
+    message_id = normalize_id(platform_message_id, "message")
+    check_text(new_text, "text")
     async with memory.sessions() as session:
         conversation_id = await _conversation_id(session, conversation, create=False)
         if conversation_id is None:

@@ -15,6 +15,7 @@ from typing import Protocol, Sequence
 
 import numpy as np
 
+from memory.errors import ConfigurationError, ModelUnavailable
 from memory.models.tokens import count_tokens
 
 MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
@@ -149,17 +150,27 @@ class OpenAIEmbedder:
         self._client = AsyncOpenAI(base_url=self.base_url, api_key=self.api_key, timeout=self.timeout)
 
     async def embed(self, texts: Sequence[str]) -> EmbeddingBatch:
+        """Embed ``texts``; an endpoint that cannot be reached or refuses the call (after
+        the client's retries) raises ``ModelUnavailable`` naming it."""
+        from openai import APIError
+
         vectors: list[list[float]] = []
         tokens = 0
         for start in range(0, len(texts), self.batch_size):
             chunk = list(texts[start:start + self.batch_size])
-            response = await self._client.embeddings.create(model=self.model, input=chunk)
+            try:
+                response = await self._client.embeddings.create(model=self.model, input=chunk)
+            except APIError as error:
+                raise ModelUnavailable(
+                    f"embedding endpoint {self.base_url or 'of OpenAI'} (STASHBIRD_EMBEDDING_BASE_URL) failed: "
+                    f"{type(error).__name__}: {error}"
+                ) from error
             vectors.extend(_normalise(item.embedding) for item in response.data)
             usage = getattr(response, "usage", None)
             tokens += usage.prompt_tokens if usage and usage.prompt_tokens else sum(map(count_tokens, chunk))
         for vector in vectors:
             if len(vector) != self.dim:
-                raise ValueError(
+                raise ConfigurationError(
                     f"embedding endpoint returned {len(vector)} dimensions, STASHBIRD_EMBEDDING_DIM is {self.dim}"
                 )
         return EmbeddingBatch(vectors, tokens, self.model)

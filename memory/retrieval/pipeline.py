@@ -87,8 +87,9 @@ async def retrieve(
                 session, conversation_id, [variant], top=params.search_top, kinds=ANCHOR_KINDS, text_session=text_session
             )
             dated = next((c for c in found.candidates if c.message_time is not None), None)
-            if dated is not None:
-                ranges.append(resolve_anchor(anchor, dated.message_time))
+            anchored = resolve_anchor(anchor, dated.message_time) if dated is not None else None
+            if anchored is not None:
+                ranges.append(anchored)
         prefer_current = not asks_about_past(question, parsed, question_date)
         result = await search(
             session,

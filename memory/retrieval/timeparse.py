@@ -17,6 +17,9 @@ Conventions (what a careful reader would expect):
   range is resolved around the anchor's message time by ``resolve_anchor``. When no
   anchor is found the fallback is no time boost (the anchor phrase still serves as a
   query), never a guessed date.
+- An expression whose range would leave the calendar (``last year`` asked on
+  0001-01-01, ``tomorrow`` around 9999-12-31) resolves to nothing rather than failing
+  the question.
 """
 
 from __future__ import annotations
@@ -242,20 +245,27 @@ def resolve_times(question: str, question_date: datetime) -> list[TimeRange | An
                 continue
             if kind == "weekday" and not match.group("weekday"):
                 continue
-            resolved = _resolve(kind, match, now)
+            try:
+                resolved = _resolve(kind, match, now)
+            except (OverflowError, ValueError):  # the range would leave years 1 to 9999
+                resolved = None
             if resolved is not None:
                 taken.append(span)
                 found.append((span[0], resolved))
     return [value for _, value in sorted(found, key=lambda item: item[0])]
 
 
-def resolve_anchor(offset: AnchoredOffset, anchor_time: datetime) -> TimeRange:
-    """The range ``offset`` denotes once its anchor event's time is known."""
-    day = _aware(anchor_time).date() + timedelta(days=offset.days)
+def resolve_anchor(offset: AnchoredOffset, anchor_time: datetime) -> TimeRange | None:
+    """The range ``offset`` denotes once its anchor event's time is known (None when it
+    would leave years 1 to 9999)."""
     tz = _aware(anchor_time).tzinfo
-    return _days(
-        day - timedelta(days=offset.slack_days), day + timedelta(days=offset.slack_days + 1), tz, offset.expression
-    )
+    try:
+        day = _aware(anchor_time).date() + timedelta(days=offset.days)
+        return _days(
+            day - timedelta(days=offset.slack_days), day + timedelta(days=offset.slack_days + 1), tz, offset.expression
+        )
+    except OverflowError:
+        return None
 
 
 def asks_about_past(question: str, ranges: list[TimeRange | AnchoredOffset], question_date: datetime) -> bool:

@@ -10,6 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from memory.errors import ValidationError
 from memory.store.schema import Conversation, Speaker
+from memory.validation import normalize_id
 
 ROLES = ("user", "admin", "bot")
 
@@ -22,15 +23,23 @@ class ConversationRef:
     workspace_id: str
     channel_id: str
 
+    def __post_init__(self) -> None:
+        """Each part normalised as every platform id is, so one conversation has one key
+        on every path (the workspace may be empty: a local conversation has none)."""
+        object.__setattr__(self, "platform", normalize_id(self.platform, "conversation"))
+        object.__setattr__(self, "channel_id", normalize_id(self.channel_id, "conversation"))
+        blank = isinstance(self.workspace_id, str) and not self.workspace_id.strip()
+        object.__setattr__(self, "workspace_id", "" if blank else normalize_id(self.workspace_id, "conversation"))
+
     @classmethod
     def parse(cls, value: str) -> "ConversationRef":
         """``name`` for a local conversation, or ``platform:workspace:channel``."""
-        if not value or not value.strip():
+        if not isinstance(value, str) or not value.strip():
             raise ValidationError("conversation", "is required")
         parts = value.split(":")
-        if len(parts) == 3 and all(parts):
+        if len(parts) == 3 and all(part.strip() for part in parts):
             return cls(*parts)
-        return cls("local", "", value.strip())
+        return cls("local", "", value)
 
     def __str__(self) -> str:
         if self.platform == "local":

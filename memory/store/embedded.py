@@ -1,40 +1,125 @@
 """The embedded Postgres (with pgvector) used when no DATABASE_URL is configured.
 
-pgserver keeps a list of the processes using a data folder and stops the server only
-when the last one exits, so a second ``stashbird`` command reuses a running server.
+pgserver keeps a list of the processes using a data folder (``.handle_pids.json``) and
+stops the server only when the last one exits, so a second ``stashbird`` command reuses
+a running server. A process killed outright (SIGKILL, out of memory) never takes its pid
+off that list, and then no process is ever the last one: the server would run forever.
+So the list is pruned of dead processes, under pgserver's own lock, before joining.
+
+The database name reaches SQL only through psql variables (``:'name'`` and ``:"name"``),
+which libpq quotes as a literal and as an identifier.
 """
 
 from __future__ import annotations
 
+import json
+import subprocess
 import warnings
 from pathlib import Path
-from urllib.parse import quote
+from typing import Any
 
 import platformdirs
+import psutil
+from sqlalchemy.engine import URL
+
+from memory.errors import ConfigurationError
+from memory.validation import check_text
+
+HANDLE_LIST = ".handle_pids.json"
+RESERVED_DATABASES = ("postgres", "template0", "template1")
+MAX_DATABASE_NAME_BYTES = 63  # Postgres truncates longer names (NAMEDATALEN - 1)
 
 
 def default_data_dir() -> Path:
     return Path(platformdirs.user_data_dir("stashbird")) / "postgres"
 
 
-def _server(data_dir: Path):
+def check_database_name(name: str) -> str:
+    """A database name we may create and use: not empty, at most 63 bytes, no NUL or
+    control characters, and not one of the server's maintenance databases."""
+    check_text(name, "STASHBIRD_DATABASE_NAME", MAX_DATABASE_NAME_BYTES)
+    if name != name.strip() or any(ord(c) < 32 for c in name):
+        raise ConfigurationError("STASHBIRD_DATABASE_NAME: surrounding blanks and control characters are not allowed")
+    if len(name.encode()) > MAX_DATABASE_NAME_BYTES:
+        raise ConfigurationError(f"STASHBIRD_DATABASE_NAME: longer than {MAX_DATABASE_NAME_BYTES} bytes")
+    if name.lower() in RESERVED_DATABASES:
+        raise ConfigurationError(f"STASHBIRD_DATABASE_NAME: {name!r} is the server's own database; choose another name")
+    return name
+
+
+def prune_dead_handles(data_dir: Path) -> list[int]:
+    """Drop the pids of processes that no longer run from the data folder's handle list;
+    returns the pids dropped. The caller holds pgserver's lock."""
+    path = data_dir / HANDLE_LIST
+    try:
+        pids = json.loads(path.read_text())
+    except (FileNotFoundError, ValueError):
+        return []
+    alive = [pid for pid in pids if isinstance(pid, int) and _running(pid)]
+    if alive != pids:
+        path.write_text(json.dumps(alive))
+    return [pid for pid in pids if pid not in alive]
+
+
+def _running(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def _server(data_dir: Path) -> Any:
+    data_dir = data_dir.expanduser()
+    if data_dir.exists() and not data_dir.is_dir():
+        raise ConfigurationError(f"STASHBIRD_DATA_DIR: {data_dir} is a file, not a folder")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # platformdirs warns when XDG_RUNTIME_DIR is unset
         import pgserver
+        from pgserver.postgres_server import PostgresServer
 
-        data_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            data_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise ConfigurationError(f"STASHBIRD_DATA_DIR: cannot create {data_dir}: {error.strerror}") from None
+        if data_dir.resolve() not in PostgresServer._instances:
+            with PostgresServer._lock:
+                prune_dead_handles(data_dir.resolve())
         return pgserver.get_server(data_dir, cleanup_mode="stop")
+
+
+def _psql(server: Any, script: str, **variables: str) -> str:
+    """Run ``script`` with psql; each variable is passed apart from the script, for psql
+    to quote (``:'name'`` as a literal, ``:"name"`` as an identifier)."""
+    from pgserver._commands import POSTGRES_BIN_PATH
+
+    command = [str(POSTGRES_BIN_PATH / "psql"), "-X", "-q", "-t", "-A", "-v", "ON_ERROR_STOP=1", "-d", server.get_uri()]
+    for name, value in variables.items():
+        command += ["-v", f"{name}={value}"]
+    result = subprocess.run(command, input=script, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        raise ConfigurationError(f"embedded database: {result.stderr.strip().splitlines()[-1]}")
+    return result.stdout
 
 
 def start_embedded(data_dir: Path, database: str = "stashbird") -> str:
     """Start (or join) the embedded server and return an asyncpg URL for ``database``."""
+    check_database_name(database)
     server = _server(data_dir)
-    exists = server.psql(f"SELECT 1 FROM pg_database WHERE datname = '{database}';")
-    if "(0 rows)" in exists:
-        server.psql(f'CREATE DATABASE "{database}";')
-    socket_dir = server.get_postmaster_info().socket_dir
-    return f"postgresql+asyncpg://postgres@/{quote(database)}?host={socket_dir}"
+    if not _exists(server, database):
+        try:
+            _psql(server, 'CREATE DATABASE :"name";\n', name=database)
+        except ConfigurationError:
+            if not _exists(server, database):  # else another process created it meanwhile
+                raise
+    socket_dir = str(server.get_postmaster_info().socket_dir)
+    url = URL.create("postgresql+asyncpg", username="postgres", database=database, query={"host": socket_dir})
+    return url.render_as_string(hide_password=False)
+
+
+def _exists(server: Any, database: str) -> bool:
+    return _psql(server, "SELECT count(*) FROM pg_database WHERE datname = :'name';\n", name=database).strip() != "0"
 
 
 def drop_embedded_database(data_dir: Path, database: str) -> None:
-    _server(data_dir).psql(f'SET client_min_messages = warning; DROP DATABASE IF EXISTS "{database}" WITH (FORCE);')
+    check_database_name(database)
+    _psql(_server(data_dir), 'SET client_min_messages = warning;\nDROP DATABASE IF EXISTS :"name" WITH (FORCE);\n', name=database)

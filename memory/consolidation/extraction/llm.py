@@ -18,9 +18,9 @@ from memory.consolidation.extraction.base import (
 )
 from memory.consolidation.extraction.nlp import mentions, parse
 from memory.consolidation.rolling_context import render_context
-from memory.episodes.append import parse_time
 from memory.errors import ValidationError
 from memory.models.llm import LLMClient
+from memory.validation import parse_time
 
 SUMMARY_WORDS = 300
 

@@ -24,9 +24,9 @@ from memory.consolidation.extraction.base import (
     ExtractedRelation,
     Extraction,
 )
-from memory.episodes.append import parse_time
 from memory.errors import ValidationError
 from memory.graph.reconcile import DECISIONS
+from memory.validation import parse_time
 
 
 def _text(item: Mapping[str, Any], key: str, where: str) -> str:
