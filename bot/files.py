@@ -35,7 +35,7 @@ def decode_line(raw: bytes, first: bool) -> str:
     try:
         return (raw[len(BOM):] if first and raw.startswith(BOM) else raw).decode("utf-8")
     except UnicodeDecodeError as error:
-        raise ValidationError("line", f"not valid UTF-8 (byte 0x{raw[error.start]:02x} at byte {error.start + 1})") from None
+        raise ValidationError("line", f"not valid UTF-8 (byte 0x{raw[error.start]:02x} at offset {error.start})") from None
 
 
 def parse_json(text: str) -> Any:
@@ -45,8 +45,10 @@ def parse_json(text: str) -> Any:
         return json.loads(text)
     except RecursionError:
         raise ValidationError("line", "JSON nested too deeply") from None
-    except ValueError as error:  # JSONDecodeError, and integers over 4,300 digits
-        raise ValidationError("line", f"invalid JSON: {getattr(error, 'msg', error)}") from None
+    except json.JSONDecodeError as error:
+        raise ValidationError("line", f"invalid JSON: {error.msg} at column {error.colno}") from None
+    except ValueError:  # Python converts integers of at most 4,300 digits
+        raise ValidationError("line", "invalid JSON: a number too long to convert") from None
 
 
 def read_json(path: Path) -> Any:

@@ -4,6 +4,7 @@ embedder (API or local) and, when configured, the LLM."""
 from __future__ import annotations
 
 from contextlib import asynccontextmanager
+from functools import cache
 from typing import AsyncIterator
 
 from bot.settings import Settings
@@ -32,6 +33,13 @@ def build_embedder(settings: Settings) -> Embedder:
             f"STASHBIRD_EMBEDDING_DIM is {settings.embedding_dim}, but the local embedder (no "
             f"STASHBIRD_EMBEDDING_BASE_URL) makes {LocalEmbedder.dim}-dimensional vectors; unset it or configure an endpoint"
         )
+    return _local_embedder()
+
+
+@cache
+def _local_embedder() -> LocalEmbedder:
+    """One per process: loading the model is most of a short command's start-up, and a
+    process that runs several commands (tests, a service) needs it once."""
     return LocalEmbedder()
 
 

@@ -209,6 +209,7 @@ async def forget(
     """Delete a message and everything that rested only on it, in one transaction. A
     message not stored yet leaves a tombstone (its conversation is created for it, as a
     platform may report a deletion before the message), so it is never stored."""
+    message_id = normalize_id(message_id, "message")
     conversation_id = await resolve_conversation(memory, conversation, create=principal.kind == "event")
     return await delete_episode(memory, conversation_id, message_id, principal=str(principal))
 
@@ -224,6 +225,7 @@ async def edit(
 ) -> EditReport:
     """Correct a message: retract what the old text supported, store the new text in
     place and queue it for consolidation."""
+    message_id, text = normalize_id(message_id, "message"), check_text(text, "text")
     conversation_id = await resolve_conversation(memory, conversation)
     return await edit_episode(memory, conversation_id, message_id, text, principal=str(principal), edited_at=edited_at)
 

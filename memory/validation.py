@@ -27,7 +27,7 @@ from memory.limits import (
     MIN_EPOCH_SECONDS,
 )
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_CONTROL = re.compile(r"[\x01-\x1f\x7f-\x9f]")  # NUL is named by check_text
 _NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
 
 

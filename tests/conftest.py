@@ -41,6 +41,12 @@ def database_url(pg_data_dir: Path) -> str:
     return start_embedded(pg_data_dir, "stashbird_test")
 
 
+@pytest.fixture
+def cli_env(monkeypatch: pytest.MonkeyPatch, database_url: str) -> None:
+    """``stashbird`` commands run in this process use the test database."""
+    monkeypatch.setenv("DATABASE_URL", database_url)
+
+
 @pytest.fixture(scope="session")
 def new_database(pg_data_dir: Path):
     """Factory for an extra empty database on the test server (migration tests)."""

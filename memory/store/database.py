@@ -19,10 +19,14 @@ MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "alembic"
 
 
 def async_url(url: str) -> str:
-    """Accept plain ``postgresql://`` URLs as users write them and use asyncpg."""
+    """Accept plain ``postgresql://`` URLs as users write them and use asyncpg; any
+    other kind of URL is refused (only Postgres with pgvector holds the memory)."""
     for prefix in ("postgresql://", "postgres://"):
         if url.startswith(prefix):
             return "postgresql+asyncpg://" + url[len(prefix):]
+    if not url.startswith("postgresql+asyncpg://"):
+        scheme = url.split("://")[0][:20] if "://" in url else "no scheme"
+        raise ConfigurationError(f"database URL must start with postgresql:// (got {scheme})")
     return url
 
 

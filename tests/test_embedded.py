@@ -1,0 +1,74 @@
+"""Integration: the embedded server's database names and its handle list (real pgserver,
+real processes)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import create_async_engine
+
+from memory import StashbirdError
+from memory.store.embedded import HANDLE_LIST, drop_embedded_database, prune_dead_handles, start_embedded
+
+# A process that joins (or starts) the server of the data folder given as its argument.
+# It loads the embedded-server module without the package's public face (which imports
+# every model library: seconds on a busy machine).
+JOIN = (
+    "import sys, types; from pathlib import Path; package = types.ModuleType('memory'); "
+    f"package.__path__ = [{str(Path(__file__).resolve().parents[1] / 'memory')!r}]; sys.modules['memory'] = package; "
+    "from memory.store.embedded import start_embedded; start_embedded(Path(sys.argv[1]), 'x')"
+)
+
+
+async def test_database_names_reach_sql_only_as_quoted_values(pg_data_dir: Path) -> None:
+    """Issue case 7: a quote in the name no longer breaks the existence check (the second
+    start would try to create it again), and an empty name is refused."""
+    name = "it's \"odd\"; --"
+    for _ in range(2):
+        url = start_embedded(pg_data_dir, name)
+    engine = create_async_engine(url)
+    try:
+        async with engine.connect() as connection:
+            assert (await connection.execute(text("SELECT current_database()"))).scalar() == name
+    finally:
+        await engine.dispose()
+        drop_embedded_database(pg_data_dir, name)
+    for bad in ("", "postgres", " padded", "x" * 64):
+        with pytest.raises(StashbirdError, match="STASHBIRD_DATABASE_NAME"):
+            start_embedded(pg_data_dir, bad)
+
+
+def test_a_killed_process_does_not_keep_the_server_running() -> None:
+    """Issue case 6: a process killed outright leaves its pid in the handle list; the next
+    process prunes it, so when that one exits, as the last, it stops the server."""
+    from pgserver.utils import PostmasterInfo
+
+    data_dir = Path(tempfile.mkdtemp(prefix="stashbird-test-kill-")) / "pg"
+    killed = subprocess.Popen([sys.executable, "-c", JOIN + "; import os; os.kill(os.getpid(), 9)", str(data_dir)])
+    try:
+        assert killed.wait(timeout=120) == -signal.SIGKILL
+        assert killed.pid in json.loads((data_dir / HANDLE_LIST).read_text())
+        subprocess.run([sys.executable, "-c", JOIN, str(data_dir)], check=True, timeout=120)
+        info = PostmasterInfo.read_from_pgdata(data_dir)
+        assert info is None or not info.is_running(), "the last process left the server running"
+        assert killed.pid not in json.loads((data_dir / HANDLE_LIST).read_text())
+    finally:
+        info = PostmasterInfo.read_from_pgdata(data_dir)
+        if info is not None and info.is_running():
+            info.process.terminate()
+
+
+def test_prune_keeps_live_processes(tmp_path: Path) -> None:
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    (tmp_path / HANDLE_LIST).write_text(json.dumps([os.getpid(), dead.pid]))
+    assert prune_dead_handles(tmp_path) == [dead.pid]
+    assert json.loads((tmp_path / HANDLE_LIST).read_text()) == [os.getpid()]

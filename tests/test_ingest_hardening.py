@@ -1,0 +1,90 @@
+"""Integration: bad input never loses good data. ``stashbird ingest`` run in-process
+(``bot.cli.main``) on the test database, and the core's ingest when the database itself
+refuses a message."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+
+import pytest
+from clirun import run_cli
+from hostile import HOSTILE, mixed_file
+from sqlalchemy import text
+
+from memory import ConversationRef, Memory, Principal, UnknownConversation, edit, forget, ingest, messages, validate_message
+
+OPERATOR = Principal.operator("test")
+
+
+async def test_a_thousand_good_lines_among_a_hundred_hostile_ones(
+    memory: Memory, cli_env: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The issue's done-when check: every kind of hostile line, none stops the others."""
+    data, numbers, kinds = mixed_file(1000, 100)
+    assert set(kinds) == {kind for kind, _ in HOSTILE}
+    path = tmp_path / "mixed.jsonl"
+    path.write_bytes(data)
+    name = f"hostile-{uuid.uuid4().hex[:8]}"
+
+    code, out, err = await run_cli(capsys, "ingest", str(path), "--conversation", name, "--json")
+    assert code == 0, err
+    report = json.loads(out)
+    assert (report["ingested"], report["duplicates"]) == (1000, 0)
+    assert [r["line"] for r in report["rejected"]] == numbers
+    assert all(r["reason"] and r["field"] for r in report["rejected"])
+    stored = await messages(memory, ConversationRef.parse(name), principal=OPERATOR)
+    assert sorted(m["message_id"] for m in stored) == sorted(f"g{i}" for i in range(1000))
+
+    code, out, _ = await run_cli(capsys, "forget", "--conversation", name, "--message", "g3")  # stored from "  g3\t"
+    assert code == 0 and "deleted" in out
+
+
+async def test_a_message_the_database_refuses_costs_the_others_nothing(
+    memory: Memory, conversation_ref: ConversationRef, conversation_id: int
+) -> None:
+    """Issue case 1: a line that passes validation and fails in the database rejects that
+    line only. The refusal is a real constraint, added for this conversation alone."""
+    lines = [
+        validate_message({"id": f"m{i}", "author": "ann", "text": "poison" if i in (99, 150) else f"note {i}", "ts": i})
+        for i in range(200)
+    ]
+    constraint = f"test_poison_{conversation_id}"
+    async with memory.engine.begin() as connection:
+        await connection.execute(text(
+            f"ALTER TABLE episodes ADD CONSTRAINT {constraint} "
+            f"CHECK (conversation_id <> {int(conversation_id)} OR text <> 'poison') NOT VALID"
+        ))
+    try:
+        report = await ingest(memory, conversation_ref, lines, principal=OPERATOR)
+    finally:
+        async with memory.engine.begin() as connection:
+            await connection.execute(text(f"ALTER TABLE episodes DROP CONSTRAINT {constraint}"))
+    assert (report.stored, report.duplicate) == (198, 0)
+    assert [(r.index, r.platform_message_id) for r in report.rejected] == [(99, "m99"), (150, "m150")]
+    assert constraint in report.rejected[0].reason
+    stored = await messages(memory, conversation_ref, principal=OPERATOR)
+    assert [m["message_id"] for m in stored] == [f"m{i}" for i in range(200) if i not in (99, 150)]
+
+
+async def test_an_id_with_surrounding_spaces_is_deleted_and_edited_by_its_stripped_id(
+    memory: Memory, conversation_ref: ConversationRef
+) -> None:
+    """Issue case 4: ingest, forget and edit normalise the id the same way."""
+    lines = [validate_message({"id": f" {mid} ", "author": "ann", "text": f"text {mid}", "ts": 0}) for mid in ("spaced", "e1")]
+    await ingest(memory, conversation_ref, lines, principal=OPERATOR)
+    assert (await forget(memory, conversation_ref, "spaced", principal=OPERATOR)).status == "deleted"
+    assert (await edit(memory, conversation_ref, "\te1 ", "new text", principal=OPERATOR)).status == "edited"
+    stored = await messages(memory, conversation_ref, principal=OPERATOR)
+    assert [(m["message_id"], m["text"]) for m in stored] == [("e1", "new text")]
+
+
+async def test_forget_on_an_unknown_conversation_is_an_error_and_creates_nothing(
+    memory: Memory, cli_env: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    name = f"typo-{uuid.uuid4().hex[:8]}"
+    code, _, err = await run_cli(capsys, "forget", "--conversation", name, "--message", "m1")
+    assert code == 2 and f"no conversation '{name}'" in err and len(err.strip().splitlines()) == 1
+    with pytest.raises(UnknownConversation):
+        await messages(memory, ConversationRef.parse(name), principal=OPERATOR)
