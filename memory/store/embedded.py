@@ -63,7 +63,7 @@ def prune_dead_handles(data_dir: Path) -> list[int]:
 
 def _running(pid: int) -> bool:
     try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
     except psutil.Error:
         return False
 
@@ -74,8 +74,7 @@ def _server(data_dir: Path) -> Any:
         raise ConfigurationError(f"STASHBIRD_DATA_DIR: {data_dir} is a file, not a folder")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # platformdirs warns when XDG_RUNTIME_DIR is unset
-        import pgserver
-        from pgserver.postgres_server import PostgresServer
+        from pgserver.postgres_server import PostgresServer, get_server
 
         try:
             data_dir.mkdir(parents=True, exist_ok=True)
@@ -84,7 +83,7 @@ def _server(data_dir: Path) -> Any:
         if data_dir.resolve() not in PostgresServer._instances:
             with PostgresServer._lock:
                 prune_dead_handles(data_dir.resolve())
-        return pgserver.get_server(data_dir, cleanup_mode="stop")
+        return get_server(data_dir, cleanup_mode="stop")
 
 
 def _psql(server: Any, script: str, **variables: str) -> str:
