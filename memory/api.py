@@ -65,7 +65,7 @@ from memory.store.inbox import InboxBacklog, InboxClaim
 from memory.store.ledger import usage_totals
 from memory.store.locks import LockPurpose, lock_conversation
 from memory.store.schema import AuditEntry
-from memory.validation import check_text, normalize_id
+from memory.validation import check_json, check_text, normalize_id
 
 PrincipalKind = Literal["operator", "user", "event", "job"]
 Role = Literal["user", "admin", "bot"]
@@ -286,7 +286,12 @@ async def inbox_put(
 ) -> bool:
     """Store a platform event durably before it is acknowledged (``message_id``: the
     message it is about). False when this conversation's inbox already holds
-    ``event_id``: a redelivery, which changes nothing."""
+    ``event_id``: a redelivery, which changes nothing. Ids are normalised as everywhere
+    (so the delete of a message finds the events about it), and a payload the database
+    cannot hold is refused."""
+    event_id = normalize_id(event_id, "event_id")
+    message_id = None if message_id is None else normalize_id(message_id, "message")
+    check_json(payload, "payload")
     async with memory.sessions.begin() as session:
         conversation_id = await ensure_conversation(session, conversation)
         return await _inbox.put(session, conversation_id, event_id, kind, payload, message_id)

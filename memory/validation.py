@@ -120,3 +120,24 @@ def parse_time(value: Any, field: str = "ts") -> datetime:
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
     except OverflowError:
         raise ValidationError(field, f"{value.isoformat()} is outside the years 1 to 9999 in UTC") from None
+
+
+def check_json(value: object, field: str) -> None:
+    """Refuse what a ``jsonb`` column cannot hold: NUL characters and lone surrogates in
+    strings (keys too), and numbers that are not finite."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise ValidationError(field, "contains a NUL character (\\u0000)")
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValidationError(field, "contains a lone surrogate (not valid Unicode)") from None
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise ValidationError(field, f"is not a finite number ({value})")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            check_json(key, field)
+            check_json(item, f"{field}.{key}")
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            check_json(item, field)

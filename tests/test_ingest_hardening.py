@@ -88,3 +88,30 @@ async def test_forget_on_an_unknown_conversation_is_an_error_and_creates_nothing
     assert code == 2 and f"no conversation '{name}'" in err and len(err.strip().splitlines()) == 1
     with pytest.raises(UnknownConversation):
         await messages(memory, ConversationRef.parse(name), principal=OPERATOR)
+
+
+async def test_chat_events_use_the_same_ids_and_refuse_what_the_inbox_cannot_hold(memory: Memory) -> None:
+    """A platform id with surrounding blanks is the stripped id everywhere: the delete of
+    "q1" erases the text an undelivered mention " q1 " left in the inbox; a payload with
+    a NUL is refused before it is acknowledged."""
+    from test_connector_service import RecordingPlatform, mention, posted
+
+    from connectors.events import MessageDeleted
+    from connectors.service import ChatService, ServiceConfig
+    from memory import ValidationError
+    from memory.store.residue import find_tokens
+
+    ref = ConversationRef("test", "W1", f"C{uuid.uuid4().hex[:10]}")
+    service = ChatService(memory, [RecordingPlatform(failures=9)], ServiceConfig(retry_seconds=0, max_attempts=2))
+    marker = f"zq{uuid.uuid4().hex[:8]}8"
+    await service.accept(posted(ref, " m1 ", "The offsite is in Lisbon."))
+    await service.accept(mention(ref, " q1 ", f"Where is the offsite {marker}?"))
+    await service.drain()  # the answer cannot be delivered: the mention is kept, failed, with its text
+    assert [m["message_id"] for m in await messages(memory, ref, principal=OPERATOR)] == ["m1"]
+    await service.accept(MessageDeleted(ref, "ev-del", "q1"))
+    await service.drain()
+    async with memory.sessions() as session:
+        places = (await find_tokens(session, "zq[0-9a-f]{8}8")).get(marker, set())
+    assert not {place for place in places if place.startswith("inbox_events.")}, places
+    with pytest.raises(ValidationError, match="NUL"):
+        await service.accept(posted(ref, "m2", "a\x00b"))

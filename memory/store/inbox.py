@@ -33,6 +33,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 from memory.store.conversations import ConversationRef
 from memory.store.locks import LockPurpose
 from memory.store.schema import ConnectorCursor, Conversation, InboxEvent
+from memory.validation import normalize_id
 
 OUTCOMES = ("done", "rejected", "failed")
 
@@ -137,6 +138,7 @@ class InboxClaim:
 
     async def erase_message(self, message_id: str) -> None:
         """Clear the payloads of finished events about a message that was deleted."""
+        message_id = normalize_id(message_id, "message")
         await self.connection.execute(
             update(InboxEvent)
             .where(
