@@ -141,3 +141,16 @@ def check_json(value: object, field: str) -> None:
     elif isinstance(value, (list, tuple)):
         for item in value:
             check_json(item, field)
+
+
+def storable(value: Any) -> Any:
+    """A model's reply (text, or parsed JSON) made storable: NUL characters dropped and
+    lone surrogates replaced. Generated text is cleaned rather than refused, since
+    refusing would lose a whole extraction or answer for one stray character."""
+    if isinstance(value, str):
+        return value.replace("\x00", "").encode("utf-8", "replace").decode("utf-8")
+    if isinstance(value, list):
+        return [storable(item) for item in value]
+    if isinstance(value, dict):
+        return {storable(key): storable(item) for key, item in value.items()}
+    return value

@@ -18,6 +18,7 @@ from bot.testing.scripted_llm import (
     ScriptedLLMServer,
     hashed_embedding,
 )
+from memory.errors import ConfigurationError
 from memory.models.embedder import OpenAIEmbedder
 from memory.models.llm import LLMClient, LLMError
 from memory.models.tokens import count_tokens
@@ -42,7 +43,7 @@ async def test_embeddings_work_with_the_openai_embedder(scripted_llm: ScriptedLL
 async def test_embedding_dimension_mismatch_is_a_clear_error() -> None:
     with ScriptedLLMServer(embedding_dim=16) as server:
         embedder = OpenAIEmbedder(base_url=server.base_url, api_key="test", model="m", dim=384)
-        with pytest.raises(ValueError, match="returned 16 dimensions, STASHBIRD_EMBEDDING_DIM is 384"):
+        with pytest.raises(ConfigurationError, match="returned 16 dimensions, STASHBIRD_EMBEDDING_DIM is 384"):
             await embedder.embed(["hello"])
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 import pytest
 
@@ -88,3 +89,18 @@ def test_a_message_built_directly_is_held_to_the_same_rules() -> None:
 def test_blank_text_is_refused() -> None:
     with pytest.raises(ValidationError, match="missing or empty"):
         check_text(" \n", "question")
+
+
+def test_model_replies_are_cleaned_and_supplied_extractions_checked(tmp_path: Path) -> None:
+    from memory.consolidation.extraction.replay import ReplayExtractor
+    from memory.models.llm import parse_reply
+    from memory.retrieval.llm_steps import SubQueries
+
+    reply = parse_reply('{"queries": ["a\\u0000b", "c\\ud800"]}', SubQueries)
+    assert reply.queries == ["ab", "c?"]
+    path = tmp_path / "extractions.jsonl"
+    nul_name = b'{"message_id": "m1", "entities": [{"name": "A\\u0000"}]}'
+    for content, where in ((nul_name, "line 1"), (b"\xff", "extractions.jsonl")):
+        path.write_bytes(content)
+        with pytest.raises(ValidationError, match=where):
+            ReplayExtractor.from_file(path)

@@ -24,6 +24,7 @@ from pydantic import ValidationError as PydanticValidationError
 from memory.errors import StashbirdError
 from memory.models.tokens import count_tokens
 from memory.store.ledger import Usage
+from memory.validation import storable
 
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
@@ -92,7 +93,7 @@ def parse_reply(content: str | None, schema: type[M]) -> M:
     if not content or not content.strip():
         raise _Retryable("malformed JSON: empty reply")
     try:
-        data = json.loads(content)
+        data = storable(json.loads(content))
     except json.JSONDecodeError as error:
         raise _Retryable(f"malformed JSON: {error}") from None
     try:
@@ -283,4 +284,4 @@ class LLMClient:
 def _text_value(reply: _Reply) -> str:
     if reply.content is None:
         raise _Retryable("empty reply")
-    return reply.content
+    return str(storable(reply.content))

@@ -26,14 +26,21 @@ from memory.consolidation.extraction.base import (
 )
 from memory.errors import ValidationError
 from memory.graph.reconcile import DECISIONS
-from memory.validation import parse_time
+from memory.validation import check_json, check_text, normalize_id, parse_time
 
 
 def _text(item: Mapping[str, Any], key: str, where: str) -> str:
     value = item.get(key)
     if not isinstance(value, str) or not value.strip():
         raise ValidationError(f"{where}.{key}", "is missing or not text")
-    return value.strip()
+    return check_text(value.strip(), f"{where}.{key}")
+
+
+def _items(record: Mapping[str, Any], key: str, where: str) -> list[Mapping[str, Any]]:
+    items = record.get(key) or []
+    if not isinstance(items, list) or not all(isinstance(item, dict) for item in items):
+        raise ValidationError(f"{where}.{key}", "must be a list of objects")
+    return items
 
 
 def _relation(item: Mapping[str, Any], where: str) -> dict[str, Any]:
@@ -55,14 +62,13 @@ def parse_record(record: Any, where: str) -> tuple[str, list[tuple[str, str, str
     """Validate one JSON Lines object: (message id, entities, relations)."""
     if not isinstance(record, dict):
         raise ValidationError(where, "must be a JSON object")
-    message_id = str(record.get("message_id") or "").strip()
-    if not message_id:
-        raise ValidationError(f"{where}.message_id", "is missing")
+    check_json(record, where)  # no NUL or lone surrogate anywhere in it
+    message_id = normalize_id(record.get("message_id"), f"{where}.message_id")
     entities = [
         (_text(e, "name", f"{where}.entities[{i}]"), str(e.get("type") or "thing"), str(e.get("summary") or ""))
-        for i, e in enumerate(record.get("entities") or [])
+        for i, e in enumerate(_items(record, "entities", where))
     ]
-    relations = [_relation(r, f"{where}.relations[{i}]") for i, r in enumerate(record.get("relations") or [])]
+    relations = [_relation(r, f"{where}.relations[{i}]") for i, r in enumerate(_items(record, "relations", where))]
     return message_id, entities, relations
 
 
@@ -75,17 +81,20 @@ class ReplayExtractor:
     @classmethod
     def from_file(cls, path: Path) -> "ReplayExtractor":
         records: dict[str, tuple[list[tuple[str, str, str]], list[dict[str, Any]]]] = {}
-        with Path(path).open(encoding="utf-8") as handle:
-            for number, line in enumerate(handle, start=1):
-                if not line.strip():
-                    continue
-                where = f"{Path(path).name} line {number}"
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError as error:
-                    raise ValidationError(where, f"not JSON: {error.msg}") from None
-                message_id, entities, relations = parse_record(record, where)
-                records[message_id] = (entities, relations)
+        try:
+            lines = Path(path).read_text(encoding="utf-8-sig").splitlines()
+        except UnicodeDecodeError as error:
+            raise ValidationError(Path(path).name, f"not valid UTF-8 (at byte {error.start})") from None
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            where = f"{Path(path).name} line {number}"
+            try:
+                record = json.loads(line)
+            except (ValueError, RecursionError) as error:  # JSONDecodeError is a ValueError
+                raise ValidationError(where, f"not JSON: {getattr(error, 'msg', error)}") from None
+            message_id, entities, relations = parse_record(record, where)
+            records[message_id] = (entities, relations)
         return cls(records)
 
     @classmethod
