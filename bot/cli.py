@@ -74,10 +74,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         text, code = error_line(error)
         print(f"stashbird {args.command}: {text}", file=sys.stderr)
         return code
-    if args.json:
-        print(json.dumps(result, indent=2, default=str))
-    else:
-        print(args.module.render(result))
+    try:
+        print(json.dumps(result, indent=2, default=str) if args.json else args.module.render(result), flush=True)
+    except BrokenPipeError:  # the reader left (``| head``): nothing more to say, and no traceback
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     return 2 if result.get("stopped") else 0  # a run cut short says why in its output
 
 
