@@ -5,10 +5,10 @@ the same messages are duplicates)."""
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
+from bot.files import read_json
 from bot.progress import progress
 from bot.runtime import memory_from_settings
 from bot.settings import Settings
@@ -26,10 +26,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def _load(path: Path) -> Any:
+    """The export (UTF-8, an optional byte-order mark, ``-`` for standard input)."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ValidationError(str(path), f"is not a JSON export: {error}") from None
+        return read_json(path)
+    except ValidationError as error:
+        raise ValidationError(str(path), f"is not a JSON export: {error.message}") from None
 
 
 async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
@@ -42,7 +43,8 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
         "channel": contents.channel_name,
         **report.as_dict(),
         "skipped": contents.skipped,
-        "rejected": [{"position": position, "reason": reason} for position, reason in contents.rejected],
+        "rejected": [{"position": position, "reason": reason} for position, reason in contents.rejected]
+        + [{"position": r.platform_message_id, "reason": r.reason} for r in report.rejected],  # refused by the database
     }
 
 
