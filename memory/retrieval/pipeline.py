@@ -87,7 +87,8 @@ async def retrieve(
                 session, conversation_id, [variant], top=params.search_top, kinds=ANCHOR_KINDS, text_session=text_session
             )
             dated = next((c for c in found.candidates if c.message_time is not None), None)
-            anchored = resolve_anchor(anchor, dated.message_time) if dated is not None else None
+            when = dated.message_time if dated is not None else None
+            anchored = resolve_anchor(anchor, when) if when is not None else None
             if anchored is not None:
                 ranges.append(anchored)
         prefer_current = not asks_about_past(question, parsed, question_date)
