@@ -2,8 +2,10 @@
 
 Each command lives in ``bot/commands/<name>.py`` and provides ``configure(parser)``,
 ``async run(args, settings) -> dict`` (the ``--json`` output) and ``render(result) -> str``
-(the human output). Errors a user can fix are printed as one clear line, exit code 2;
-``--debug`` shows tracebacks instead.
+(the human output), and may provide ``exit_code(result) -> int`` for a run whose output
+is printed but which did not finish (``ingest`` when an embedding endpoint fails). Errors
+a user can fix are printed as one clear line, exit code 2; ``--debug`` shows tracebacks
+instead.
 """
 
 from __future__ import annotations
@@ -79,7 +81,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # the reader left (``| head``): nothing more to say, and no traceback
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
-    return 2 if result.get("stopped") else 0  # a run cut short says why in its output
+    exit_code = getattr(args.module, "exit_code", None)  # a command may end non-zero after its output
+    return int(exit_code(result)) if exit_code is not None else 0
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 from bot.importers import ParsedFile, read_jsonl, read_locomo
 from bot.progress import progress
@@ -55,3 +56,8 @@ def render(result: dict) -> str:
     if result["stopped"]:
         lines.append(f"stopped: {result['stopped']}")
     return "\n".join(lines)
+
+
+def exit_code(result: dict[str, Any]) -> int:
+    """2 when the run stopped early (the summary says why and what is left)."""
+    return 2 if result["stopped"] else 0
