@@ -21,6 +21,7 @@ WIDTH, HEIGHT, MARGIN = 960, 620, 40
 SEED = 7
 LABELLED = 40  # names drawn on the graph (the most mentioned); every node has a tooltip
 ISOLATED_GAP = 22  # spacing of the entities that are in no fact
+CELL_PAD = 16  # around each connected part's box
 PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac")
 NO_COMMUNITY = "#8a8f98"
 
@@ -42,35 +43,62 @@ th,td{text-align:left;padding:4px 8px;border-bottom:1px solid #eef0f3}th{color:#
 """
 
 
-def _scaled(raw: dict[int, Any], top: float, bottom: float) -> dict[int, tuple[float, float]]:
+Box = tuple[float, float, float, float]  # left, top, right, bottom
+
+
+def _scaled(raw: dict[int, Any], box: Box) -> dict[int, tuple[float, float]]:
+    left, top, right, bottom = box
     xs, ys = [p[0] for p in raw.values()], [p[1] for p in raw.values()]
     span_x, span_y = (max(xs) - min(xs)) or 1.0, (max(ys) - min(ys)) or 1.0
     return {
-        n: (MARGIN + (p[0] - min(xs)) / span_x * (WIDTH - 2 * MARGIN), top + (p[1] - min(ys)) / span_y * (bottom - top))
+        n: (left + (p[0] - min(xs)) / span_x * (right - left), top + (p[1] - min(ys)) / span_y * (bottom - top))
         for n, p in raw.items()
     }
+
+
+def shelves(sizes: list[int], box: Box) -> list[Box]:
+    """Boxes for groups of ``sizes`` nodes (largest first), in rows, each as wide as the
+    square root of its size allows: a spring layout of a disconnected graph puts its
+    parts far apart and squeezes each, so each part gets a box of its own. Pure."""
+    left, top, right, bottom = box
+    weights = [max(1, size) ** 0.5 for size in sizes]
+    rows: list[list[int]] = [[]]
+    target = sum(weights) / max(1, round(len(sizes) ** 0.5))
+    for index, weight in enumerate(weights):
+        if rows[-1] and sum(weights[i] for i in rows[-1]) + weight / 2 > target:
+            rows.append([])
+        rows[-1].append(index)
+    height = (bottom - top) / len(rows)
+    boxes: list[Box] = [box] * len(sizes)
+    for r, row in enumerate(rows):
+        x, width = left, sum(weights[i] for i in row)
+        for i in row:
+            step = weights[i] / width * (right - left)
+            boxes[i] = (x + CELL_PAD, top + r * height + CELL_PAD, x + step - CELL_PAD, top + (r + 1) * height - CELL_PAD)
+            x += step
+    return boxes
 
 
 def layout(nodes: list[int], edges: list[tuple[int, int]]) -> dict[int, tuple[float, float]]:
     """Node positions in the SVG's coordinates, the same for the same graph. Pure.
 
-    Entities with facts get the spring layout; those without any (mentioned, but in no
-    fact) line up in rows along the bottom, so they neither crowd the graph nor push it
-    into a corner."""
+    Each connected part of the graph gets a spring layout in a box of its own
+    (``shelves``); entities in no fact (mentioned, but related to nothing) line up in
+    rows along the bottom, so they neither crowd the graph nor push it into a corner."""
     graph = nx.Graph()
     graph.add_nodes_from(sorted(nodes))
     graph.add_edges_from(sorted((a, b) for a, b in edges if a != b and a in graph and b in graph))
     alone = [n for n in sorted(nodes) if graph.degree(n) == 0]
     per_row = int((WIDTH - 2 * MARGIN) // ISOLATED_GAP)
-    rows = -(-len(alone) // per_row)
-    bottom = HEIGHT - MARGIN - rows * ISOLATED_GAP
+    bottom = HEIGHT - MARGIN - -(-len(alone) // per_row) * ISOLATED_GAP
     positions: dict[int, tuple[float, float]] = {
         n: (MARGIN + (i % per_row) * ISOLATED_GAP, bottom + ISOLATED_GAP * (1 + i // per_row)) for i, n in enumerate(alone)
     }
-    connected = graph.subgraph([n for n in graph if graph.degree(n) > 0])
-    if connected.number_of_nodes():
-        spread = 2.5 / max(1.0, connected.number_of_nodes() ** 0.5)
-        positions.update(_scaled(nx.spring_layout(connected, seed=SEED, k=spread, iterations=100), MARGIN, bottom))
+    parts = sorted((sorted(c) for c in nx.connected_components(graph) if len(c) > 1), key=lambda c: (-len(c), c[0]))
+    boxes = shelves([len(part) for part in parts], (MARGIN, MARGIN, WIDTH - MARGIN, bottom))
+    for part, box in zip(parts, boxes, strict=True):
+        spread = 2.0 / len(part) ** 0.5
+        positions.update(_scaled(nx.spring_layout(graph.subgraph(part), seed=SEED, k=spread, iterations=100), box))
     return positions
 
 

@@ -11,11 +11,13 @@ import re
 import shutil
 import subprocess
 import uuid
+from itertools import combinations
 from pathlib import Path
 
 import pytest
 from test_cli_ingest import stashbird
 
+from bot.audit_report import HEIGHT, WIDTH, layout, shelves
 from bot.cli import main
 from memory import (
     ConversationRef,
@@ -121,3 +123,16 @@ async def test_audit_commands_and_the_html_report(
     shot = tmp_path / "report.png"
     taken = chromium(f"--screenshot={shot}", "--window-size=1200,1600", out.as_uri(), profile=tmp_path / "profile")
     assert taken.returncode == 0 and shot.stat().st_size > 20_000, taken.stderr
+
+
+def test_report_layout_is_deterministic_and_inside_the_picture() -> None:
+    edges = [(0, n) for n in range(1, 10)] + [(n, n + 1) for n in range(10, 15)] + [(16, 17)]
+    nodes = list(range(30))
+    positions = layout(nodes, edges)
+    assert positions == layout(list(reversed(nodes)), list(reversed(edges)))
+    assert set(positions) == set(nodes)
+    assert all(0 <= x <= WIDTH and 0 <= y <= HEIGHT for x, y in positions.values())
+    connected_bottom = max(positions[n][1] for n in range(18))
+    assert all(positions[n][1] > connected_bottom for n in range(18, 30))  # the unrelated ones sit below
+    boxes = shelves([10, 6, 2], (0, 0, 900, 600))
+    assert all(a[2] <= b[0] or a[3] <= b[1] or b[2] <= a[0] or b[3] <= a[1] for a, b in combinations(boxes, 2))  # apart
