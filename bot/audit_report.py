@@ -110,6 +110,13 @@ def _colour(community: int | None, communities: list[int]) -> str:
     return NO_COMMUNITY if community is None else PALETTE[communities.index(community) % len(PALETTE)]
 
 
+def _label(name: str, x: float, y: float, r: float) -> str:
+    """A node's name beside it; near the right edge it runs leftwards, not off the picture."""
+    if x > WIDTH - 160:
+        return f'<text x="{x - r - 2:.1f}" y="{y + 4:.1f}" font-size="11" fill="#1f2328" text-anchor="end">{_e(name)}</text>'
+    return f'<text x="{x + r + 2:.1f}" y="{y + 4:.1f}" font-size="11" fill="#1f2328">{_e(name)}</text>'
+
+
 def graph_svg(entities: list[dict[str, Any]], facts: list[dict[str, Any]], communities: list[int]) -> str:
     current = [(f["subject_id"], f["object_id"]) for f in facts if f["status"] == "active"]
     history = [(f["subject_id"], f["object_id"]) for f in facts if f["status"] != "active"]
@@ -135,11 +142,7 @@ def graph_svg(entities: list[dict[str, Any]], facts: list[dict[str, Any]], commu
             else f'<circle cx="{x:.1f}" cy="{y:.1f}" r="{r:.1f}" fill="{colour}" stroke="#fff" stroke-width="1"/>'
         )
         kind = "anchor" if e["is_anchor"] else "entity"
-        label = (
-            f'<text x="{x + r + 2:.1f}" y="{y + 4:.1f}" font-size="11" fill="#1f2328">{_e(e["name"])}</text>'
-            if e["id"] in labelled
-            else ""
-        )
+        label = _label(e["name"], x, y, r) if e["id"] in labelled else ""
         parts.append(
             f'<g class="node {kind}" data-entity-id="{e["id"]}"><title>{_e(e["name"])} ({_e(e["type"])}, '
             f"{e['mentions']} mentions)</title>{shape}{label}</g>"
