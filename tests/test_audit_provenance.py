@@ -39,6 +39,7 @@ from memory import (
     provenance,
 )
 from memory.api import resolve_conversation
+from memory.audit.forgotten import ID_KINDS
 from memory.store.schema import Community, CommunityMember, Entity
 
 # the shared folder beside the checkout (a worktree sits one level deeper than main)
@@ -97,17 +98,7 @@ async def consolidated(memory: Memory) -> Consolidated:
     return Consolidated(ref, [m.platform_message_id for m in turns], [m.platform_message_id for m in corrections])
 
 
-BRANCHES = (
-    "relations_removed",
-    "relations_kept",
-    "relations_restored",
-    "entities_removed",
-    "entities_anchored",
-    "entities_kept",
-    "communities_dirtied",
-    "answers_withdrawn",
-    "summary_cleared",
-)
+BRANCHES = (*ID_KINDS, "summary_cleared")
 seen: Counter[str] = Counter()
 deleted: set[str] = set()
 
