@@ -4,7 +4,8 @@
 The conversation is the forgetting benchmark's synthetic one (bot/bench/forget.py
 ``bulk_conversation``: 100K messages, 20K topic entities, two speaker hubs each
 supported by half the messages, 120K relations, communities), in a database of its own
-without the HNSW index, which none of these queries uses. Each query runs as the
+without the HNSW index, which none of these queries uses, and with a checkpoint at its
+last message, as a conversation that is served and consolidated has. Each query runs as the
 operator through the public API, audit-log write included, on names and messages
 picked at random; the first few calls warm connections and plans and are not counted.
 
@@ -98,7 +99,15 @@ async def _timed(memory: Memory, call: Callable[[], Awaitable[Any]], calls: int,
 async def latency(memory: Memory, run: str, size: int, calls: int, seed: int) -> dict[str, Any]:
     ref = ConversationRef("bench-audit", run, f"latency-{size}")
     began = time.perf_counter()
-    await bulk_conversation(memory, ref, size)
+    conversation_id = await bulk_conversation(memory, ref, size)
+    async with memory.engine.begin() as connection:  # consolidated up to its last message, as a served one would be
+        await connection.execute(
+            text(
+                "INSERT INTO checkpoints (conversation_id, last_episode_id) "
+                "SELECT :cid, max(id) FROM episodes WHERE conversation_id = :cid"
+            ),
+            {"cid": conversation_id},
+        )
     row: dict[str, Any] = {"messages": size, "load_seconds": round(time.perf_counter() - began, 1), "calls": calls}
     queries = _calls(memory, ref, size, random.Random(seed))
     with progress(calls * len(QUERIES), f"audit at {size}") as bar:

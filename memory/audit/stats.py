@@ -44,7 +44,6 @@ class PhaseUsage:
 class Stats:
     conversation: str
     messages: int
-    bot_messages: int
     speakers: int
     entities: int
     anchors: int
@@ -69,7 +68,6 @@ class Stats:
 
 COUNTED = (
     "messages",
-    "bot_messages",
     "speakers",
     "entities",
     "anchors",
@@ -92,7 +90,6 @@ async def conversation_stats(session: AsyncSession, conversation: str, conversat
         await session.execute(
             select(
                 _count(Episode, cid),
-                _count(Episode, cid, Episode.role == "bot"),
                 _count(Speaker, cid),
                 _count(Entity, cid),
                 _count(Entity, cid, Entity.is_anchor.is_(True)),
