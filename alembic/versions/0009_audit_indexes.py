@@ -3,13 +3,13 @@ of ``stats`` and the name list of ``about`` becomes an index-only scan, instead 
 scan of the entity and relation rows (an entity row carries its 1.5 KB name vector).
 
 Revision ID: 0009
-Revises: 0008
+Revises: 0003
 """
 
 from alembic import op
 
 revision = "0009"
-down_revision = "0008"
+down_revision = "0003"
 branch_labels = None
 depends_on = None
 
