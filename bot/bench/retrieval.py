@@ -41,29 +41,25 @@ from sqlalchemy import func, select, text
 
 from bot import locomo
 from bot.bench.common import (
+    REUSE_DATABASE,
     add_locomo_argument,
     bench_memory,
     load_locomo,
+    locomo_conversation,
     median,
     percentile,
+    reuse_run_id,
 )
 from bot.progress import progress
 from bot.settings import Settings
-from memory import Principal, build_communities, ingest
 from memory.core import Memory
-
-BENCH = Principal.operator("bench")
 from memory.errors import ValidationError
 from memory.models.tokens import count_tokens
 from memory.retrieval.evidence import EvidenceItem, assemble, format_evidence
 from memory.retrieval.pipeline import retrieve
 from memory.retrieval.search import QueryVariant, search
+from memory.store.conversations import ConversationRef, ensure_conversation
 from memory.store.documents import KINDS
-from memory.store.conversations import (
-    ConversationRef,
-    ensure_conversation,
-    find_conversation,
-)
 from memory.store.schema import Episode
 
 KS = (10, 30)
@@ -134,36 +130,6 @@ def context_episodes(items: Sequence[EvidenceItem]) -> set[int]:
     return {episode.episode_id for item in items for episode in item.episodes}
 
 
-async def _ingest(
-    memory: Memory, conversation: locomo.Conversation, run_id: str, consolidate: bool, communities: bool = False
-) -> tuple[int, dict[str, int]]:
-    """Ingest and consolidate (both skipped for what the database already holds: the
-    ingest when every turn is stored, the consolidation past its checkpoint)."""
-    ref = ConversationRef("bench", run_id, f"locomo-{conversation.name}")
-    async with memory.sessions() as session:
-        known = await find_conversation(session, ref)
-        stored = 0
-        if known is not None:
-            stored = (
-                await session.execute(select(func.count()).select_from(Episode).where(Episode.conversation_id == known))
-            ).scalar_one()
-    if stored < len(conversation.turns):
-        await ingest(memory, ref, [t.message for t in conversation.turns], principal=BENCH)
-    if consolidate:
-        from memory.consolidation.extraction.offline import OfflineExtractor
-        from memory.consolidation.run import consolidate as run_consolidation
-
-        await run_consolidation(memory, ref, OfflineExtractor())
-    if communities:
-        await build_communities(memory, ref, principal=BENCH)
-    async with memory.sessions() as session:
-        conversation_id = await find_conversation(session, ref)
-        rows = await session.execute(
-            select(Episode.platform_message_id, Episode.id).where(Episode.conversation_id == conversation_id)
-        )
-        return conversation_id, dict(rows.all())
-
-
 async def _baseline(memory: Memory, conversation_id: int, question: str, vector: Sequence[float], method: str, k: int) -> list[EvidenceItem]:
     async with memory.sessions.begin() as session:
         found = await search(
@@ -207,7 +173,7 @@ async def _locomo(
     total = sum(1 for c in conversations for q in c.questions if q.category in CATEGORIES)
     with progress(total, "retrieval") as bar:
         for conversation in conversations:
-            conversation_id, episode_of = await _ingest(memory, conversation, run_id, consolidate, communities)
+            conversation_id, episode_of = await locomo_conversation(memory, conversation, run_id, consolidate, communities)
             question_date = max(conversation.session_dates.values()) + timedelta(days=1)
             for question in conversation.questions:
                 if question.category not in CATEGORIES:
@@ -341,11 +307,8 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict:
     if args.conversations:
         conversations = conversations[: args.conversations]
     consolidate = not args.no_consolidate
-    # A reused database keeps one copy of each conversation per graph setting.
-    run_id = ("reuse-graph" if consolidate else "reuse-raw") if args.reuse else uuid.uuid4().hex[:6]
-    # A database of its own, so that a normal run (which starts from a fresh one) never
-    # drops what --reuse keeps.
-    database = "stashbird_bench_retrieval_reuse" if args.reuse else "stashbird_bench_retrieval"
+    run_id = reuse_run_id(consolidate) if args.reuse else uuid.uuid4().hex[:6]
+    database = REUSE_DATABASE if args.reuse else "stashbird_bench_retrieval"
     async with bench_memory(settings, database, keep=args.reuse) as memory:
         if args.communities and not consolidate:
             raise ValidationError("--communities", "communities are built from the graph: drop --no-consolidate")

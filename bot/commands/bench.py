@@ -12,6 +12,7 @@ BENCHMARKS = {
     "update": "replayed extractions session by session: duplicates, stale facts and provenance per sequence",
     "workload": "LLM calls and tokens to consolidate the ten LoCoMo conversations through the scripted LLM server",
     "retrieval": "LoCoMo evidence recall and tokens at K=10/30 with no LLM, baselines, retrieval latency",
+    "answers": "offline LoCoMo answers: first citation an evidence turn, abstention on category 5, by split, against the baseline",
     "qa": "LoCoMo question answering with an LLM, graded by an LLM judge: accuracy by category, usage",
     "jobs": "scheduler processes sharing one database under steady load: consolidation and regeneration lag, duplicate work, CPU",
     "forget": "LoCoMo deletion interventions per policy (what each leaves or loses, residue scan), deletion latency",

@@ -1,10 +1,19 @@
 """Answering a question from one conversation's memory, with citations and a trace.
 
-With an LLM: decompose (multi-entity, temporal, compound questions), hybrid search,
+With an LLM: decompose (multi-entity, temporal or compound questions), hybrid search,
 rerank the best fused candidates, answer from the evidence only, citing it, or say
 plainly that memory does not hold the answer. Without an LLM: no decomposition or
-rerank; the answer is the best evidence itself, quoted with speaker and date, or "not
-in memory" when nothing relevant scores above the relevance floor.
+rerank; the message that best answers the question is chosen among everything the
+evidence shows (``memory.retrieval.selection``) and quoted with speaker and date, or the
+answer is "not in memory" when the calibrated rule says nothing stored answers it.
+
+A failed model call never loses the answer: a failed decomposition searches the
+question as asked, a failed rerank keeps the fused order, a failed final answer is
+answered offline; each says so in one short note.
+
+The reply is data for a chat (``Reply``): one short answer line, then the cited
+messages (speaker, date, link when the platform gives one), an outdated one marked with
+the message that corrected it. Connectors render it per platform.
 
 Every answer stores its trace (question, sub-queries, answer, usage) in
 ``answer_traces``, the episodes its evidence showed in ``answer_evidence`` (so deleting
@@ -15,50 +24,63 @@ its usage in the ledger (phase ``retrieval``), all in one transaction.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, Field
-from sqlalchemy import insert
+from sqlalchemy import insert, select
 
 from memory.core import Memory
 from memory.errors import StashbirdError, ValidationError
 from memory.retrieval.evidence import (
+    EpisodeRef,
     EvidenceItem,
     assemble,
     format_evidence,
     labelled_episodes,
 )
 from memory.retrieval.llm_steps import decompose, needs_decomposition, rerank
-from memory.retrieval.pipeline import retrieve
+from memory.retrieval.pipeline import retrieve, speaker_names
+from memory.retrieval.reading import corrections_of, question_cues, read_seen
+from memory.retrieval.selection import DEFAULT_WEIGHTS, Choice, SelectionWeights, choose
 from memory.store.conversations import ConversationRef, find_conversation
 from memory.store.ledger import Usage, record_usage
-from memory.store.schema import AnswerEvidence, AnswerTrace, AuditEntry
+from memory.store.schema import AnswerEvidence, AnswerTrace, AuditEntry, Conversation
 
 log = logging.getLogger(__name__)
 
 NOT_IN_MEMORY = "I don't have that in memory: nothing stored in this conversation answers it."
-# Offline relevance floor: the best evidence must reach this cosine similarity
-# (all-MiniLM-L6-v2; unrelated sentences sit around 0-0.25, paraphrases above 0.5), or
-# match the question's words in full text at this ts_rank_cd (two or more query words
-# close together).
-RELEVANCE_SIMILARITY = 0.40
-RELEVANCE_TEXT_RANK = 0.2
-# Offline answers quote this many of the best relevant items: without a model to read
-# them, the second and third best are often what the question was about.
-EXTRACTIVE_QUOTES = 3
+# The baseline the answers benchmark compares against (the extractive answer before
+# answer selection): items in fused order above a relevance floor (cosine 0.40, or
+# ts_rank_cd 0.2), the best three quoted.
+BASELINE_SIMILARITY = 0.40
+BASELINE_TEXT_RANK = 0.2
+BASELINE_QUOTES = 3
+# Besides the best message, a reply cites at most this many more, and only those whose
+# selection score is within CITE_WITHIN of the best (chosen on the calibration split):
+# a second quote that is only loosely related costs more trust than it adds.
+MORE_CITATIONS = 1
+CITE_WITHIN = 0.15
 
 ANSWER_SYSTEM = (
     "You answer questions about a group conversation using only the memory items given. "
     "Messages are listed in time order under their date, each with a label like [E3] or "
     "[E3.1] and who said it; facts carry the date of the messages they come from. Use the question date to "
-    "turn relative times into dates. Cite the labels of the items your answer rests on. "
-    "Items marked superseded are no longer true, and bot messages are not evidence. If "
-    "the items do not contain the answer, set in_memory to false and say plainly that "
-    "memory does not hold it; never guess. Answer briefly."
+    "turn relative times into dates. Cite the labels of the items your answer rests on, the one that "
+    "answers first. Items marked superseded are no longer true, and bot messages are not evidence. "
+    "If the items do not contain the answer, or say it of a different person than the question names, "
+    "set in_memory to false and say plainly that memory does not hold it; never guess. "
+    "Answer in one short line."
 )
+NOTES = {
+    "decompose": "decomposition unavailable (model error): searched the question as asked",
+    "rerank": "rerank unavailable (model error): kept the search order",
+    "answer": "answer model unavailable: answered offline from the best matching message",
+}
+
+T = TypeVar("T")
 
 
 class GroundedAnswer(BaseModel):
@@ -76,6 +98,28 @@ class Citation:
     message_time: datetime
 
 
+@dataclass(frozen=True)
+class CitedMessage:
+    """One message a reply cites, as a connector shows it."""
+
+    platform_message_id: str
+    speaker: str
+    message_time: datetime
+    text: str
+    link: str | None = None
+    outdated: bool = False
+    correction: CitedMessage | None = None  # the message that corrected an outdated one
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What a chat shows: one short answer line, then the cited messages, then notes."""
+
+    line: str
+    messages: tuple[CitedMessage, ...] = ()
+    notes: tuple[str, ...] = ()
+
+
 @dataclass
 class Answer:
     question: str
@@ -90,6 +134,11 @@ class Answer:
     usage: list[Usage]
     trace_id: int
     notes: list[str] = field(default_factory=list)
+    reply: Reply = field(default_factory=lambda: Reply(""))
+    refusal: str | None = None  # why the answer is "not in memory", when it is
+    # Offline selection's confidence: the best message's score and how far someone
+    # else's statement beats the named speaker's (what the abstention rule compares).
+    confidence: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -97,7 +146,10 @@ class Answer:
             "question_date": self.question_date.isoformat(),
             "answer": self.answer,
             "in_memory": self.in_memory,
+            "refusal": self.refusal,
+            "confidence": self.confidence,
             "mode": self.mode,
+            "reply": asdict(self.reply),
             "citations": [asdict(c) for c in self.citations],
             "evidence": [
                 {
@@ -118,9 +170,27 @@ class Answer:
         }
 
 
-def is_relevant(item: EvidenceItem) -> bool:
-    """Offline: does this evidence plausibly bear on the question at all?"""
-    return item.similarity >= RELEVANCE_SIMILARITY or item.text_rank >= RELEVANCE_TEXT_RANK
+@dataclass(frozen=True)
+class Drafted:
+    """An answer before it is stored: its text, the episodes it cites (best first) and
+    the reply a chat shows."""
+
+    text: str
+    in_memory: bool
+    cited: tuple[EpisodeRef, ...]
+    messages: tuple[CitedMessage, ...]
+    refusal: str | None = None
+
+
+def baseline_quotes(items: Sequence[EvidenceItem]) -> list[EvidenceItem]:
+    """The baseline's choice (see ``BASELINE_QUOTES``): up to three relevant non-bot
+    items in fused order. Pure."""
+    relevant = [
+        i
+        for i in items
+        if (i.similarity >= BASELINE_SIMILARITY or i.text_rank >= BASELINE_TEXT_RANK) and not i.is_bot and i.episodes
+    ]
+    return relevant[:BASELINE_QUOTES]
 
 
 def cite(items: Sequence[EvidenceItem], labels: Sequence[str]) -> list[Citation]:
@@ -140,50 +210,131 @@ def cite(items: Sequence[EvidenceItem], labels: Sequence[str]) -> list[Citation]
     return citations
 
 
-def _quote(item: EvidenceItem) -> str:
-    if item.episode is not None:
-        e = item.episode
-        return f'{e.speaker} said on {e.message_time:%d %B %Y}: "{e.text}" [{item.label}]'
-    sources = ", ".join(f"{s.speaker} on {s.message_time:%d %B %Y}" for s in item.supporting)
-    status = "" if item.is_current else " (this has since been superseded)"
-    return f"{item.text}{status} (from what {sources} said) [{item.label}]"
+def citations_of(items: Sequence[EvidenceItem], episodes: Sequence[EpisodeRef]) -> list[Citation]:
+    """Citations of chosen messages, each under the first label that shows it. Pure."""
+    label_of: dict[int, str] = {}
+    for label, shown in labelled_episodes(items).items():
+        for episode in shown:
+            label_of.setdefault(episode.episode_id, label)
+    return [
+        Citation(label_of.get(e.episode_id, ""), e.episode_id, e.platform_message_id, e.speaker, e.message_time)
+        for e in episodes
+    ]
 
 
-def extractive_answer(items: Sequence[EvidenceItem], relevant: set[str]) -> tuple[str, list[str]]:
-    """The best relevant non-bot evidence quoted with speaker and date (the best one,
-    then up to ``EXTRACTIVE_QUOTES - 1`` more), or not in memory. Returns the answer
-    text and the labels it cites. Pure."""
-    best = [i for i in items if i.label in relevant and not i.is_bot and i.episodes][:EXTRACTIVE_QUOTES]
-    if not best:
-        return NOT_IN_MEMORY, []
-    lines = [_quote(best[0])] + [f"Also: {_quote(item)}" for item in best[1:]]
-    return "\n".join(lines), [item.label for item in best]
+def message_link(platform: str, workspace_id: str, channel_id: str, platform_message_id: str) -> str | None:
+    """A link to the message when the platform's ids alone make one (Discord); Slack's
+    needs the workspace's domain, which the connector asks the platform for. Pure."""
+    if platform == "discord" and workspace_id and channel_id:
+        return f"https://discord.com/channels/{workspace_id}/{channel_id}/{platform_message_id}"
+    return None
 
 
-async def _conversation_id(memory: Memory, conversation: ConversationRef | str | int) -> int:
-    if isinstance(conversation, int):
-        return conversation
-    ref = conversation if isinstance(conversation, ConversationRef) else ConversationRef.parse(conversation)
+def said(episode: EpisodeRef) -> str:
+    return f'{episode.speaker} said on {episode.message_time:%d %B %Y}: "{episode.text}"'
+
+
+def _cited(
+    episode: EpisodeRef, outdated: bool, correction: EpisodeRef | None, link: Any
+) -> CitedMessage:
+    fixed = _cited(correction, False, None, link) if outdated and correction is not None else None
+    return CitedMessage(
+        episode.platform_message_id,
+        episode.speaker,
+        episode.message_time,
+        episode.text,
+        link(episode.platform_message_id),
+        outdated,
+        fixed,
+    )
+
+
+def draft_offline(choice: Choice, link: Any = lambda _: None) -> Drafted:
+    """The reply to a selection: not in memory, or the best message (its correction
+    first when what it said was superseded) and at most ``MORE_CITATIONS`` more that
+    score nearly as well, none of them a bare question. Pure."""
+    if not choice.in_memory:
+        return Drafted(NOT_IN_MEMORY, False, (), (), choice.refusal or "nothing stored answers it")
+    best, best_score = choice.ranked[0]
+    chosen = [best]
+    for seen, value in choice.ranked[1:]:
+        if len(chosen) > MORE_CITATIONS or best_score - value > CITE_WITHIN:
+            break
+        if not seen.outdated and choice.features[seen.episode.episode_id]["question"] == 0:
+            chosen.append(seen)
+    lead = best.correction if best.outdated and best.correction is not None else best.episode
+    text = said(lead)
+    if best.outdated:
+        text += " (what it replaced is marked outdated below)" if lead is not best.episode else " (since superseded)"
+    cited = tuple(dict.fromkeys([lead] + [s.episode for s in chosen]))
+    outdated = {s.episode.episode_id: (s.outdated, s.correction) for s in chosen}
+    messages = tuple(_cited(e, *outdated.get(e.episode_id, (False, None)), link) for e in cited)
+    return Drafted(text, True, cited, messages)
+
+
+async def _conversation(memory: Memory, conversation: ConversationRef | str | int) -> tuple[int, Conversation]:
     async with memory.sessions() as session:
-        found = await find_conversation(session, ref)
-    if found is None:
-        raise ValidationError("conversation", f"no conversation {str(ref)!r} in memory")
-    return found
+        if isinstance(conversation, int):
+            found: int | None = conversation
+        else:
+            ref = conversation if isinstance(conversation, ConversationRef) else ConversationRef.parse(conversation)
+            found = await find_conversation(session, ref)
+        row = (await session.execute(select(Conversation).where(Conversation.id == found))).scalar() if found else None
+    if row is None:
+        raise ValidationError("conversation", f"no conversation {str(conversation)!r} in memory")
+    return row.id, row
 
 
-async def _guarded(step: str, notes: list[str], usages: list[Usage], call):
-    """Run an optional LLM step; on failure keep going without it and say so."""
+async def _guarded(step: str, notes: list[str], usages: list[Usage], call: Awaitable[tuple[T, Usage]]) -> T | None:
+    """Run an LLM step; on failure go on with its offline stand-in and say so."""
     try:
         value, usage = await call
     except StashbirdError as error:
-        notes.append(f"{step} skipped: {error}")
+        notes.append(NOTES[step])
         failed = getattr(error, "usage", None)
         if failed is not None:
             usages.append(failed)
-        log.warning("%s skipped: %s", step, error)
+        log.warning("%s failed, falling back: %s", step, error)
         return None
     usages.append(usage)
     return value
+
+
+async def _grounded(memory: Memory, question: str, question_date: datetime, items: list[EvidenceItem]) -> tuple[GroundedAnswer, Usage]:
+    result = await memory.llm.complete_json(
+        system=ANSWER_SYSTEM,
+        user=f"Question date: {question_date:%Y-%m-%d (%A)}\nQuestion: {question}\n\nMemory items:\n"
+        + (format_evidence(items) or "(none)"),
+        schema=GroundedAnswer,
+        phase="retrieval",
+        operation="answer",
+    )
+    return result.value, result.usage
+
+
+async def _select(
+    memory: Memory, conversation_id: int, question: str, vector: Sequence[float], items: Sequence[EvidenceItem],
+    weights: SelectionWeights,
+) -> Choice:
+    async with memory.sessions() as session:
+        speakers = await speaker_names(session, conversation_id)
+        cues = await question_cues(session, conversation_id, question, speakers)
+        seen = await read_seen(session, conversation_id, items, vector)
+    return choose(cues, seen, speakers, weights)
+
+
+async def _draft_llm(
+    memory: Memory, conversation_id: int, grounded: GroundedAnswer, items: list[EvidenceItem], link: Any
+) -> Drafted:
+    if not (grounded.in_memory and items and grounded.answer.strip()):
+        return Drafted(NOT_IN_MEMORY, False, (), (), "the model found no answer in the evidence")
+    citations = cite(items, grounded.citations)
+    episodes = {e.episode_id: e for item in items for e in item.episodes}
+    cited = tuple(episodes[c.episode_id] for c in citations)
+    async with memory.sessions() as session:
+        status = await corrections_of(session, conversation_id, [e.episode_id for e in cited])
+    messages = tuple(_cited(e, *status.get(e.episode_id, (False, None)), link) for e in cited)
+    return Drafted(grounded.answer.strip(), True, cited, messages)
 
 
 async def answer(
@@ -193,6 +344,7 @@ async def answer(
     question_date: datetime | None = None,
     principal: str = "cli",
     k: int | None = None,
+    weights: SelectionWeights = DEFAULT_WEIGHTS,
 ) -> Answer:
     """Answer ``question`` from the memory of one conversation (see the module doc)."""
     if not question or not question.strip():
@@ -200,7 +352,7 @@ async def answer(
     k = k or memory.params.evidence_k
     if k < 1:
         raise ValidationError("k", "must be at least 1")
-    conversation_id = await _conversation_id(memory, conversation)
+    conversation_id, row = await _conversation(memory, conversation)
     question_date = question_date or datetime.now(timezone.utc)
     if question_date.tzinfo is None:
         question_date = question_date.replace(tzinfo=timezone.utc)
@@ -221,43 +373,41 @@ async def answer(
         candidates = reranked if reranked is not None else candidates
     async with memory.sessions() as session:
         items = await assemble(session, conversation_id, candidates, k)
-    if llm is not None:
-        result = await llm.complete_json(
-            system=ANSWER_SYSTEM,
-            user=f"Question date: {question_date:%Y-%m-%d (%A)}\nQuestion: {question}\n\nMemory items:\n"
-            + (format_evidence(items) or "(none)"),
-            schema=GroundedAnswer,
-            phase="retrieval",
-            operation="answer",
-        )
-        usages.append(result.usage)
-        grounded = result.value
-        in_memory = grounded.in_memory and bool(items)
-        text = grounded.answer.strip() if grounded.answer.strip() else NOT_IN_MEMORY
-        citations = cite(items, grounded.citations) if in_memory else []
+
+    def link(message_id: str) -> str | None:
+        return message_link(row.platform, row.workspace_id, row.channel_id, message_id)
+
+    # The offline choice is cheap and always made: it is the fallback, and a question
+    # about someone the conversation never names needs no model call.
+    choice = await _select(memory, conversation_id, question, retrieval.question_vector, items, weights)
+    grounded = None
+    if llm is not None and not choice.unknown:
+        grounded = await _guarded("answer", notes, usages, _grounded(memory, question, question_date, items))
+    if grounded is not None:
+        drafted = await _draft_llm(memory, conversation_id, grounded, items, link)
         mode = "llm"
     else:
-        relevant = {item.label for item in items if is_relevant(item)}
-        text, labels = extractive_answer(items, relevant)
-        in_memory = bool(labels)
-        citations = cite(items, labels)
+        drafted = draft_offline(choice, link)
         mode = "extractive"
-    reply = Answer(
+    result = Answer(
         question=question,
         question_date=question_date,
-        answer=text,
-        in_memory=in_memory,
+        answer=drafted.text,
+        in_memory=drafted.in_memory,
         mode=mode,
-        citations=citations,
+        citations=citations_of(items, drafted.cited),
         evidence=items,
         sub_queries=sub_queries,
         time_ranges=[(r.start, r.end, r.expression) for r in retrieval.time_ranges],
         usage=usages,
         trace_id=0,
         notes=notes,
+        reply=Reply(drafted.text, drafted.messages, tuple(notes)),
+        refusal=drafted.refusal,
+        confidence={"support": choice.support, "mismatch": choice.mismatch, "unknown": float(choice.unknown)},
     )
-    reply.trace_id = await _store_trace(memory, conversation_id, principal, reply)
-    return reply
+    result.trace_id = await _store_trace(memory, conversation_id, principal, result)
+    return result
 
 
 def usage_summary(usages: Sequence[Usage]) -> dict[str, dict[str, Any]]:

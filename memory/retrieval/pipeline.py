@@ -41,6 +41,7 @@ class Retrieval:
     candidates: list[Candidate]
     plan: VectorPlan
     usages: list[Usage] = field(default_factory=list)
+    question_vector: list[float] = field(default_factory=list)
 
 
 def named_speaker(question: str, speakers: Sequence[str]) -> str | None:
@@ -55,7 +56,7 @@ def named_speaker(question: str, speakers: Sequence[str]) -> str | None:
     return named[0] if len(named) == 1 else None
 
 
-async def _speaker_names(session: AsyncSession, conversation_id: int) -> list[str]:
+async def speaker_names(session: AsyncSession, conversation_id: int) -> list[str]:
     rows = await session.execute(select(Speaker.display_name).where(Speaker.conversation_id == conversation_id))
     return list(rows.scalars())
 
@@ -101,9 +102,12 @@ async def retrieve(
             time_ranges=ranges,
             prefer_current=prefer_current,
             asks_when=asks_when(question),
-            named_speaker=named_speaker(question, await _speaker_names(session, conversation_id)),
+            named_speaker=named_speaker(question, await speaker_names(session, conversation_id)),
             chain_share=params.chain_share,
             text_session=text_session,
             kinds=kinds,
         )
-    return Retrieval(question, list(sub_queries), ranges, prefer_current, result.candidates, result.plan, [usage])
+    return Retrieval(
+        question, list(sub_queries), ranges, prefer_current, result.candidates, result.plan, [usage],
+        list(batch.vectors[0]),
+    )

@@ -10,7 +10,9 @@ Rules, per clause (a verb that is the root of a sentence or a conjunct):
   Pronouns and vague nouns (thing, lot, ...) are skipped.
 - predicate: the verb's lemma (``not_`` first when negated) plus the preposition.
 - fact: the clause from the verb to the end of the object, with the subject's name
-  instead of "I" ("Caroline moved to Boston").
+  instead of "I" and the verb as the speaker said it, turned to the third person
+  ("I sit on the fourth floor" becomes "Marco sits on the fourth floor", "I have a cat"
+  "Alice has a cat"; the tense is kept).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ VAGUE = {
     "thing", "things", "lot", "lots", "time", "times", "way", "one", "bit", "kind", "sort", "something",
     "anything", "everything", "nothing", "fun", "idea", "day", "week", "month", "year", "moment", "stuff",
 }
+_IRREGULAR_THIRD = {"have": "has", "do": "does", "be": "is", "go": "goes"}
 _FIRST_PERSON_WORDS = {"am": "is", "'m": "is", "’m": "is", "my": "{s}'s", "myself": "themself", "me": "{s}", "'ve": "has", "’ve": "has"}
 
 
@@ -81,6 +84,21 @@ def _object(verb: Token) -> tuple[Token, str] | None:
     return None
 
 
+def third_person(verb: str) -> str:
+    """A present-tense verb as said of someone else: sit -> sits, have -> has,
+    do -> does, watch -> watches, try -> tries. Pure."""
+    lower = verb.lower()
+    if lower in _IRREGULAR_THIRD:
+        inflected = _IRREGULAR_THIRD[lower]
+    elif lower.endswith(("s", "sh", "ch", "x", "z", "o")):
+        inflected = lower + "es"
+    elif lower.endswith("y") and len(lower) > 1 and lower[-2] not in "aeiou":
+        inflected = lower[:-1] + "ies"
+    else:
+        inflected = lower + "s"
+    return inflected.capitalize() if verb[:1].isupper() else inflected
+
+
 def _fact(verb: Token, obj: Token, subject: str, first_person: bool) -> str:
     doc = verb.doc
     start = min([verb.i] + [c.i for c in verb.lefts if c.dep_ in ("aux", "auxpass", "neg")])
@@ -90,6 +108,8 @@ def _fact(verb: Token, obj: Token, subject: str, first_person: bool) -> str:
         text = token.text
         if first_person and text.lower() in _FIRST_PERSON_WORDS:
             text = _FIRST_PERSON_WORDS[text.lower()].format(s=subject)
+        elif first_person and token.i == start and token.tag_ == "VBP":
+            text = third_person(text)
         words.append(text + token.whitespace_)
     return f"{subject} {''.join(words).strip()}"
 

@@ -1,0 +1,278 @@
+"""``stashbird bench answers``: is the answer a person sees the right one? Offline, LoCoMo.
+
+Every question is answered as ``stashbird ask`` does without a model (retrieval, then
+offline answer selection), on conversations ingested and consolidated with the offline
+extractor. For categories 1-4 (answerable): the share whose first cited message is an
+evidence turn, whose cited messages include one, whose answer holds every content word
+of the gold answer (lower-cased, stop words left out, words compared by their English
+stem), and the share refused as "not in memory". For category 5 (adversarial: the
+question gives one speaker's experience to the other, or asks about something never
+said) the share answered "not in memory". Tokens per answer are the tiktoken count of
+the reply as a chat shows it (answer line and cited messages). The baseline, from the
+same retrieval in the same run, is the extractive answer before answer selection: the
+best three fused items above a relevance floor, quoted.
+
+Splits: parameters are chosen on the calibration split (26, 30, 41, 42, 43) only; the
+held-out split (44, 47, 48, 49, 50) is what the defaults are judged by. Both are
+printed, with the abstention curve of each: for each threshold of the selection score,
+the share of adversarial questions answered "not in memory" and of answerable ones
+wrongly refused (the name and mismatch rules held at their defaults).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import re
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from bot import locomo
+from bot.bench.common import (
+    REUSE_DATABASE,
+    SPLITS,
+    add_locomo_argument,
+    bench_memory,
+    load_locomo,
+    locomo_conversation,
+    reuse_run_id,
+)
+from bot.progress import progress
+from bot.settings import Settings
+from memory.core import Memory
+from memory.models.tokens import count_tokens
+from memory.retrieval.answering import Answer, answer, baseline_quotes, said
+from memory.retrieval.evidence import EvidenceItem
+from memory.retrieval.selection import DEFAULT_WEIGHTS, SelectionWeights
+
+ADVERSARIAL = 5
+THRESHOLDS = (-0.6, -0.4, -0.2, 0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
+_STOP = set(
+    "a an the and or of to in on at for with by from is are was were be been being it its this that these those "
+    "i me my we our you your he him his she her they them their as about into over after before than then so "
+    "but not no do does did has have had will would can could should may might just very also".split()
+)
+_WORD = re.compile(r"[a-z0-9]+")
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    add_locomo_argument(parser)
+    parser.add_argument(
+        "--split", choices=("both", *SPLITS), default="both", help="which split(s) to run (default: both, each printed)"
+    )
+    parser.add_argument("--only", default="", help="only these conversations, by file name, comma-separated")
+    parser.add_argument("--conversations", type=int, default=0, help="only the first N conversations of each split")
+    parser.add_argument(
+        "--reuse",
+        action="store_true",
+        help="keep the benchmark database between runs (shared with bench retrieval --reuse) and skip "
+        "ingest and consolidation of the conversations it already holds",
+    )
+
+
+def stem(word: str) -> str:
+    """A crude English stem, the same on both sides of a comparison. Pure."""
+    for suffix in ("ing", "ed", "es", "s", "ly"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            return word[: -len(suffix)]
+    return word
+
+
+def content_words(text: str) -> set[str]:
+    return {stem(w) for w in _WORD.findall(text.lower()) if w not in _STOP}
+
+
+def holds_answer(reply: str, gold: str) -> bool:
+    """Every content word of the gold answer is in the reply (no content word: False). Pure."""
+    wanted = content_words(gold)
+    return bool(wanted) and wanted <= content_words(reply)
+
+
+@dataclass
+class Tally:
+    """Figures of one answering policy over one split."""
+
+    answerable: int = 0
+    first_evidence: int = 0
+    any_evidence: int = 0
+    holds_answer: int = 0
+    refused: int = 0
+    adversarial: int = 0
+    abstained: int = 0
+    tokens: int = 0
+    answers: int = 0
+    by_category: dict[int, list[int]] = field(default_factory=dict)  # asked, first evidence, refused/abstained
+
+    def add(self, category: int, gold: set[int], gold_answer: str, cited: Sequence[int], refused: bool, reply: str) -> None:
+        self.answers += 1
+        self.tokens += count_tokens(reply)
+        counts = self.by_category.setdefault(category, [0, 0, 0])
+        counts[0] += 1
+        counts[2] += refused
+        if category == ADVERSARIAL:
+            self.adversarial += 1
+            self.abstained += refused
+            return
+        first = bool(cited) and cited[0] in gold
+        self.answerable += 1
+        self.first_evidence += first
+        self.any_evidence += bool(gold & set(cited))
+        self.holds_answer += (not refused) and holds_answer(reply, gold_answer)
+        self.refused += refused
+        counts[1] += first
+
+    def figures(self) -> dict:
+        n, a = max(self.answerable, 1), max(self.adversarial, 1)
+        return {
+            "answerable": self.answerable,
+            "first_citation_evidence": round(self.first_evidence / n, 4),
+            "citations_include_evidence": round(self.any_evidence / n, 4),
+            "answer_holds_gold_words": round(self.holds_answer / n, 4),
+            "answerable_refused": round(self.refused / n, 4),
+            "adversarial": self.adversarial,
+            "adversarial_not_in_memory": round(self.abstained / a, 4),
+            "tokens_per_answer": round(self.tokens / max(self.answers, 1), 1),
+            "by_category": {
+                str(c): {"questions": q, "first_citation_evidence": round(f / q, 4), "refused": round(r / q, 4)}
+                for c, (q, f, r) in sorted(self.by_category.items())
+            },
+        }
+
+
+def baseline_reply(items: Sequence[EvidenceItem]) -> tuple[str, list[int]]:
+    """The baseline's answer text and cited episodes (the best three relevant items)."""
+    chosen = baseline_quotes(items)
+    lines = []
+    cited: list[int] = []
+    for index, item in enumerate(chosen):
+        shown = [e for e in (((item.episode,) if item.episode else ()) + item.supporting) if not e.is_bot]
+        cited += [e.episode_id for e in shown if e.episode_id not in cited]
+        quote = said(item.episode) if item.episode else item.text
+        lines.append(("Also: " if index else "") + f"{quote} [{item.label}]")
+    return ("\n".join(lines) if lines else "not in memory"), cited
+
+
+def reply_text(result: Answer) -> str:
+    """The reply as a chat shows it: the answer line, then each cited message."""
+    lines = [result.reply.line]
+    lines += [f"{m.speaker}, {m.message_time:%d %B %Y}: {m.text}" for m in result.reply.messages[1:]]
+    return "\n".join(lines)
+
+
+@dataclass
+class Sweep:
+    """The abstention curve: for each threshold, adversarial abstained and answerable refused."""
+
+    points: dict[float, list[int]] = field(default_factory=lambda: {t: [0, 0, 0, 0] for t in THRESHOLDS})
+
+    def add(self, category: int, result: Answer, weights: SelectionWeights) -> None:
+        confidence = result.confidence
+        for threshold, counts in self.points.items():
+            refused = bool(confidence.get("unknown")) or confidence["support"] < threshold or (
+                confidence["mismatch"] > weights.mismatch_margin
+            )
+            if category == ADVERSARIAL:
+                counts[0] += 1
+                counts[1] += refused
+            else:
+                counts[2] += 1
+                counts[3] += refused
+
+    def figures(self) -> list[dict]:
+        return [
+            {"threshold": t, "adversarial_not_in_memory": round(a / max(n, 1), 4), "answerable_refused": round(r / max(m, 1), 4)}
+            for t, (n, a, m, r) in self.points.items()
+        ]
+
+
+async def _split(memory: Memory, conversations: list[locomo.Conversation], run_id: str, name: str) -> dict:
+    system, baseline, sweep = Tally(), Tally(), Sweep()
+    # Answers are computed without the score threshold so that the sweep sees every
+    # question's score; the default rule is applied to them afterwards.
+    open_weights = dataclasses.replace(DEFAULT_WEIGHTS, abstain_below=float("-inf"))
+    with progress(sum(len(c.questions) for c in conversations), f"answers {name}") as bar:
+        for conversation in conversations:
+            conversation_id, episode_of = await locomo_conversation(memory, conversation, run_id, True)
+            question_date = max(conversation.session_dates.values()) + timedelta(days=1)
+            for question in conversation.questions:
+                bar.update(1)
+                gold = {episode_of[e] for e in question.evidence if e in episode_of}
+                if question.category != ADVERSARIAL and not gold:
+                    continue
+                result = await answer(
+                    memory, conversation_id, question.question, question_date, principal="bench", weights=open_weights
+                )
+                sweep.add(question.category, result, DEFAULT_WEIGHTS)
+                refused = not result.in_memory or result.confidence["support"] < DEFAULT_WEIGHTS.abstain_below
+                cited = [] if refused else [c.episode_id for c in result.citations]
+                system.add(question.category, gold, question.answer, cited, refused, "not in memory" if refused else reply_text(result))
+                text, cited = baseline_reply(result.evidence)
+                baseline.add(question.category, gold, question.answer, cited, not cited, text)
+    return {
+        "conversations": [c.name for c in conversations],
+        "system": system.figures(),
+        "baseline": baseline.figures(),
+        "abstention_curve": sweep.figures(),
+    }
+
+
+async def run(args: argparse.Namespace, settings: Settings) -> dict:
+    conversations = {c.name: c for c in load_locomo(args.locomo)}
+    names = dict(SPLITS) if args.split == "both" else {args.split: SPLITS[args.split]}
+    # Any other folder in LoCoMo's format has no such split: all of it is one "all" split.
+    if not all(n in conversations for split in names.values() for n in split):
+        names = {"all": tuple(conversations)}
+    if args.only:
+        wanted = {n.strip() for n in args.only.split(",")}
+        names = {split: tuple(n for n in chosen if n in wanted) for split, chosen in names.items()}
+    if args.conversations:
+        names = {split: chosen[: args.conversations] for split, chosen in names.items()}
+    run_id = reuse_run_id(True) if args.reuse else uuid.uuid4().hex[:6]
+    database = REUSE_DATABASE if args.reuse else "stashbird_bench_answers"
+    result: dict = {"bench": "answers", "weights": dataclasses.asdict(DEFAULT_WEIGHTS), "splits": {}}
+    async with bench_memory(settings, database, keep=args.reuse) as memory:
+        for split, chosen in names.items():
+            if chosen:
+                result["splits"][split] = await _split(memory, [conversations[n] for n in chosen], run_id, split)
+    return result
+
+
+def _line(name: str, f: dict) -> str:
+    return (
+        f"  {name:<9} first citation is evidence {f['first_citation_evidence']:6.1%}   citations include evidence "
+        f"{f['citations_include_evidence']:6.1%}   answer holds gold words {f['answer_holds_gold_words']:6.1%}   "
+        f"answerable refused {f['answerable_refused']:6.1%}   category 5 not in memory {f['adversarial_not_in_memory']:6.1%}"
+        f"   tokens/answer {f['tokens_per_answer']:6.1f}"
+    )
+
+
+def render(result: dict) -> str:
+    weights = result["weights"]
+    lines = [
+        "LoCoMo answers, offline (extractive); defaults chosen on the calibration split "
+        f"(score threshold {weights['abstain_below']}, mismatch margin {weights['mismatch_margin']})"
+    ]
+    for split, figures in result["splits"].items():
+        system = figures["system"]
+        lines.append(
+            f"{split} split (conversations {', '.join(figures['conversations'])}): {system['answerable']} answerable "
+            f"questions with evidence, {system['adversarial']} adversarial"
+        )
+        lines.append(_line("stashbird", system))
+        lines.append(_line("baseline", figures["baseline"]))
+        lines.append(
+            "  by category (first citation is evidence / refused): "
+            + "  ".join(
+                f"{c}: {v['first_citation_evidence']:.0%}/{v['refused']:.0%}" for c, v in system["by_category"].items()
+            )
+        )
+        lines.append(
+            "  abstention curve (score threshold: category 5 not in memory / answerable refused): "
+            + "  ".join(
+                f"{p['threshold']:+.1f}: {p['adversarial_not_in_memory']:.0%}/{p['answerable_refused']:.0%}"
+                for p in figures["abstention_curve"]
+            )
+        )
+    return "\n".join(lines)

@@ -1,0 +1,170 @@
+"""What offline answer selection reads from the database: the question's cues and every
+message the evidence shows, with its own vector's similarity to the question, its
+full-text lexemes, the retrieved facts resting on it and whether what it said has been
+superseded (and by which message). Four small queries, all on one conversation."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from sqlalchemy import select, text
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from memory.retrieval.evidence import EpisodeRef, EvidenceItem, load_episodes
+from memory.retrieval.pipeline import named_speaker
+from memory.retrieval.search import _term_shares
+from memory.retrieval.selection import Cues, Seen, answer_type, term_weights
+from memory.store.schema import Relation, RelationProvenance
+
+_NAME_WORD = re.compile(r"\b[A-Z][a-zA-Z'’-]+\b")
+# Capitalised words of a question that do not name anything.
+_NOT_NAMES = {
+    "what", "when", "where", "who", "whom", "whose", "why", "how", "which", "did", "does", "do", "is", "are",
+    "was", "were", "has", "have", "had", "would", "could", "can", "should", "will", "the", "a", "an", "in", "on",
+    "i", "if", "and", "or", "according", "after", "before", "since", "during", "besides", "apart", "other",
+}
+
+
+@dataclass
+class _Appearance:
+    episode: EpisodeRef
+    rank: float = 0.0
+    fact: float = 0.0
+    similarity: float = 0.0
+
+
+def _appearances(items: Sequence[EvidenceItem]) -> dict[int, _Appearance]:
+    """Every message the items show, with the best relative score of an item showing it
+    and of a relation item resting on it."""
+    best = max((item.score for item in items), default=0.0) or 1.0
+    seen: dict[int, _Appearance] = {}
+    for item in items:
+        relative = item.score / best
+        for episode in item.episodes:
+            entry = seen.setdefault(episode.episode_id, _Appearance(episode))
+            entry.rank = max(entry.rank, relative)
+            if item.kind == "relation" and episode in item.supporting:
+                entry.fact = max(entry.fact, relative)
+        if item.episode is not None:
+            entry = seen[item.episode.episode_id]
+            entry.similarity = max(entry.similarity, item.similarity)
+    return seen
+
+
+def candidate_names(question: str, speakers: Sequence[str]) -> list[str]:
+    """Capitalised words of the question (not its first) that may name someone or
+    something, other than the speakers' names and question words. Pure."""
+    speaker_words = {w.lower() for s in speakers for w in s.split()}
+    words = [m.group(0).strip("'’") for m in _NAME_WORD.finditer(question) if m.start() > 0]
+    words = [re.sub(r"['’]s$", "", w) for w in words]
+    return list(dict.fromkeys(w for w in words if w.lower() not in _NOT_NAMES | speaker_words and len(w) > 1))
+
+
+async def _unknown(session: AsyncSession, conversation_id: int, names: Sequence[str]) -> tuple[str, ...]:
+    """Which of ``names`` no stored message or entity of the conversation contains."""
+    if not names:
+        return ()
+    rows = await session.execute(
+        text(
+            "SELECT w FROM unnest(CAST(:names AS text[])) AS w WHERE numnode(plainto_tsquery('english', w)) > 0 "
+            "AND NOT EXISTS (SELECT 1 FROM search_documents d WHERE d.conversation_id = :c "
+            "AND d.kind IN ('episode', 'entity') AND d.tsv @@ plainto_tsquery('english', w))"
+        ),
+        {"names": list(names), "c": conversation_id},
+    )
+    return tuple(rows.scalars())
+
+
+async def question_cues(session: AsyncSession, conversation_id: int, question: str, speakers: Sequence[str]) -> Cues:
+    shares, sampled = await _term_shares(session, conversation_id, question)
+    name_terms = (
+        await session.execute(
+            text("SELECT unnest(tsvector_to_array(to_tsvector('english', :names)))"), {"names": " ".join(speakers)}
+        )
+    ).scalars()
+    named = named_speaker(question, speakers)
+    forms = (named, named.split()[0]) if named and named.split() else ()
+    return Cues(
+        terms=term_weights(shares, sampled, exclude=list(name_terms)),
+        named=named,
+        name_forms=tuple(dict.fromkeys(forms)),
+        answer_type=answer_type(question),
+        unknown_people=await _unknown(session, conversation_id, candidate_names(question, speakers)),
+    )
+
+
+async def corrections_of(
+    session: AsyncSession, conversation_id: int, episode_ids: Sequence[int]
+) -> dict[int, tuple[bool, EpisodeRef | None]]:
+    """For each message that supports relations: whether all of them are superseded,
+    and a message supporting what superseded one of them."""
+    rows = (
+        await session.execute(
+            select(RelationProvenance.episode_id, Relation.status, Relation.superseded_by)
+            .join(Relation, Relation.id == RelationProvenance.relation_id)
+            .where(RelationProvenance.conversation_id == conversation_id, RelationProvenance.episode_id.in_(episode_ids))
+        )
+    ).all()
+    status: dict[int, list[tuple[str, int | None]]] = {}
+    for episode_id, relation_status, superseded_by in rows:
+        status.setdefault(episode_id, []).append((relation_status, superseded_by))
+    newer = {s for entries in status.values() for _, s in entries if s is not None}
+    witness: dict[int, int] = {}
+    if newer:
+        for relation_id, episode_id in await session.execute(
+            select(RelationProvenance.relation_id, RelationProvenance.episode_id).where(
+                RelationProvenance.conversation_id == conversation_id, RelationProvenance.relation_id.in_(newer)
+            )
+        ):
+            witness.setdefault(relation_id, episode_id)
+    result: dict[int, tuple[bool, int | None]] = {}
+    for episode_id, entries in status.items():
+        outdated = all(s == "superseded" for s, _ in entries)
+        correction = next((witness[s] for _, s in entries if s in witness and witness[s] != episode_id), None)
+        result[episode_id] = (outdated, correction)
+    newer = await load_episodes(session, conversation_id, [c for _, c in result.values() if c is not None])
+    return {e: (outdated, newer.get(c) if c is not None else None) for e, (outdated, c) in result.items()}
+
+
+async def read_seen(
+    session: AsyncSession, conversation_id: int, items: Sequence[EvidenceItem], question_vector: Sequence[float]
+) -> list[Seen]:
+    """Every message the evidence shows, as selection sees it."""
+    appearances = _appearances(items)
+    ids = list(appearances)
+    if not ids:
+        return []
+    rows = await session.execute(
+        text(
+            "SELECT e.id, e.embedding::text, tsvector_to_array(d.tsv) FROM episodes e "
+            "LEFT JOIN search_documents d ON d.conversation_id = :c AND d.kind = 'episode' AND d.ref_id = e.id "
+            "WHERE e.conversation_id = :c AND e.id = ANY(:ids)"
+        ),
+        {"c": conversation_id, "ids": ids},
+    )
+    query = np.asarray(question_vector, dtype=np.float64) if len(question_vector) else None
+    lexemes: dict[int, frozenset[str]] = {}
+    for episode_id, vector_text, terms in rows:
+        lexemes[episode_id] = frozenset(terms or ())
+        if vector_text and query is not None:
+            own = np.asarray(vector_text.strip("[]").split(","), dtype=np.float64)
+            appearances[episode_id].similarity = float(own @ query / (np.linalg.norm(own) * np.linalg.norm(query) or 1.0))
+    corrections = await corrections_of(session, conversation_id, ids)
+    seen = []
+    for episode_id, entry in appearances.items():
+        outdated, correction = corrections.get(episode_id, (False, None))
+        seen.append(
+            Seen(
+                episode=entry.episode,
+                rank=entry.rank,
+                similarity=entry.similarity,
+                terms=lexemes.get(episode_id, frozenset()),
+                fact=entry.fact,
+                outdated=outdated,
+                correction=correction,
+            )
+        )
+    return seen

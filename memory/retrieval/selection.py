@@ -1,0 +1,240 @@
+"""Offline answer selection: which of the retrieved messages answers the question.
+
+Retrieval ranks messages by how much they resemble the question; a person wants the
+message that *answers* it. Every message the evidence shows (a hit, its chain
+surroundings, the messages behind a retrieved fact) is scored on what can be read
+without a model:
+
+- ``similarity``: cosine of its own vector with the question's;
+- ``coverage``: the idf-weighted share of the question's content terms it holds
+  (speaker names left out: who is asked about is the next feature);
+- ``rank``: the fused retrieval score of the item that brought it, relative to the best;
+- ``about``: when the question names one speaker, +1 for a message by that person or
+  naming them, -1 otherwise (the speaker's name no longer decides the match alone);
+- ``answer_type``: a time for "when", a number for "how many/long/much", a name for
+  "who", a place for "where";
+- ``fact``: a relation fact retrieved for the question rests on this message;
+- ``question``: the message only asks something (it cannot be the answer).
+
+The score is a weighted sum (``SelectionWeights``, chosen on the LoCoMo calibration
+split, conversations 26, 30, 41, 42, 43; ``stashbird bench answers`` reports the held-out
+split). A message whose every fact has been superseded is never quoted first.
+
+"Not in memory" (calibrated abstention): the answer is refused when the best message's
+score is below ``abstain_below``, when the question names a person who is neither a
+speaker nor named anywhere in the conversation, or when it names one speaker while the
+best match is someone else's first-person statement that beats the best message about
+the named person by ``mismatch_margin`` (LoCoMo's adversarial questions attribute one
+speaker's experience to the other). Pure.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from memory.retrieval.evidence import EpisodeRef
+from memory.retrieval.timeparse import asks_when, states_time
+
+ANSWER_TYPES = ("time", "number", "person", "place")
+_NUMBER_WORDS = (
+    "one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|hundred|thousand|"
+    "once|twice|couple|few|several|dozen|first|second|third"
+)
+_HAS_NUMBER = re.compile(rf"\b(\d+|{_NUMBER_WORDS})\b", re.IGNORECASE)
+_ASKS_NUMBER = re.compile(r"^\W*how (many|much|long|often|old|far)\b", re.IGNORECASE)
+_ASKS_PERSON = re.compile(r"^\W*(who|whom|whose)\b", re.IGNORECASE)
+_ASKS_PLACE = re.compile(r"^\W*where\b", re.IGNORECASE)
+_CAPITALISED = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][a-z]{2,}\b")
+_PLACE = re.compile(r"\b(in|at|to|from|near|visit(?:ed|ing)?)\s+(the\s+)?[A-Z][a-z]+", re.UNICODE)
+_FIRST_PERSON = re.compile(r"\b(I|I'm|I've|I'd|my|me|mine|we|our|us)\b")
+_SENTENCE = re.compile(r"[^.!?]+[.!?]*")
+
+
+@dataclass(frozen=True)
+class SelectionWeights:
+    """Weights of the features (see the module doc) and the abstention thresholds."""
+
+    similarity: float = 1.0
+    coverage: float = 1.0
+    rank: float = 0.5
+    about: float = 0.3
+    answer_type: float = 0.3
+    fact: float = 0.2
+    question: float = 0.8
+    abstain_below: float = 0.0
+    mismatch_margin: float = 0.5
+
+
+DEFAULT_WEIGHTS = SelectionWeights()
+
+
+@dataclass(frozen=True)
+class Cues:
+    """What the question asks, read once: its content terms with their weights, the
+    one speaker it names (with the name forms to look for), the answer type it wants,
+    and people it names that the conversation does not know."""
+
+    terms: Mapping[str, float]
+    named: str | None = None
+    name_forms: tuple[str, ...] = ()
+    answer_type: str | None = None
+    unknown_people: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Seen:
+    """One message as the evidence shows it, with what selection needs to know of it."""
+
+    episode: EpisodeRef
+    rank: float  # the fused score of the item that brought it, relative to the best item
+    similarity: float
+    terms: frozenset[str]
+    fact: float = 0.0  # the best relative score of a retrieved relation resting on it
+    outdated: bool = False  # every relation it supports has been superseded
+    correction: EpisodeRef | None = None  # a message that superseded it
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The ranked messages (best first) with their scores and, when the answer is
+    refused, why."""
+
+    ranked: tuple[tuple[Seen, float], ...]
+    support: float
+    refusal: str | None = None
+    features: Mapping[int, Mapping[str, float]] = field(default_factory=dict)
+
+    unknown: bool = False  # refused because the question names someone never mentioned
+    mismatch: float = 0.0  # see ``_mismatch``
+
+    @property
+    def in_memory(self) -> bool:
+        return self.refusal is None and bool(self.ranked)
+
+
+def answer_type(question: str) -> str | None:
+    """The kind of answer the question asks for, if its form says. Pure."""
+    if asks_when(question):
+        return "time"
+    if _ASKS_NUMBER.search(question):
+        return "number"
+    if _ASKS_PERSON.search(question):
+        return "person"
+    if _ASKS_PLACE.search(question):
+        return "place"
+    return None
+
+
+def has_answer_type(kind: str | None, text: str, said_at: datetime, speakers: Sequence[str]) -> bool:
+    """Does the message hold the kind of thing asked for? Pure."""
+    if kind == "time":
+        return states_time(text, said_at)
+    if kind == "number":
+        return bool(_HAS_NUMBER.search(text))
+    if kind == "person":
+        first_names = {s.split()[0] for s in speakers if s.split()}
+        return any(word not in first_names for word in _CAPITALISED.findall(text))
+    if kind == "place":
+        return bool(_PLACE.search(text))
+    return False
+
+
+def is_question(text: str) -> bool:
+    """Every sentence of the message asks something. Pure."""
+    sentences = [s.strip() for s in _SENTENCE.findall(text) if s.strip()]
+    return bool(sentences) and all(s.endswith("?") for s in sentences)
+
+
+def mentions(text: str, forms: Sequence[str]) -> bool:
+    return any(re.search(rf"\b{re.escape(form)}\b", text, re.IGNORECASE) for form in forms if form)
+
+
+def term_weights(shares: Mapping[str, float], sampled: int, exclude: Sequence[str] = ()) -> dict[str, float]:
+    """BM25 idf of each question term from its share of the conversation's messages,
+    without the terms in ``exclude`` (speaker names). Pure."""
+    weights = {}
+    for term, share in shares.items():
+        if term in exclude:
+            continue
+        found = share * sampled
+        weights[term] = math.log(1 + (sampled - found + 0.5) / (found + 0.5))
+    return weights
+
+
+def features(cues: Cues, seen: Seen, speakers: Sequence[str]) -> dict[str, float]:
+    """The feature values of one message (see the module doc). Pure."""
+    total = sum(cues.terms.values())
+    coverage = sum(w for t, w in cues.terms.items() if t in seen.terms) / total if total else 0.0
+    about = 0.0
+    if cues.named is not None:
+        by_named = seen.episode.speaker == cues.named
+        about = 1.0 if by_named or mentions(seen.episode.text, cues.name_forms) else -1.0
+    return {
+        "similarity": seen.similarity,
+        "coverage": coverage,
+        "rank": seen.rank,
+        "about": about,
+        "answer_type": float(has_answer_type(cues.answer_type, seen.episode.text, seen.episode.message_time, speakers)),
+        "fact": seen.fact,
+        "question": float(is_question(seen.episode.text)),
+    }
+
+
+def score(values: Mapping[str, float], weights: SelectionWeights) -> float:
+    return (
+        weights.similarity * values["similarity"]
+        + weights.coverage * values["coverage"]
+        + weights.rank * values["rank"]
+        + weights.about * values["about"]
+        + weights.answer_type * values["answer_type"]
+        + weights.fact * values["fact"]
+        - weights.question * values["question"]
+    )
+
+
+def _mismatch(cues: Cues, scored: Sequence[tuple[Seen, float, Mapping[str, float]]]) -> float:
+    """How far the best first-person statement of someone other than the named speaker
+    (not naming them) beats the best message about the named speaker."""
+    about = [s for seen, s, values in scored if values["about"] > 0]
+    others = [
+        s for seen, s, values in scored if values["about"] < 0 and _FIRST_PERSON.search(seen.episode.text)
+    ]
+    if cues.named is None or not others:
+        return 0.0
+    return max(others) - (max(about) if about else 0.0)
+
+
+def choose(
+    cues: Cues, seen: Sequence[Seen], speakers: Sequence[str], weights: SelectionWeights = DEFAULT_WEIGHTS
+) -> Choice:
+    """Messages by score, outdated ones after every current one, and whether to refuse.
+    Bot messages never count as an answer. Pure."""
+    scored = []
+    for item in seen:
+        if item.episode.is_bot:
+            continue
+        values = features(cues, item, speakers)
+        scored.append((item, score(values, weights), values))
+    scored.sort(key=lambda row: (row[0].outdated, -row[1], row[0].episode.episode_id))
+    ranked = tuple((item, s) for item, s, _ in scored)
+    table = {item.episode.episode_id: values for item, _, values in scored}
+    if not ranked:
+        return Choice((), 0.0, "nothing relevant stored", table)
+    support = ranked[0][1]
+    mismatch = _mismatch(cues, scored)
+    return Choice(ranked, support, refusal(cues, support, mismatch, weights), table, bool(cues.unknown_people), mismatch)
+
+
+def refusal(cues: Cues, support: float, mismatch: float, weights: SelectionWeights) -> str | None:
+    """Why the answer is "not in memory" (None: it is not refused). Pure."""
+    if cues.unknown_people:
+        return f"{', '.join(cues.unknown_people)} never appears in this conversation"
+    if support < weights.abstain_below:
+        return "nothing stored answers it"
+    if mismatch > weights.mismatch_margin:
+        return f"what matches was said by someone other than {cues.named}"
+    return None
