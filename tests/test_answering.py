@@ -17,7 +17,7 @@ from memory.episodes.append import validate_message
 
 OPERATOR = Principal.operator("test")
 from memory.errors import ValidationError
-from memory.retrieval.answering import NOT_IN_MEMORY, answer
+from memory.retrieval.answering import NOT_IN_MEMORY, NOTES, answer
 from memory.store.conversations import ConversationRef
 from memory.store.schema import (
     AnswerEvidence,
@@ -162,7 +162,35 @@ async def test_failed_rerank_falls_back_to_fused_order(
     scripted_llm.fail_next(5, status=500, operation="rerank")
     scripted_llm.on("answer", lambda request: {"answer": "Room 4.", "citations": ["E1", "E2"], "in_memory": True})
     result = await answer(llm_memory, conversation_ref, "Where is the Atlas launch review?", T0 + timedelta(days=1))
-    assert result.answer == "Room 4." and result.notes and result.notes[0].startswith("rerank skipped")
+    assert result.answer == "Room 4." and result.notes == [NOTES["rerank"]]
     # Fused order: the review message and the bot's echo of it lead; the bot is never cited.
     assert {item.episode.platform_message_id for item in result.evidence[:2]} == {"m0", "m3"}
     assert [c.platform_message_id for c in result.citations] == ["m0"]
+
+
+@pytest.mark.parametrize(
+    ("step", "fault"), [("decompose", "timeout"), ("rerank", "status"), ("answer", "malformed"), ("answer", "status")]
+)
+async def test_each_failing_llm_step_falls_back_offline_with_a_note(
+    llm_memory: Memory, scripted_llm, conversation_ref: ConversationRef, conversation_id: int, step: str, fault: str
+) -> None:
+    await _chat(llm_memory, conversation_ref)
+    scripted_llm.on("decompose", lambda request: {"queries": ["Where did Tom move?", "Where is lunch?"]})
+    scripted_llm.on("rerank", lambda request: {"scores": []})
+    scripted_llm.on("answer", lambda request: {"answer": "Berlin.", "citations": ["E1"], "in_memory": True})
+    if fault == "status":
+        scripted_llm.fail_next(10, status=503, operation=step)
+    elif fault == "timeout":
+        scripted_llm.timeout_next(10, seconds=3, operation=step)
+    else:
+        scripted_llm.malformed_next(10, operation=step)
+    result = await answer(llm_memory, conversation_ref, "Where did Tom move and where is lunch?", T0 + timedelta(days=1))
+    assert result.notes == [NOTES[step]] and result.reply.notes == (NOTES[step],)
+    assert result.in_memory and result.citations
+    if step == "answer":
+        # The offline answer: the message that says where Tom moved, quoted.
+        assert result.mode == "extractive"
+        assert result.answer.startswith('tom said on 06 May 2024: "I moved to the Berlin office')
+    else:
+        assert result.mode == "llm" and result.answer == "Berlin."
+    assert scripted_llm.count(step) >= 2  # retried before giving up

@@ -42,14 +42,25 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict:
     return {"conversation": args.conversation, **result.to_dict()}
 
 
+def _cited_line(message: dict) -> str:
+    link = f" {message['link']}" if message.get("link") else ""
+    line = f"   - {message['speaker']}, {str(message['message_time'])[:16]} (message {message['platform_message_id']}{link})"
+    if message["outdated"]:
+        line += " [outdated]"
+        if message["correction"]:
+            fixed = message["correction"]
+            line += f", corrected by {fixed['speaker']} on {str(fixed['message_time'])[:10]}: {fixed['text']}"
+    return line
+
+
 def render_answer(result: dict) -> list[str]:
-    """The answer and its citations as lines (shared with ``stashbird demo``)."""
-    lines = [f"Q: {result['question']}", f"A: {result['answer']}"]
-    for citation in result["citations"]:
-        lines.append(
-            f"   [{citation['label']}] message {citation['platform_message_id']} by {citation['speaker']} "
-            f"on {str(citation['message_time'])[:16]}"
-        )
+    """The reply as a chat shows it: the answer line, then the cited messages (shared
+    with ``stashbird demo``)."""
+    reply = result["reply"]
+    lines = [f"Q: {result['question']}", f"A: {reply['line']}"]
+    lines += [_cited_line(message) for message in reply["messages"]]
+    if result.get("refusal"):
+        lines.append(f"   ({result['refusal']})")
     return lines
 
 
