@@ -35,6 +35,7 @@ COMMANDS = {
     "jobs": "background work: status, run-once, run the scheduler",
     "erase": "rewrite the memory tables so that deleted messages are physically gone from them",
     "audit": "what the memory holds about a conversation and why, what it forgot (runs as the operator)",
+    "reindex": "embed stored messages again from what is indexed now (once after migration 0004)",
     "bench": "benchmarks that print their figures",
 }
 

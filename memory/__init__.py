@@ -37,6 +37,7 @@ from memory.api import (
     read_cursor,
     regenerate_communities,
     regenerate_summary,
+    reindex,
     resolve_conversation,
     save_cursor,
     stats,
@@ -74,7 +75,7 @@ from memory.forgetting.commands import DeletionReport, EditReport
 from memory.models.embedder import Embedder, LocalEmbedder, OpenAIEmbedder
 from memory.models.llm import LLMClient, LLMError
 from memory.params import MemoryParams
-from memory.retrieval.answering import Answer, Citation
+from memory.retrieval.answering import Answer, AnswerReply, Citation, QuotedMessage
 from memory.store.backlog import Backlog
 from memory.store.conversations import ConversationRef
 from memory.store.embedded import (
@@ -90,6 +91,7 @@ __all__ = [
     "About",
     "AccessDenied",
     "Answer",
+    "AnswerReply",
     "AppendResult",
     "Backlog",
     "Citation",
@@ -122,6 +124,7 @@ __all__ = [
     "Overview",
     "Principal",
     "Provenance",
+    "QuotedMessage",
     "Rejected",
     "ReplayExtractor",
     "StashbirdError",
@@ -163,6 +166,7 @@ __all__ = [
     "read_cursor",
     "regenerate_communities",
     "regenerate_summary",
+    "reindex",
     "resolve_conversation",
     "save_cursor",
     "start_embedded",

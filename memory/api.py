@@ -38,6 +38,7 @@ from memory.core import Memory
 from memory.episodes.append import AppendResult, Message
 from memory.episodes.chain import chain
 from memory.episodes.ingest import ingest_messages
+from memory.episodes.reindex import clear_stale_mark, reindex_episodes
 from memory.episodes.listing import StoredMessage
 from memory.episodes.listing import stored_messages as _stored_messages
 from memory.errors import AccessDenied, UnknownConversation, ValidationError
@@ -511,3 +512,23 @@ async def erase(memory: Memory, conversation: ConversationRef, *, principal: Pri
             )
         )
     return report
+
+
+async def reindex(
+    memory: Memory,
+    conversation: ConversationRef | None = None,
+    *,
+    principal: Principal,
+    on_batch: Callable[[int], None] | None = None,
+) -> dict[str, int]:
+    """Embed messages again from what is indexed now (needed once after migration 0004,
+    which took the speaker's name out of message documents): one conversation, or every
+    one (``None``), which also clears the store's mark of stale vectors. Returns the
+    messages embedded, by conversation."""
+    refs = [conversation] if conversation is not None else await conversations(memory, principal=principal)
+    done = {}
+    for ref in refs:
+        done[str(ref)] = await reindex_episodes(memory, await resolve_conversation(memory, ref), on_batch)
+    if conversation is None:
+        await clear_stale_mark(memory)
+    return done

@@ -21,6 +21,7 @@ from memory.store.database import (
     create_engine,
     session_factory,
     upgrade,
+    warn_if_vectors_are_stale,
 )
 
 
@@ -58,6 +59,7 @@ async def open_memory(
         if migrate:
             await upgrade(engine, embedder.dim)
         await check_embedding_dim(engine, embedder.dim)
+        await warn_if_vectors_are_stale(engine)
     except (OSError, TimeoutError, DBAPIError) as error:
         await engine.dispose()
         detail = str(error.orig if isinstance(error, DBAPIError) else error).strip().splitlines()[0]

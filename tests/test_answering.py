@@ -18,6 +18,7 @@ from memory.episodes.append import validate_message
 OPERATOR = Principal.operator("test")
 from memory.errors import ValidationError
 from memory.retrieval.answering import NOT_IN_MEMORY, NOTES, answer
+from memory.consolidation.extraction import ReplayExtractor
 from memory.store.conversations import ConversationRef
 from memory.store.schema import (
     AnswerEvidence,
@@ -194,3 +195,64 @@ async def test_each_failing_llm_step_falls_back_offline_with_a_note(
     else:
         assert result.mode == "llm" and result.answer == "Berlin."
     assert scripted_llm.count(step) >= 2  # retried before giving up
+
+
+MULTI_PARTY = [
+    ("tom", "Morning all, the coffee machine is fixed."),
+    ("tom", "Ha, that is a good one."),
+    ("priya", "Tom moved to Kettleburg last month, so he is remote now."),
+    ("tom", "Anyone up for lunch today?"),
+    ("alice", "When is the launch?"),
+    ("priya", "The launch is on Monday."),
+    ("priya", "Correction: the launch is on Friday."),
+    ("marco", "Who has the keys to the lab?"),
+]
+
+
+async def _multi_party(memory: Memory, ref: ConversationRef) -> None:
+    messages = [
+        validate_message({"id": f"p{i}", "author": who, "text": body, "ts": T0 + timedelta(minutes=i)})
+        for i, (who, body) in enumerate(MULTI_PARTY)
+    ]
+    await api.ingest(memory, ref, messages, principal=OPERATOR)
+    launch = ("launch", "is_on")
+    records = [
+        {"message_id": "p5", "relations": [{"subject": launch[0], "predicate": launch[1], "object": "Monday",
+                                            "fact": "The launch is on Monday", "decision": "new"}]},
+        {"message_id": "p6", "relations": [{"subject": launch[0], "predicate": launch[1], "object": "Friday",
+                                            "fact": "The launch is on Friday", "decision": "contradiction"}]},
+    ]
+    await api.consolidate(memory, ref, principal=OPERATOR, extractor=ReplayExtractor.from_records(records))
+
+
+async def test_a_question_about_a_person_finds_what_others_said_of_them(
+    memory: Memory, conversation_ref: ConversationRef, conversation_id: int
+) -> None:
+    await _multi_party(memory, conversation_ref)
+    result = await answer(memory, conversation_ref, "Where did Tom move to?", T0 + timedelta(days=1))
+    assert result.in_memory and result.citations[0].platform_message_id == "p2"
+    assert result.reply.line.startswith("priya said on")
+    assert "Also:" not in result.answer
+
+
+async def test_the_correction_leads_and_the_superseded_message_is_marked(
+    memory: Memory, conversation_ref: ConversationRef, conversation_id: int
+) -> None:
+    await _multi_party(memory, conversation_ref)
+    result = await answer(memory, conversation_ref, "When is the launch?", T0 + timedelta(days=1))
+    assert result.in_memory and result.citations[0].platform_message_id == "p6"
+    assert "Friday" in result.reply.line and "Monday" not in result.reply.line
+    outdated = [m for m in result.reply.messages if m.outdated]
+    assert all(m.platform_message_id == "p5" and m.correction.platform_message_id == "p6" for m in outdated)
+    assert all(c.platform_message_id != "p4" for c in result.citations)  # the question itself is no answer
+
+
+async def test_a_question_nobody_answered_is_not_in_memory(
+    memory: Memory, conversation_ref: ConversationRef, conversation_id: int
+) -> None:
+    await _multi_party(memory, conversation_ref)
+    result = await answer(memory, conversation_ref, "Who has the keys to the lab?", T0 + timedelta(days=1))
+    assert all(c.platform_message_id != "p7" for c in result.citations)
+    assert not result.in_memory and result.answer == NOT_IN_MEMORY
+    named = await answer(memory, conversation_ref, "Where did Gregor move to?", T0 + timedelta(days=1))
+    assert not named.in_memory and "Gregor" in named.refusal

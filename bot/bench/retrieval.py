@@ -244,7 +244,7 @@ async def _synthetic(memory: Memory, texts: list[str], asked: list[str], size: i
                     "SELECT :c, :s, 'user', body, timestamptz '2020-01-01' + n * interval '1 minute', 's' || n FROM input "
                     "RETURNING id, text, message_time, platform_message_id) "
                     "INSERT INTO search_documents (conversation_id, kind, ref_id, text, embedding, message_time, is_current) "
-                    "SELECT :c, 'episode', stored.id, 'Sam: ' || stored.text, CAST(input.vector AS vector), stored.message_time, true "
+                    "SELECT :c, 'episode', stored.id, stored.text, CAST(input.vector AS vector), stored.message_time, true "
                     "FROM stored JOIN input ON stored.platform_message_id = 's' || input.n"
                 ),
                 {

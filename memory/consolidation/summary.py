@@ -18,7 +18,6 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from memory.core import Memory
 from memory.models.tokens import count_tokens, truncate_tokens
-from memory.store.documents import episode_document_text
 from memory.store.ledger import record_usage
 from memory.store.schema import Checkpoint, Episode, Speaker
 
@@ -69,7 +68,7 @@ async def summary_lines(
     if up_to is not None:
         query = query.where(Episode.id <= up_to)
     rows = await session.execute(query)
-    return [SummaryLine(episode_id, episode_document_text(name, " ".join(text.split()))) for episode_id, name, text in rows]
+    return [SummaryLine(episode_id, f"{name}: {' '.join(text.split())}") for episode_id, name, text in rows]
 
 
 async def llm_summary(memory: Memory, session: AsyncSession, conversation_id: int, lines: Sequence[SummaryLine]) -> tuple[str, list[int]]:

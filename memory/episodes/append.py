@@ -55,7 +55,7 @@ class Message:
 
     @property
     def document_text(self) -> str:
-        return episode_document_text(self.speaker_name, self.text)
+        return episode_document_text(self.text)
 
 
 @dataclass(frozen=True)

@@ -614,10 +614,10 @@ async def edit_episode(
         conversation_id = await _conversation_id(session, conversation, create=False)
         if conversation_id is None:
             raise ValidationError("conversation", f"no conversation {conversation}")
-        speaker = await _speaker_name(session, conversation_id, message_id)
-    # Embed before taking the locks (an API embedder may be slow); again under them only
-    # if the message arrived or its speaker was renamed meanwhile.
-    embedded = await _embed_episode(memory, speaker, new_text) if speaker is not None else None
+        stored = await _find_episode(session, conversation_id, message_id) is not None
+    # Embed before taking the locks (an API embedder may be slow); under them only if
+    # the message arrived meanwhile.
+    embedded = await _embed_episode(memory, new_text) if stored else None
     async with memory.sessions.begin() as session:
         await _lock(session, conversation_id)
         episode = await _find_episode(session, conversation_id, message_id)
@@ -627,9 +627,8 @@ async def edit_episode(
         elif episode.text == new_text:
             report = EditReport(conversation_id, message_id, "unchanged", episode.id)
         else:
-            current = await _speaker_name(session, conversation_id, message_id)
-            if embedded is None or current != speaker:
-                embedded = await _embed_episode(memory, current or "", new_text)
+            if embedded is None:
+                embedded = await _embed_episode(memory, new_text)
             document_text, batch = embedded
             retraction = await retract_support(session, conversation_id, episode.id, memory.embedder, requeue=True)
             episode.text = new_text
@@ -653,16 +652,6 @@ async def edit_episode(
     return report
 
 
-async def _speaker_name(session: AsyncSession, conversation_id: int, platform_message_id: str) -> str | None:
-    return (
-        await session.execute(
-            select(Speaker.display_name)
-            .join(Episode, Episode.speaker_id == Speaker.id)
-            .where(Episode.conversation_id == conversation_id, Episode.platform_message_id == platform_message_id)
-        )
-    ).scalar()
-
-
-async def _embed_episode(memory: Memory, speaker: str, text: str) -> tuple[str, EmbeddingBatch]:
-    document_text = episode_document_text(speaker, text)
+async def _embed_episode(memory: Memory, text: str) -> tuple[str, EmbeddingBatch]:
+    document_text = episode_document_text(text)
     return document_text, await memory.embedder.embed([document_text])

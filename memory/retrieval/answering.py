@@ -11,7 +11,7 @@ A failed model call never loses the answer: a failed decomposition searches the
 question as asked, a failed rerank keeps the fused order, a failed final answer is
 answered offline; each says so in one short note.
 
-The reply is data for a chat (``Reply``): one short answer line, then the cited
+The reply is data for a chat (``AnswerReply``): one short answer line, then the cited
 messages (speaker, date, link when the platform gives one), an outdated one marked with
 the message that corrected it. Connectors render it per platform.
 
@@ -99,7 +99,7 @@ class Citation:
 
 
 @dataclass(frozen=True)
-class CitedMessage:
+class QuotedMessage:
     """One message a reply cites, as a connector shows it."""
 
     platform_message_id: str
@@ -108,15 +108,15 @@ class CitedMessage:
     text: str
     link: str | None = None
     outdated: bool = False
-    correction: CitedMessage | None = None  # the message that corrected an outdated one
+    correction: QuotedMessage | None = None  # the message that corrected an outdated one
 
 
 @dataclass(frozen=True)
-class Reply:
+class AnswerReply:
     """What a chat shows: one short answer line, then the cited messages, then notes."""
 
     line: str
-    messages: tuple[CitedMessage, ...] = ()
+    messages: tuple[QuotedMessage, ...] = ()
     notes: tuple[str, ...] = ()
 
 
@@ -134,7 +134,7 @@ class Answer:
     usage: list[Usage]
     trace_id: int
     notes: list[str] = field(default_factory=list)
-    reply: Reply = field(default_factory=lambda: Reply(""))
+    reply: AnswerReply = field(default_factory=lambda: AnswerReply(""))
     refusal: str | None = None  # why the answer is "not in memory", when it is
     # Offline selection's confidence: the best message's score and how far someone
     # else's statement beats the named speaker's (what the abstention rule compares).
@@ -178,7 +178,7 @@ class Drafted:
     text: str
     in_memory: bool
     cited: tuple[EpisodeRef, ...]
-    messages: tuple[CitedMessage, ...]
+    messages: tuple[QuotedMessage, ...]
     refusal: str | None = None
 
 
@@ -236,9 +236,9 @@ def said(episode: EpisodeRef) -> str:
 
 def _cited(
     episode: EpisodeRef, outdated: bool, correction: EpisodeRef | None, link: Any
-) -> CitedMessage:
+) -> QuotedMessage:
     fixed = _cited(correction, False, None, link) if outdated and correction is not None else None
-    return CitedMessage(
+    return QuotedMessage(
         episode.platform_message_id,
         episode.speaker,
         episode.message_time,
@@ -252,7 +252,7 @@ def _cited(
 def draft_offline(choice: Choice, link: Any = lambda _: None) -> Drafted:
     """The reply to a selection: not in memory, or the best message (its correction
     first when what it said was superseded) and at most ``MORE_CITATIONS`` more that
-    score nearly as well, none of them a bare question. Pure."""
+    score nearly as well. Pure."""
     if not choice.in_memory:
         return Drafted(NOT_IN_MEMORY, False, (), (), choice.refusal or "nothing stored answers it")
     best, best_score = choice.ranked[0]
@@ -260,7 +260,7 @@ def draft_offline(choice: Choice, link: Any = lambda _: None) -> Drafted:
     for seen, value in choice.ranked[1:]:
         if len(chosen) > MORE_CITATIONS or best_score - value > CITE_WITHIN:
             break
-        if not seen.outdated and choice.features[seen.episode.episode_id]["question"] == 0:
+        if not seen.outdated:
             chosen.append(seen)
     lead = best.correction if best.outdated and best.correction is not None else best.episode
     text = said(lead)
@@ -402,7 +402,7 @@ async def answer(
         usage=usages,
         trace_id=0,
         notes=notes,
-        reply=Reply(drafted.text, drafted.messages, tuple(notes)),
+        reply=AnswerReply(drafted.text, drafted.messages, tuple(notes)),
         refusal=drafted.refusal,
         confidence={"support": choice.support, "mismatch": choice.mismatch, "unknown": float(choice.unknown)},
     )

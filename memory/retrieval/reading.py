@@ -17,6 +17,7 @@ from memory.retrieval.evidence import EpisodeRef, EvidenceItem, load_episodes
 from memory.retrieval.pipeline import named_speaker
 from memory.retrieval.search import _term_shares
 from memory.retrieval.selection import Cues, Seen, answer_type, term_weights
+from memory.retrieval.timeparse import MONTHS, WEEKDAYS
 from memory.store.schema import Relation, RelationProvenance
 
 _NAME_WORD = re.compile(r"\b[A-Z][a-zA-Z'’-]+\b")
@@ -34,6 +35,8 @@ class _Appearance:
     rank: float = 0.0
     fact: float = 0.0
     similarity: float = 0.0
+    exchange: float = 0.0
+    hit: bool = False
 
 
 def _appearances(items: Sequence[EvidenceItem]) -> dict[int, _Appearance]:
@@ -51,13 +54,15 @@ def _appearances(items: Sequence[EvidenceItem]) -> dict[int, _Appearance]:
         if item.episode is not None:
             entry = seen[item.episode.episode_id]
             entry.similarity = max(entry.similarity, item.similarity)
+            entry.hit = True
     return seen
 
 
 def candidate_names(question: str, speakers: Sequence[str]) -> list[str]:
     """Capitalised words of the question (not its first) that may name someone or
-    something, other than the speakers' names and question words. Pure."""
-    speaker_words = {w.lower() for s in speakers for w in s.split()}
+    something, other than the speakers' names, question words and the names of months
+    and weekdays. Pure."""
+    speaker_words = {w.lower() for s in speakers for w in s.split()} | set(MONTHS) | set(WEEKDAYS)
     words = [m.group(0).strip("'’") for m in _NAME_WORD.finditer(question) if m.start() > 0]
     words = [re.sub(r"['’]s$", "", w) for w in words]
     return list(dict.fromkeys(w for w in words if w.lower() not in _NOT_NAMES | speaker_words and len(w) > 1))
@@ -129,6 +134,14 @@ async def corrections_of(
     return {e: (outdated, newer.get(c) if c is not None else None) for e, (outdated, c) in result.items()}
 
 
+def _cosine(vector_text: str, query: np.ndarray | None) -> float:
+    """Cosine of a vector in pgvector's text form with the query (0 without a query)."""
+    if query is None:
+        return 0.0
+    vector = np.asarray(vector_text.strip("[]").split(","), dtype=np.float64)
+    return float(vector @ query / ((np.linalg.norm(vector) * np.linalg.norm(query)) or 1.0))
+
+
 async def read_seen(
     session: AsyncSession, conversation_id: int, items: Sequence[EvidenceItem], question_vector: Sequence[float]
 ) -> list[Seen]:
@@ -139,7 +152,7 @@ async def read_seen(
         return []
     rows = await session.execute(
         text(
-            "SELECT e.id, e.embedding::text, tsvector_to_array(d.tsv) FROM episodes e "
+            "SELECT e.id, e.embedding::text, d.embedding::text, tsvector_to_array(d.tsv) FROM episodes e "
             "LEFT JOIN search_documents d ON d.conversation_id = :c AND d.kind = 'episode' AND d.ref_id = e.id "
             "WHERE e.conversation_id = :c AND e.id = ANY(:ids)"
         ),
@@ -147,11 +160,11 @@ async def read_seen(
     )
     query = np.asarray(question_vector, dtype=np.float64) if len(question_vector) else None
     lexemes: dict[int, frozenset[str]] = {}
-    for episode_id, vector_text, terms in rows:
+    for episode_id, own, searched, terms in rows:
         lexemes[episode_id] = frozenset(terms or ())
-        if vector_text and query is not None:
-            own = np.asarray(vector_text.strip("[]").split(","), dtype=np.float64)
-            appearances[episode_id].similarity = float(own @ query / (np.linalg.norm(own) * np.linalg.norm(query) or 1.0))
+        entry = appearances[episode_id]
+        entry.similarity = _cosine(own, query) if own else entry.similarity
+        entry.exchange = _cosine(searched, query) if searched else entry.similarity
     corrections = await corrections_of(session, conversation_id, ids)
     seen = []
     for episode_id, entry in appearances.items():
@@ -163,6 +176,8 @@ async def read_seen(
                 similarity=entry.similarity,
                 terms=lexemes.get(episode_id, frozenset()),
                 fact=entry.fact,
+                exchange=entry.exchange,
+                hit=entry.hit,
                 outdated=outdated,
                 correction=correction,
             )

@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -371,6 +372,27 @@ async def _chain_neighbours(
     return neighbours
 
 
+async def _about_speaker(session: AsyncSession, conversation_id: int, name: str, rows: dict[Key, _Row]) -> set[Key]:
+    """The found messages about the named speaker: theirs, or naming them (first name
+    or full name), whoever wrote them. Documents hold no speaker name, so who wrote a
+    message is read from its episode."""
+    episodes = [ref_id for kind, ref_id in rows if kind == "episode"]
+    if not episodes:
+        return set()
+    theirs = await session.execute(
+        text(
+            "SELECT e.id FROM episodes e JOIN speakers s ON s.id = e.speaker_id "
+            "WHERE e.conversation_id = :c AND e.id = ANY(:ids) AND s.display_name = :name"
+        ),
+        {"c": conversation_id, "ids": episodes, "name": name},
+    )
+    forms = "|".join(re.escape(form) for form in dict.fromkeys([name, name.split()[0] if name.split() else name]))
+    naming = re.compile(rf"\b({forms})\b", re.IGNORECASE)
+    return {("episode", ref_id) for ref_id in theirs.scalars()} | {
+        key for key in rows if key[0] == "episode" and naming.search(rows[key].text)
+    }
+
+
 async def search(
     session: AsyncSession,
     conversation_id: int,
@@ -395,7 +417,7 @@ async def search(
     keeps common terms in the full-text query and ``exchange_vectors=False`` ranks
     messages by their own vectors, by an exact scan (the benchmark's raw-turn baselines).
     ``asks_when`` weights up documents that name a time, ``named_speaker`` (a display
-    name) the messages of that speaker; with ``chain_share`` the messages next to a
+    name) the messages of that speaker or naming them (``_about_speaker``); with ``chain_share`` the messages next to a
     found message gain that share of its score (``spread_to_neighbours``).
     Run inside a transaction (the HNSW plan sets ``hnsw.ef_search`` locally). Given a
     second session, ``text_session``, the full-text lists are searched on it while the
@@ -479,12 +501,13 @@ async def search(
     for lists in by_text:
         add(lists, "text")
     fused = reciprocal_rank_fusion(rankings, rrf_k, weights)
+    about = await _about_speaker(session, conversation_id, named_speaker, rows) if named_speaker else set()
 
     def weight(key: Key) -> float:
         row = rows[key]
         in_range = row.message_time is not None and any(r.contains(row.message_time) for r in time_ranges)
         answers_when = asks_when and row.message_time is not None and states_time(row.text, row.message_time)
-        by_speaker = named_speaker is not None and row.kind == "episode" and row.text.startswith(f"{named_speaker}: ")
+        by_speaker = key in about
         return preference_weight(
             is_current=row.is_current,
             in_time_range=in_range,

@@ -5,16 +5,19 @@ message that *answers* it. Every message the evidence shows (a hit, its chain
 surroundings, the messages behind a retrieved fact) is scored on what can be read
 without a model:
 
-- ``similarity``: cosine of its own vector with the question's;
+- ``similarity``: cosine of its own vector with the question's, ``exchange`` that of
+  its searched vector (its own plus half the previous message's: an answer is often
+  found by the question before it);
 - ``coverage``: the idf-weighted share of the question's content terms it holds
   (speaker names left out: who is asked about is the next feature);
 - ``rank``: the fused retrieval score of the item that brought it, relative to the best;
+  ``hit``: it was retrieved itself, not only shown around a hit or behind a fact;
 - ``about``: when the question names one speaker, +1 for a message by that person or
   naming them, -1 otherwise (the speaker's name no longer decides the match alone);
 - ``answer_type``: a time for "when", a number for "how many/long/much", a name for
   "who", a place for "where";
 - ``fact``: a relation fact retrieved for the question rests on this message;
-- ``question``: the message only asks something (it cannot be the answer).
+- ``question``: the message only asks something: it is never quoted as the answer.
 
 The score is a weighted sum (``SelectionWeights``, chosen on the LoCoMo calibration
 split, conversations 26, 30, 41, 42, 43; ``stashbird bench answers`` reports the held-out
@@ -48,7 +51,13 @@ _HAS_NUMBER = re.compile(rf"\b(\d+|{_NUMBER_WORDS})\b", re.IGNORECASE)
 _ASKS_NUMBER = re.compile(r"^\W*how (many|much|long|often|old|far)\b", re.IGNORECASE)
 _ASKS_PERSON = re.compile(r"^\W*(who|whom|whose)\b", re.IGNORECASE)
 _ASKS_PLACE = re.compile(r"^\W*where\b", re.IGNORECASE)
-_CAPITALISED = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][a-z]{2,}\b")
+_CAPITALISED = re.compile(r"\b[A-Z][a-z]{2,}\b")
+# Capitalised words that start sentences rather than name someone.
+_STARTERS = set(
+    "The This That These Those There Then They Their She Her His Him Its It's We Our You Your Yes Yeah Not "
+    "And But Also Thanks Thank Sure Sounds Great Good Nice Wow Hey Hi Hello What When Where Who Why How Which "
+    "Did Does Can Could Would Should Will Just Really Oh Well Let Lol Haha Correction Reminder Noted Welcome".split()
+)
 _PLACE = re.compile(r"\b(in|at|to|from|near|visit(?:ed|ing)?)\s+(the\s+)?[A-Z][a-z]+", re.UNICODE)
 _FIRST_PERSON = re.compile(r"\b(I|I'm|I've|I'd|my|me|mine|we|our|us)\b")
 _SENTENCE = re.compile(r"[^.!?]+[.!?]*")
@@ -59,12 +68,13 @@ class SelectionWeights:
     """Weights of the features (see the module doc) and the abstention thresholds."""
 
     similarity: float = 1.0
+    exchange: float = 0.0
     coverage: float = 1.0
+    hit: float = 0.0
     rank: float = 0.5
     about: float = 0.3
     answer_type: float = 0.3
     fact: float = 0.2
-    question: float = 0.8
     abstain_below: float = 0.0
     mismatch_margin: float = 0.5
 
@@ -93,6 +103,8 @@ class Seen:
     rank: float  # the fused score of the item that brought it, relative to the best item
     similarity: float
     terms: frozenset[str]
+    exchange: float = 0.0  # cosine of its searched (exchange) vector with the question's
+    hit: bool = True  # retrieved itself, not only shown around a hit or behind a fact
     fact: float = 0.0  # the best relative score of a retrieved relation resting on it
     outdated: bool = False  # every relation it supports has been superseded
     correction: EpisodeRef | None = None  # a message that superseded it
@@ -136,7 +148,7 @@ def has_answer_type(kind: str | None, text: str, said_at: datetime, speakers: Se
     if kind == "number":
         return bool(_HAS_NUMBER.search(text))
     if kind == "person":
-        first_names = {s.split()[0] for s in speakers if s.split()}
+        first_names = {s.split()[0] for s in speakers if s.split()} | _STARTERS
         return any(word not in first_names for word in _CAPITALISED.findall(text))
     if kind == "place":
         return bool(_PLACE.search(text))
@@ -175,7 +187,9 @@ def features(cues: Cues, seen: Seen, speakers: Sequence[str]) -> dict[str, float
         about = 1.0 if by_named or mentions(seen.episode.text, cues.name_forms) else -1.0
     return {
         "similarity": seen.similarity,
+        "exchange": seen.exchange,
         "coverage": coverage,
+        "hit": float(seen.hit),
         "rank": seen.rank,
         "about": about,
         "answer_type": float(has_answer_type(cues.answer_type, seen.episode.text, seen.episode.message_time, speakers)),
@@ -184,16 +198,12 @@ def features(cues: Cues, seen: Seen, speakers: Sequence[str]) -> dict[str, float
     }
 
 
+FEATURES = ("similarity", "exchange", "coverage", "hit", "rank", "about", "answer_type", "fact")
+
+
 def score(values: Mapping[str, float], weights: SelectionWeights) -> float:
-    return (
-        weights.similarity * values["similarity"]
-        + weights.coverage * values["coverage"]
-        + weights.rank * values["rank"]
-        + weights.about * values["about"]
-        + weights.answer_type * values["answer_type"]
-        + weights.fact * values["fact"]
-        - weights.question * values["question"]
-    )
+    """The weighted sum of the features. Pure."""
+    return sum(getattr(weights, name) * values[name] for name in FEATURES)
 
 
 def _mismatch(cues: Cues, scored: Sequence[tuple[Seen, float, Mapping[str, float]]]) -> float:
@@ -219,11 +229,13 @@ def choose(
             continue
         values = features(cues, item, speakers)
         scored.append((item, score(values, weights), values))
+    # A bare question never answers; an outdated message never leads while a current one is there.
+    scored = [row for row in scored if not row[2]["question"]]
     scored.sort(key=lambda row: (row[0].outdated, -row[1], row[0].episode.episode_id))
     ranked = tuple((item, s) for item, s, _ in scored)
     table = {item.episode.episode_id: values for item, _, values in scored}
     if not ranked:
-        return Choice((), 0.0, "nothing relevant stored", table)
+        return Choice((), 0.0, "nothing stored answers it", table)
     support = ranked[0][1]
     mismatch = _mismatch(cues, scored)
     return Choice(ranked, support, refusal(cues, support, mismatch, weights), table, bool(cues.unknown_people), mismatch)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 from pathlib import Path
 
 from sqlalchemy import text
@@ -17,6 +19,8 @@ from memory.errors import ConfigurationError
 
 MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "alembic"
 
+
+log = logging.getLogger(__name__)
 
 def async_url(url: str) -> str:
     """Accept plain ``postgresql://`` URLs as users write them and use asyncpg; any
@@ -85,4 +89,18 @@ async def check_embedding_dim(engine: AsyncEngine, embedding_dim: int) -> None:
             f"embedding dimension mismatch: this database stores {stored}-dimensional vectors "
             f"but the configured embedder produces {embedding_dim}; use a matching "
             "embedding model, set STASHBIRD_EMBEDDING_DIM accordingly, or use a new database"
+        )
+
+
+async def warn_if_vectors_are_stale(engine: AsyncEngine) -> None:
+    """Say so at start-up while message vectors still hold the speaker's name (migration
+    0004 changed what is indexed; ``stashbird reindex`` embeds them again)."""
+    async with engine.connect() as connection:
+        stale = (
+            await connection.execute(text("SELECT value FROM store_settings WHERE key = 'episode_vectors'"))
+        ).scalar()
+    if stale is not None:
+        log.warning(
+            "message vectors were embedded with the speaker's name (before migration 0004); "
+            "run `stashbird reindex` once to embed them again"
         )

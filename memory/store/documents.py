@@ -64,8 +64,12 @@ async def remove_documents(session: AsyncSession, kind: str, ref_ids: Iterable[i
     return result.rowcount or 0
 
 
-def episode_document_text(speaker_name: str, text: str) -> str:
-    """What is indexed for an episode: the speaker's name makes "what did X say" findable."""
-    return f"{speaker_name}: {text}"
+def episode_document_text(text: str) -> str:
+    """What is indexed for an episode: its text alone. Who said it is not what it is
+    about: with the speaker's name in every document, a question naming a person
+    matched every line that person wrote (full text and vector alike) before a message
+    about them by someone else. Retrieval weighs the speaker apart (search's
+    ``named_speaker``). Migration 0004 converted older documents."""
+    return text
 
 

@@ -1,0 +1,129 @@
+"""Offline answer selection (pure): what is quoted first, what is never quoted first,
+and when the answer is "not in memory"."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from memory.retrieval.answering import NOT_IN_MEMORY, draft_offline
+from memory.retrieval.evidence import EpisodeRef
+from memory.retrieval.reading import candidate_names
+from memory.retrieval.selection import (
+    Cues,
+    Seen,
+    SelectionWeights,
+    answer_type,
+    choose,
+    has_answer_type,
+    is_question,
+)
+
+T0 = datetime(2026, 3, 2, 9, tzinfo=timezone.utc)
+SPEAKERS = ["Priya", "Tom", "Alice"]
+OPEN = SelectionWeights(abstain_below=float("-inf"), mismatch_margin=float("inf"))
+
+
+def seen(i: int, speaker: str, text: str, *, terms=(), similarity=0.5, rank=0.5, outdated=False, correction=None, role="user") -> Seen:
+    episode = EpisodeRef(i, f"m{i}", speaker, role, T0 + timedelta(minutes=i), text)
+    return Seen(episode, rank, similarity, frozenset(terms), outdated=outdated, correction=correction)
+
+
+def test_answer_types() -> None:
+    assert answer_type("When is the launch?") == "time"
+    assert answer_type("How many dogs does Tom have?") == "number"
+    assert answer_type("Who is writing the plan?") == "person"
+    assert answer_type("Where did Tom move to?") == "place"
+    assert answer_type("What does Tom like?") is None
+    assert has_answer_type("time", "The launch is on Friday.", T0, SPEAKERS)
+    assert has_answer_type("number", "I have two dogs.", T0, SPEAKERS)
+    assert has_answer_type("person", "Marco is writing it.", T0, SPEAKERS)
+    assert not has_answer_type("person", "Tom, can you write it?", T0, SPEAKERS)
+    assert has_answer_type("place", "Tom moved to Kettleburg last month.", T0, SPEAKERS)
+
+
+def test_is_question() -> None:
+    assert is_question("Where did Tom move to?")
+    assert not is_question("Tom moved to Kettleburg. Did you know?")
+
+
+def test_a_message_about_the_named_person_by_anyone_beats_their_small_talk() -> None:
+    cues = Cues({"move": 1.0}, named="Tom", name_forms=("Tom",), answer_type="place")
+    chat = [
+        seen(1, "Tom", "Morning all, coffee is ready.", similarity=0.4, rank=1.0),
+        seen(2, "Tom", "Ha, that is a good one.", similarity=0.35, rank=0.9),
+        seen(3, "Priya", "Tom moved to Kettleburg last month.", terms={"move"}, similarity=0.5, rank=0.5),
+    ]
+    choice = choose(cues, chat, SPEAKERS)
+    assert choice.in_memory and choice.ranked[0][0].episode.platform_message_id == "m3"
+
+
+def test_a_question_is_not_the_answer_and_an_outdated_message_is_never_first() -> None:
+    cues = Cues({"launch": 1.0}, answer_type="time")
+    fix = EpisodeRef(3, "m3", "Priya", "user", T0 + timedelta(days=1), "Correction: the launch is on Friday.")
+    chat = [
+        seen(1, "Tom", "When is the launch?", terms={"launch"}, similarity=0.9, rank=1.0),
+        seen(2, "Priya", "The launch is on Monday.", terms={"launch"}, similarity=0.8, rank=1.0, outdated=True, correction=fix),
+        seen(3, "Priya", "Correction: the launch is on Friday.", terms={"launch"}, similarity=0.6, rank=0.6),
+    ]
+    choice = choose(cues, chat, SPEAKERS)
+    assert choice.ranked[0][0].episode.platform_message_id == "m3"
+    assert choice.ranked[-1][0].outdated
+
+
+def test_the_reply_leads_with_the_correction_and_marks_the_outdated_message() -> None:
+    cues = Cues({"launch": 1.0}, answer_type="time")
+    fix = EpisodeRef(3, "m3", "Priya", "user", T0 + timedelta(days=1), "Correction: the launch is on Friday.")
+    chat = [seen(2, "Priya", "The launch is on Monday.", terms={"launch"}, similarity=0.8, rank=1.0, outdated=True, correction=fix)]
+    drafted = draft_offline(choose(cues, chat, SPEAKERS, OPEN))
+    assert drafted.text.startswith('Priya said on 03 March 2026: "Correction: the launch is on Friday."')
+    assert [m.platform_message_id for m in drafted.messages] == ["m3", "m2"]
+    outdated = drafted.messages[1]
+    assert outdated.outdated and outdated.correction is not None and outdated.correction.platform_message_id == "m3"
+    assert not drafted.messages[0].outdated
+
+
+def test_someone_never_mentioned_is_not_in_memory() -> None:
+    cues = Cues({"dog": 1.0}, unknown_people=("Gregor",))
+    choice = choose(cues, [seen(1, "Tom", "My dog is called Rex.", terms={"dog"}, similarity=0.9, rank=1.0)], SPEAKERS, OPEN)
+    assert not choice.in_memory and "Gregor" in (choice.refusal or "")
+    assert draft_offline(choice).text == NOT_IN_MEMORY
+
+
+def test_another_speakers_experience_is_not_the_named_ones() -> None:
+    cues = Cues({"charity": 1.0, "race": 1.0}, named="Tom", name_forms=("Tom",))
+    chat = [
+        seen(1, "Priya", "I ran a charity race last Sunday!", terms={"charity", "race"}, similarity=0.8, rank=1.0),
+        seen(2, "Tom", "Nice, well done.", similarity=0.3, rank=0.5),
+    ]
+    choice = choose(cues, chat, SPEAKERS, SelectionWeights(abstain_below=float("-inf"), mismatch_margin=0.5))
+    assert not choice.in_memory and "other than Tom" in (choice.refusal or "")
+
+
+def test_candidate_names() -> None:
+    assert candidate_names("What did Gregor say about Tom's dog in May?", SPEAKERS) == ["Gregor"]
+    assert candidate_names("Where did Tom move to?", SPEAKERS) == []
+
+
+texts = st.sampled_from(["Sure.", "When is it?", "The launch is on Friday.", "I moved to Berlin.", "Two dogs."])
+
+
+@given(
+    st.lists(
+        st.tuples(texts, st.floats(0, 1), st.floats(0, 1), st.booleans(), st.booleans()), min_size=1, max_size=12
+    )
+)
+def test_no_bot_and_no_outdated_message_leads_while_a_current_one_is_there(rows) -> None:
+    chat = [
+        seen(i, "Tom", text, similarity=sim, rank=rank, outdated=old, role="bot" if bot else "user", terms={"launch"})
+        for i, (text, sim, rank, old, bot) in enumerate(rows)
+    ]
+    choice = choose(Cues({"launch": 1.0}), chat, SPEAKERS, OPEN)
+    people = [s for s in chat if not s.episode.is_bot]
+    assert len(choice.ranked) == len(people)
+    if choice.ranked:
+        first = choice.ranked[0][0]
+        assert not first.episode.is_bot
+        assert not first.outdated or all(s.outdated for s in people)
