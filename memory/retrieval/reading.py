@@ -152,16 +152,26 @@ async def read_seen(
         return []
     rows = await session.execute(
         text(
-            "SELECT e.id, e.embedding::text, d.embedding::text, tsvector_to_array(d.tsv) FROM episodes e "
+            "SELECT e.id, e.embedding::text, d.embedding::text, tsvector_to_array(d.tsv), p.text, "
+            "tsvector_to_array(pd.tsv), (SELECT array_agg(DISTINCT lexeme) FROM "
+            "regexp_split_to_table(e.text, '(?<=[.!?])\\s+') AS part, "
+            "unnest(tsvector_to_array(to_tsvector('english', part))) AS lexeme WHERE part !~ '[?]\\s*$') "
+            "FROM episodes e "
             "LEFT JOIN search_documents d ON d.conversation_id = :c AND d.kind = 'episode' AND d.ref_id = e.id "
+            "LEFT JOIN episodes p ON p.conversation_id = :c AND p.id = e.prev_id "
+            "LEFT JOIN search_documents pd ON pd.conversation_id = :c AND pd.kind = 'episode' AND pd.ref_id = p.id "
             "WHERE e.conversation_id = :c AND e.id = ANY(:ids)"
         ),
         {"c": conversation_id, "ids": ids},
     )
     query = np.asarray(question_vector, dtype=np.float64) if len(question_vector) else None
     lexemes: dict[int, frozenset[str]] = {}
-    for episode_id, own, searched, terms in rows:
+    previous: dict[int, tuple[str, frozenset[str]]] = {}
+    stated: dict[int, frozenset[str]] = {}
+    for episode_id, own, searched, terms, previous_text, previous_terms, stated_terms in rows:
         lexemes[episode_id] = frozenset(terms or ())
+        stated[episode_id] = frozenset(stated_terms or ())
+        previous[episode_id] = (previous_text or "", frozenset(previous_terms or ()))
         entry = appearances[episode_id]
         entry.similarity = _cosine(own, query) if own else entry.similarity
         entry.exchange = _cosine(searched, query) if searched else entry.similarity
@@ -175,9 +185,12 @@ async def read_seen(
                 rank=entry.rank,
                 similarity=entry.similarity,
                 terms=lexemes.get(episode_id, frozenset()),
+                stated_terms=stated.get(episode_id, frozenset()),
                 fact=entry.fact,
                 exchange=entry.exchange,
                 hit=entry.hit,
+                previous=previous.get(episode_id, ("", frozenset()))[0],
+                previous_terms=previous.get(episode_id, ("", frozenset()))[1],
                 outdated=outdated,
                 correction=correction,
             )

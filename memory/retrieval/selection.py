@@ -9,7 +9,8 @@ without a model:
   its searched vector (its own plus half the previous message's: an answer is often
   found by the question before it);
 - ``coverage``: the idf-weighted share of the question's content terms it holds
-  (speaker names left out: who is asked about is the next feature);
+  (speaker names left out: who is asked about is the next feature), ``stated`` the
+  same in the sentences that ask nothing;
 - ``rank``: the fused retrieval score of the item that brought it, relative to the best;
   ``hit``: it was retrieved itself, not only shown around a hit or behind a fact;
 - ``about``: when the question names one speaker, +1 for a message by that person or
@@ -17,6 +18,10 @@ without a model:
 - ``answer_type``: a time for "when", a number for "how many/long/much", a name for
   "who", a place for "where";
 - ``fact``: a relation fact retrieved for the question rests on this message;
+- ``asks``: it asks something itself (then it rarely holds the answer), and
+  ``after_question``: the question's share of terms the message before it holds, when
+  that one asks something (the answer follows the question it answers);
+- ``length``: its length in words (up to 60), a longer message says more;
 - ``question``: the message only asks something: it is never quoted as the answer.
 
 The score is a weighted sum (``SelectionWeights``, chosen on the LoCoMo calibration
@@ -70,7 +75,11 @@ class SelectionWeights:
     similarity: float = 1.0
     exchange: float = 0.0
     coverage: float = 1.0
+    stated: float = 0.0
     hit: float = 0.0
+    asks: float = 0.0
+    after_question: float = 0.0
+    length: float = 0.0
     rank: float = 0.5
     about: float = 0.3
     answer_type: float = 0.3
@@ -105,6 +114,9 @@ class Seen:
     terms: frozenset[str]
     exchange: float = 0.0  # cosine of its searched (exchange) vector with the question's
     hit: bool = True  # retrieved itself, not only shown around a hit or behind a fact
+    stated_terms: frozenset[str] = frozenset()  # the terms of its sentences that ask nothing
+    previous: str = ""  # the message before it in the chain
+    previous_terms: frozenset[str] = frozenset()
     fact: float = 0.0  # the best relative score of a retrieved relation resting on it
     outdated: bool = False  # every relation it supports has been superseded
     correction: EpisodeRef | None = None  # a message that superseded it
@@ -161,8 +173,22 @@ def is_question(text: str) -> bool:
     return bool(sentences) and all(s.endswith("?") for s in sentences)
 
 
+_INTERJECTION = r"(?:hey|hi|hello|thanks|thank you|wow|oh|yeah|yes|aw+|omg|congrats|congratulations|sure|great|nice|ok|okay)"
+
+
 def mentions(text: str, forms: Sequence[str]) -> bool:
-    return any(re.search(rf"\b{re.escape(form)}\b", text, re.IGNORECASE) for form in forms if form)
+    """Does the message speak *of* someone (not merely *to* them: "Thanks, Mel!" or
+    "Hey Caroline, ..." address a person and say nothing about them)? Pure."""
+    for form in forms:
+        if not form:
+            continue
+        for match in re.finditer(rf"\b{re.escape(form)}\b", text, re.IGNORECASE):
+            before, after = text[: match.start()], text[match.end():]
+            opens = re.search(rf"(^|[.!?]\s*|,\s*|{_INTERJECTION}[\s,]*)$", before, re.IGNORECASE)
+            closes = re.match(r"\s*([,!?.]|$)", after)
+            if not (opens and closes):
+                return True
+    return False
 
 
 def term_weights(shares: Mapping[str, float], sampled: int, exclude: Sequence[str] = ()) -> dict[str, float]:
@@ -177,10 +203,19 @@ def term_weights(shares: Mapping[str, float], sampled: int, exclude: Sequence[st
     return weights
 
 
+def asks(text: str) -> bool:
+    """Some sentence of the message asks something. Pure."""
+    return any(s.strip().endswith("?") for s in _SENTENCE.findall(text))
+
+
+def coverage(cues: Cues, terms: frozenset[str]) -> float:
+    """The idf-weighted share of the question's terms among ``terms``. Pure."""
+    total = sum(cues.terms.values())
+    return sum(w for t, w in cues.terms.items() if t in terms) / total if total else 0.0
+
+
 def features(cues: Cues, seen: Seen, speakers: Sequence[str]) -> dict[str, float]:
     """The feature values of one message (see the module doc). Pure."""
-    total = sum(cues.terms.values())
-    coverage = sum(w for t, w in cues.terms.items() if t in seen.terms) / total if total else 0.0
     about = 0.0
     if cues.named is not None:
         by_named = seen.episode.speaker == cues.named
@@ -188,8 +223,12 @@ def features(cues: Cues, seen: Seen, speakers: Sequence[str]) -> dict[str, float
     return {
         "similarity": seen.similarity,
         "exchange": seen.exchange,
-        "coverage": coverage,
+        "coverage": coverage(cues, seen.terms),
+        "stated": coverage(cues, seen.stated_terms),
         "hit": float(seen.hit),
+        "asks": float(asks(seen.episode.text)),
+        "after_question": coverage(cues, seen.previous_terms) if asks(seen.previous) else 0.0,
+        "length": min(len(seen.episode.text.split()), 60) / 60,
         "rank": seen.rank,
         "about": about,
         "answer_type": float(has_answer_type(cues.answer_type, seen.episode.text, seen.episode.message_time, speakers)),
@@ -198,7 +237,9 @@ def features(cues: Cues, seen: Seen, speakers: Sequence[str]) -> dict[str, float
     }
 
 
-FEATURES = ("similarity", "exchange", "coverage", "hit", "rank", "about", "answer_type", "fact")
+FEATURES = (
+    "similarity", "exchange", "coverage", "stated", "hit", "rank", "about", "answer_type", "fact", "asks", "after_question", "length"
+)
 
 
 def score(values: Mapping[str, float], weights: SelectionWeights) -> float:
