@@ -12,13 +12,11 @@ from sqlalchemy import select
 
 from memory import api
 from memory.api import Principal
+from memory.consolidation.extraction import ReplayExtractor
 from memory.core import Memory
 from memory.episodes.append import validate_message
-
-OPERATOR = Principal.operator("test")
 from memory.errors import ValidationError
 from memory.retrieval.answering import NOT_IN_MEMORY, NOTES, answer
-from memory.consolidation.extraction import ReplayExtractor
 from memory.store.conversations import ConversationRef
 from memory.store.schema import (
     AnswerEvidence,
@@ -27,6 +25,8 @@ from memory.store.schema import (
     Episode,
     UsageEntry,
 )
+
+OPERATOR = Principal.operator("test")
 
 T0 = datetime(2024, 5, 6, 9, tzinfo=timezone.utc)
 CHAT = [
@@ -45,7 +45,12 @@ async def _chat(memory: Memory, ref: ConversationRef) -> dict[str, int]:
     ]
     await api.ingest(memory, ref, messages, principal=OPERATOR)
     async with memory.sessions() as session:
-        rows = await session.execute(select(Episode.platform_message_id, Episode.id).where(Episode.platform_message_id.in_([m.platform_message_id for m in messages]), Episode.conversation_id == (await _id(session, ref))))
+        rows = await session.execute(
+            select(Episode.platform_message_id, Episode.id).where(
+                Episode.platform_message_id.in_([m.platform_message_id for m in messages]),
+                Episode.conversation_id == (await _id(session, ref)),
+            )
+        )
         return dict(rows.all())
 
 
@@ -55,16 +60,22 @@ async def _id(session, ref: ConversationRef) -> int:
     return await find_conversation(session, ref)
 
 
-async def test_extractive_answer_quotes_speaker_and_date(memory: Memory, conversation_ref: ConversationRef, conversation_id: int) -> None:
+async def test_extractive_answer_quotes_speaker_and_date(
+    memory: Memory, conversation_ref: ConversationRef, conversation_id: int
+) -> None:
     episodes = await _chat(memory, conversation_ref)
     result = await answer(memory, conversation_ref, "Where did Tom move?", T0 + timedelta(days=1))
     assert result.mode == "extractive" and result.in_memory
     assert result.answer.startswith('tom said on 06 May 2024: "I moved to the Berlin office last week."')
-    assert [(c.episode_id, c.platform_message_id, c.speaker) for c in result.citations] == [(episodes["m1"], "m1", "tom")]
+    assert [(c.episode_id, c.platform_message_id, c.speaker) for c in result.citations] == [
+        (episodes["m1"], "m1", "tom")
+    ]
     assert result.citations[0].message_time == T0 + timedelta(minutes=1)
 
 
-async def test_not_in_memory_when_nothing_relevant(memory: Memory, conversation_ref: ConversationRef, conversation_id: int) -> None:
+async def test_not_in_memory_when_nothing_relevant(
+    memory: Memory, conversation_ref: ConversationRef, conversation_id: int
+) -> None:
     await _chat(memory, conversation_ref)
     result = await answer(memory, conversation_ref, "What is the capital of Peru?", T0 + timedelta(days=1))
     assert result.answer == NOT_IN_MEMORY
@@ -72,7 +83,9 @@ async def test_not_in_memory_when_nothing_relevant(memory: Memory, conversation_
     assert result.evidence, "evidence is still shown and traced, it just does not answer"
 
 
-async def test_bot_messages_are_context_not_evidence(memory: Memory, conversation_ref: ConversationRef, conversation_id: int) -> None:
+async def test_bot_messages_are_context_not_evidence(
+    memory: Memory, conversation_ref: ConversationRef, conversation_id: int
+) -> None:
     await _chat(memory, conversation_ref)
     result = await answer(memory, conversation_ref, "When is the Atlas launch review?", T0 + timedelta(days=1))
     assert any(item.is_bot for item in result.evidence)
@@ -80,23 +93,46 @@ async def test_bot_messages_are_context_not_evidence(memory: Memory, conversatio
     assert result.citations[0].platform_message_id == "m0"
 
 
-async def test_trace_usage_and_audit_are_stored(memory: Memory, conversation_ref: ConversationRef, conversation_id: int) -> None:
+async def test_trace_usage_and_audit_are_stored(
+    memory: Memory, conversation_ref: ConversationRef, conversation_id: int
+) -> None:
     await _chat(memory, conversation_ref)
     result = await answer(memory, conversation_ref, "Who has a cat?", T0 + timedelta(days=1), principal="U123", k=3)
     assert len(result.evidence) == 3
     async with memory.sessions() as session:
         trace = (await session.execute(select(AnswerTrace).where(AnswerTrace.id == result.trace_id))).scalar_one()
-        linked = set((await session.execute(select(AnswerEvidence.episode_id).where(AnswerEvidence.trace_id == trace.id))).scalars())
-        audit = (await session.execute(select(AuditEntry).where(AuditEntry.conversation_id == conversation_id, AuditEntry.action == "answer"))).scalar_one()
-        ledger = (await session.execute(select(UsageEntry.operation, UsageEntry.phase, UsageEntry.prompt_tokens).where(UsageEntry.conversation_id == conversation_id, UsageEntry.phase == "retrieval"))).all()
-    assert (trace.conversation_id, trace.principal, trace.question, trace.answer) == (conversation_id, "U123", "Who has a cat?", result.answer)
+        linked = set(
+            (
+                await session.execute(select(AnswerEvidence.episode_id).where(AnswerEvidence.trace_id == trace.id))
+            ).scalars()
+        )
+        audit = (
+            await session.execute(
+                select(AuditEntry).where(AuditEntry.conversation_id == conversation_id, AuditEntry.action == "answer")
+            )
+        ).scalar_one()
+        ledger = (
+            await session.execute(
+                select(UsageEntry.operation, UsageEntry.phase, UsageEntry.prompt_tokens).where(
+                    UsageEntry.conversation_id == conversation_id, UsageEntry.phase == "retrieval"
+                )
+            )
+        ).all()
+    assert (trace.conversation_id, trace.principal, trace.question, trace.answer) == (
+        conversation_id,
+        "U123",
+        "Who has a cat?",
+        result.answer,
+    )
     assert linked == {e.episode_id for item in result.evidence for e in item.episodes}
     assert audit.details == {"trace_id": trace.id, "evidence_items": 3, "evidence_episodes": len(linked)}
     assert [(op, phase) for op, phase, _ in ledger] == [("embed_query", "retrieval")] and ledger[0][2] > 0
     assert trace.usage["embed_query"]["calls"] == 1
 
 
-async def test_unknown_conversation_and_empty_question_are_refused(memory: Memory, conversation_ref: ConversationRef) -> None:
+async def test_unknown_conversation_and_empty_question_are_refused(
+    memory: Memory, conversation_ref: ConversationRef
+) -> None:
     with pytest.raises(ValidationError, match="conversation"):
         await answer(memory, "no-such-conversation-anywhere", "hello?")
     with pytest.raises(ValidationError, match="question"):
@@ -110,17 +146,27 @@ async def test_llm_path_decomposes_reranks_answers_and_records_usage(
 
     def rerank(request) -> dict:
         numbers = re.findall(r"^(\d+)\. .*$", request.user, re.MULTILINE)
-        berlin = [int(n) for n, line in zip(numbers, re.findall(r"^\d+\. (.*)$", request.user, re.MULTILINE)) if "Berlin" in line]
+        berlin = [
+            int(n)
+            for n, line in zip(numbers, re.findall(r"^\d+\. (.*)$", request.user, re.MULTILINE), strict=True)
+            if "Berlin" in line
+        ]
         return {"scores": [{"id": int(n), "score": 10 if int(n) in berlin else 1} for n in numbers]}
 
     def respond(request) -> dict:
         label = re.search(r"\[(E[\d.]+)\] tom: I moved to the Berlin", request.user).group(1)
-        return {"answer": "Tom moved to Berlin, and lunch is at the Thai place.", "citations": [label, "E99"], "in_memory": True}
+        return {
+            "answer": "Tom moved to Berlin, and lunch is at the Thai place.",
+            "citations": [label, "E99"],
+            "in_memory": True,
+        }
 
     scripted_llm.on("decompose", lambda request: {"queries": ["Where did Tom move?", "Where is lunch on Wednesday?"]})
     scripted_llm.on("rerank", rerank)
     scripted_llm.on("answer", respond)
-    result = await answer(llm_memory, conversation_ref, "Where did Tom move and where is lunch?", T0 + timedelta(days=1), k=2)
+    result = await answer(
+        llm_memory, conversation_ref, "Where did Tom move and where is lunch?", T0 + timedelta(days=1), k=2
+    )
     assert result.mode == "llm" and result.in_memory
     assert result.sub_queries == ["Where did Tom move?", "Where is lunch on Wednesday?"]
     assert scripted_llm.count("decompose") == scripted_llm.count("rerank") == scripted_llm.count("answer") == 1
@@ -132,9 +178,9 @@ async def test_llm_path_decomposes_reranks_answers_and_records_usage(
         ledger = {
             op: (calls, prompt, completion)
             for op, calls, prompt, completion in await session.execute(
-                select(UsageEntry.operation, UsageEntry.calls, UsageEntry.prompt_tokens, UsageEntry.completion_tokens).where(
-                    UsageEntry.conversation_id == conversation_id, UsageEntry.phase == "retrieval"
-                )
+                select(
+                    UsageEntry.operation, UsageEntry.calls, UsageEntry.prompt_tokens, UsageEntry.completion_tokens
+                ).where(UsageEntry.conversation_id == conversation_id, UsageEntry.phase == "retrieval")
             )
         }
         trace = (await session.execute(select(AnswerTrace).where(AnswerTrace.id == result.trace_id))).scalar_one()
@@ -185,7 +231,9 @@ async def test_each_failing_llm_step_falls_back_offline_with_a_note(
         scripted_llm.timeout_next(10, seconds=3, operation=step)
     else:
         scripted_llm.malformed_next(10, operation=step)
-    result = await answer(llm_memory, conversation_ref, "Where did Tom move and where is lunch?", T0 + timedelta(days=1))
+    result = await answer(
+        llm_memory, conversation_ref, "Where did Tom move and where is lunch?", T0 + timedelta(days=1)
+    )
     assert result.notes == [NOTES[step]] and result.reply.notes == (NOTES[step],)
     assert result.in_memory and result.citations
     if step == "answer":
@@ -217,10 +265,30 @@ async def _multi_party(memory: Memory, ref: ConversationRef) -> None:
     await api.ingest(memory, ref, messages, principal=OPERATOR)
     launch = ("launch", "is_on")
     records = [
-        {"message_id": "p5", "relations": [{"subject": launch[0], "predicate": launch[1], "object": "Monday",
-                                            "fact": "The launch is on Monday", "decision": "new"}]},
-        {"message_id": "p6", "relations": [{"subject": launch[0], "predicate": launch[1], "object": "Friday",
-                                            "fact": "The launch is on Friday", "decision": "contradiction"}]},
+        {
+            "message_id": "p5",
+            "relations": [
+                {
+                    "subject": launch[0],
+                    "predicate": launch[1],
+                    "object": "Monday",
+                    "fact": "The launch is on Monday",
+                    "decision": "new",
+                }
+            ],
+        },
+        {
+            "message_id": "p6",
+            "relations": [
+                {
+                    "subject": launch[0],
+                    "predicate": launch[1],
+                    "object": "Friday",
+                    "fact": "The launch is on Friday",
+                    "decision": "contradiction",
+                }
+            ],
+        },
     ]
     await api.consolidate(memory, ref, principal=OPERATOR, extractor=ReplayExtractor.from_records(records))
 

@@ -106,7 +106,7 @@ async def test_each_episode_has_a_search_document_and_usage(memory: Memory, conv
                 UsageEntry.conversation_id == document.conversation_id, UsageEntry.operation == "embed_episode"
             )
         )
-    assert document.text == "ann: The zebra migration starts in May"
+    assert document.text == "The zebra migration starts in May"  # who said it is not indexed as text
     assert len(document.embedding) == 384
     assert hit == 1
     assert used == 1

@@ -262,7 +262,7 @@ async def test_edit_retracts_the_old_version_and_queues_the_new(memory: Memory, 
         pending = (await session.execute(select(Checkpoint.pending_episode_ids).where(Checkpoint.conversation_id == cid))).scalar_one()
     assert (after.text, after.edited_at, after.message_time) == ("Ann lives in Denver", edited_at, before.message_time)
     assert (after.prev_id, after.next_id, after.platform_message_id) == (before.prev_id, before.next_id, "m1")
-    assert document == "ann: Ann lives in Denver" and pending == [e1]
+    assert document == "Ann lives in Denver" and pending == [e1]
     assert (await edit_episode(memory, cid, "m1", "Ann lives in Denver")).status == "unchanged"
     assert (await edit_episode(memory, cid, "nope", "x")).status == "unknown"
     await delete_episode(memory, cid, "m2")

@@ -16,6 +16,9 @@ from memory.store.database import downgrade, upgrade
 
 OPERATOR = Principal.operator("test")
 T0 = datetime(2026, 3, 2, 9, tzinfo=timezone.utc)
+DOCUMENT_TEXTS = text("SELECT text FROM search_documents WHERE kind = 'episode' ORDER BY ref_id")
+DOCUMENT_LEXEMES = text("SELECT tsv::text FROM search_documents WHERE kind = 'episode' ORDER BY ref_id")
+DOCUMENT_VECTORS = text("SELECT embedding::text FROM search_documents WHERE kind = 'episode' ORDER BY ref_id")
 
 
 async def test_migration_0004_and_reindex(new_database, embedder) -> None:
@@ -37,14 +40,14 @@ async def test_migration_0004_and_reindex(new_database, embedder) -> None:
                     text("UPDATE episodes SET embedding = CAST(:v AS vector) WHERE platform_message_id = :m"),
                     {"v": str(list(vector)), "m": f"r{i}"},
                 )
-            texts = (await connection.execute(text("SELECT text FROM search_documents WHERE kind = 'episode' ORDER BY ref_id"))).scalars().all()
+            texts = (await connection.execute(DOCUMENT_TEXTS)).scalars().all()
         assert texts == ["Priya: Tom moved to Kettleburg last month.", "Tom: Yes, I like it there."]
 
         await upgrade(memory.engine, embedder.dim)
         async with memory.sessions() as session:
             assert await vectors_are_stale(session)
-            texts = (await session.execute(text("SELECT text FROM search_documents WHERE kind = 'episode' ORDER BY ref_id"))).scalars().all()
-            lexemes = (await session.execute(text("SELECT tsv::text FROM search_documents WHERE kind = 'episode' ORDER BY ref_id"))).scalars().all()
+            texts = (await session.execute(DOCUMENT_TEXTS)).scalars().all()
+            lexemes = (await session.execute(DOCUMENT_LEXEMES)).scalars().all()
         assert texts == [body for _, body in said]
         assert "priya" not in lexemes[0] and "tom" in lexemes[0]  # the name said, not the speaker
 
@@ -53,7 +56,7 @@ async def test_migration_0004_and_reindex(new_database, embedder) -> None:
         async with memory.sessions() as session:
             assert not await vectors_are_stale(session)
             own = (await session.execute(text("SELECT embedding::text FROM episodes ORDER BY id"))).scalars().all()
-            searched = (await session.execute(text("SELECT embedding::text FROM search_documents WHERE kind = 'episode' ORDER BY ref_id"))).scalars().all()
+            searched = (await session.execute(DOCUMENT_VECTORS)).scalars().all()
         parse = lambda v: np.asarray(v.strip("[]").split(","), dtype=float)  # noqa: E731
         assert np.allclose(parse(own[0]), new[0], atol=1e-5) and np.allclose(parse(own[1]), new[1], atol=1e-5)
         assert np.allclose(parse(searched[1]), np.asarray(new[1]) + 0.5 * np.asarray(new[0]), atol=1e-4)

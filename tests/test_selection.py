@@ -26,7 +26,9 @@ SPEAKERS = ["Priya", "Tom", "Alice"]
 OPEN = SelectionWeights(abstain_below=float("-inf"), mismatch_margin=float("inf"))
 
 
-def seen(i: int, speaker: str, text: str, *, terms=(), similarity=0.5, rank=0.5, outdated=False, correction=None, role="user") -> Seen:
+def seen(
+    i: int, speaker: str, text: str, *, terms=(), similarity=0.5, rank=0.5, outdated=False, correction=None, role="user"
+) -> Seen:
     episode = EpisodeRef(i, f"m{i}", speaker, role, T0 + timedelta(minutes=i), text)
     return Seen(episode, rank, similarity, frozenset(terms), outdated=outdated, correction=correction)
 
@@ -76,7 +78,9 @@ def test_a_question_is_not_the_answer_and_an_outdated_message_is_never_first() -
 def test_the_reply_leads_with_the_correction_and_marks_the_outdated_message() -> None:
     cues = Cues({"launch": 1.0}, answer_type="time")
     fix = EpisodeRef(3, "m3", "Priya", "user", T0 + timedelta(days=1), "Correction: the launch is on Friday.")
-    chat = [seen(2, "Priya", "The launch is on Monday.", terms={"launch"}, similarity=0.8, rank=1.0, outdated=True, correction=fix)]
+    chat = [
+        seen(2, "Priya", "The launch is on Monday.", terms={"launch"}, similarity=0.8, rank=1.0, outdated=True, correction=fix)
+    ]
     drafted = draft_offline(choose(cues, chat, SPEAKERS, OPEN))
     assert drafted.text.startswith('Priya said on 03 March 2026: "Correction: the launch is on Friday."')
     assert [m.platform_message_id for m in drafted.messages] == ["m3", "m2"]

@@ -14,9 +14,10 @@ best three fused items above a relevance floor, quoted.
 
 Splits: parameters are chosen on the calibration split (26, 30, 41, 42, 43) only; the
 held-out split (44, 47, 48, 49, 50) is what the defaults are judged by. Both are
-printed, with the abstention curve of each: for each threshold of the selection score,
+printed, with the abstention curves of each: for values of the score threshold (the
+mismatch margin held at its default) and of the mismatch margin (the threshold held),
 the share of adversarial questions answered "not in memory" and of answerable ones
-wrongly refused (the name and mismatch rules held at their defaults).
+wrongly refused (a question naming someone never mentioned is refused throughout).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import Any
 
 from bot import locomo
 from bot.bench.common import (
@@ -43,12 +45,14 @@ from bot.progress import progress
 from bot.settings import Settings
 from memory.core import Memory
 from memory.models.tokens import count_tokens
-from memory.retrieval.answering import Answer, answer, baseline_quotes, said
+from memory.retrieval.answering import NOT_IN_MEMORY, Answer, answer, baseline_quotes, said
 from memory.retrieval.evidence import EvidenceItem
 from memory.retrieval.selection import DEFAULT_WEIGHTS, SelectionWeights
 
 ADVERSARIAL = 5
-THRESHOLDS = (-0.6, -0.4, -0.2, 0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
+# The curves: each threshold moved by these steps from its default, the other held.
+CURVES = ("abstain_below", "mismatch_margin")
+STEPS = (-1.0, -0.5, -0.25, 0.0, 0.25, 0.5, 1.0)
 _STOP = set(
     "a an the and or of to in on at for with by from is are was were be been being it its this that these those "
     "i me my we our you your he him his she her they them their as about into over after before than then so "
@@ -123,7 +127,7 @@ class Tally:
         self.refused += refused
         counts[1] += first
 
-    def figures(self) -> dict:
+    def figures(self) -> dict[str, Any]:
         n, a = max(self.answerable, 1), max(self.adversarial, 1)
         return {
             "answerable": self.answerable,
@@ -151,7 +155,7 @@ def baseline_reply(items: Sequence[EvidenceItem]) -> tuple[str, list[int]]:
         cited += [e.episode_id for e in shown if e.episode_id not in cited]
         quote = said(item.episode) if item.episode else item.text
         lines.append(("Also: " if index else "") + f"{quote} [{item.label}]")
-    return ("\n".join(lines) if lines else "not in memory"), cited
+    return ("\n".join(lines) if lines else NOT_IN_MEMORY), cited
 
 
 def reply_text(result: Answer) -> str:
@@ -163,16 +167,19 @@ def reply_text(result: Answer) -> str:
 
 @dataclass
 class Sweep:
-    """The abstention curve: for each threshold, adversarial abstained and answerable refused."""
+    """The abstention curves: for each value of one threshold (the other held at its
+    default), the share of adversarial questions abstained and of answerable ones refused."""
 
-    points: dict[float, list[int]] = field(default_factory=lambda: {t: [0, 0, 0, 0] for t in THRESHOLDS})
+    points: dict[tuple[str, float], list[int]] = field(
+        default_factory=lambda: {(name, step): [0, 0, 0, 0] for name in CURVES for step in STEPS}
+    )
 
     def add(self, category: int, result: Answer, weights: SelectionWeights) -> None:
         confidence = result.confidence
-        for threshold, counts in self.points.items():
-            refused = bool(confidence.get("unknown")) or confidence["support"] < threshold or (
-                confidence["mismatch"] > weights.mismatch_margin
-            )
+        for (name, step), counts in self.points.items():
+            below = weights.abstain_below + (step if name == "abstain_below" else 0.0)
+            margin = weights.mismatch_margin + (step if name == "mismatch_margin" else 0.0)
+            refused = bool(confidence["unknown"]) or confidence["support"] < below or confidence["mismatch"] > margin
             if category == ADVERSARIAL:
                 counts[0] += 1
                 counts[1] += refused
@@ -180,18 +187,32 @@ class Sweep:
                 counts[2] += 1
                 counts[3] += refused
 
-    def figures(self) -> list[dict]:
-        return [
-            {"threshold": t, "adversarial_not_in_memory": round(a / max(n, 1), 4), "answerable_refused": round(r / max(m, 1), 4)}
-            for t, (n, a, m, r) in self.points.items()
-        ]
+    def figures(self, weights: SelectionWeights) -> dict[str, list[dict[str, float]]]:
+        return {
+            name: [
+                {
+                    "value": round(getattr(weights, name) + step, 3),
+                    "adversarial_not_in_memory": round(a / max(n, 1), 4),
+                    "answerable_refused": round(r / max(m, 1), 4),
+                }
+                for (curve, step), (n, a, m, r) in self.points.items()
+                if curve == name
+            ]
+            for name in CURVES
+        }
 
 
-async def _split(memory: Memory, conversations: list[locomo.Conversation], run_id: str, name: str) -> dict:
+def refusal(result: Answer, weights: SelectionWeights) -> bool:
+    """The default rule applied to an answer computed without thresholds."""
+    confidence = result.confidence
+    return confidence["support"] < weights.abstain_below or confidence["mismatch"] > weights.mismatch_margin
+
+
+async def _split(memory: Memory, conversations: list[locomo.Conversation], run_id: str, name: str) -> dict[str, Any]:
     system, baseline, sweep = Tally(), Tally(), Sweep()
-    # Answers are computed without the score threshold so that the sweep sees every
-    # question's score; the default rule is applied to them afterwards.
-    open_weights = dataclasses.replace(DEFAULT_WEIGHTS, abstain_below=float("-inf"))
+    # Answers are computed without the thresholds so that the sweep sees every
+    # question's scores; the default rule is applied to them afterwards.
+    open_weights = dataclasses.replace(DEFAULT_WEIGHTS, abstain_below=float("-inf"), mismatch_margin=float("inf"))
     with progress(sum(len(c.questions) for c in conversations), f"answers {name}") as bar:
         for conversation in conversations:
             conversation_id, episode_of = await locomo_conversation(memory, conversation, run_id, True)
@@ -205,22 +226,23 @@ async def _split(memory: Memory, conversations: list[locomo.Conversation], run_i
                     memory, conversation_id, question.question, question_date, principal="bench", weights=open_weights
                 )
                 sweep.add(question.category, result, DEFAULT_WEIGHTS)
-                refused = not result.in_memory or result.confidence["support"] < DEFAULT_WEIGHTS.abstain_below
+                refused = not result.in_memory or refusal(result, DEFAULT_WEIGHTS)
                 cited = [] if refused else [c.episode_id for c in result.citations]
-                system.add(question.category, gold, question.answer, cited, refused, "not in memory" if refused else reply_text(result))
+                shown = NOT_IN_MEMORY if refused else reply_text(result)
+                system.add(question.category, gold, question.answer, cited, refused, shown)
                 text, cited = baseline_reply(result.evidence)
                 baseline.add(question.category, gold, question.answer, cited, not cited, text)
     return {
         "conversations": [c.name for c in conversations],
         "system": system.figures(),
         "baseline": baseline.figures(),
-        "abstention_curve": sweep.figures(),
+        "abstention_curves": sweep.figures(DEFAULT_WEIGHTS),
     }
 
 
-async def run(args: argparse.Namespace, settings: Settings) -> dict:
+async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     conversations = {c.name: c for c in load_locomo(args.locomo)}
-    names = dict(SPLITS) if args.split == "both" else {args.split: SPLITS[args.split]}
+    names: dict[str, tuple[str, ...]] = dict(SPLITS) if args.split == "both" else {args.split: SPLITS[args.split]}
     # Any other folder in LoCoMo's format has no such split: all of it is one "all" split.
     if not all(n in conversations for split in names.values() for n in split):
         names = {"all": tuple(conversations)}
@@ -231,7 +253,7 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict:
         names = {split: chosen[: args.conversations] for split, chosen in names.items()}
     run_id = reuse_run_id(True) if args.reuse else uuid.uuid4().hex[:6]
     database = REUSE_DATABASE if args.reuse else "stashbird_bench_answers"
-    result: dict = {"bench": "answers", "weights": dataclasses.asdict(DEFAULT_WEIGHTS), "splits": {}}
+    result: dict[str, Any] = {"bench": "answers", "weights": dataclasses.asdict(DEFAULT_WEIGHTS), "splits": {}}
     async with bench_memory(settings, database, keep=args.reuse) as memory:
         for split, chosen in names.items():
             if chosen:
@@ -239,7 +261,7 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict:
     return result
 
 
-def _line(name: str, f: dict) -> str:
+def _line(name: str, f: dict[str, Any]) -> str:
     return (
         f"  {name:<9} first citation is evidence {f['first_citation_evidence']:6.1%}   citations include evidence "
         f"{f['citations_include_evidence']:6.1%}   answer holds gold words {f['answer_holds_gold_words']:6.1%}   "
@@ -248,7 +270,7 @@ def _line(name: str, f: dict) -> str:
     )
 
 
-def render(result: dict) -> str:
+def render(result: dict[str, Any]) -> str:
     weights = result["weights"]
     lines = [
         "LoCoMo answers, offline (extractive); defaults chosen on the calibration split "
@@ -268,11 +290,12 @@ def render(result: dict) -> str:
                 f"{c}: {v['first_citation_evidence']:.0%}/{v['refused']:.0%}" for c, v in system["by_category"].items()
             )
         )
-        lines.append(
-            "  abstention curve (score threshold: category 5 not in memory / answerable refused): "
-            + "  ".join(
-                f"{p['threshold']:+.1f}: {p['adversarial_not_in_memory']:.0%}/{p['answerable_refused']:.0%}"
-                for p in figures["abstention_curve"]
+        for name, label in (("abstain_below", "score threshold"), ("mismatch_margin", "mismatch margin")):
+            lines.append(
+                f"  abstention curve over the {label} (category 5 not in memory / answerable refused): "
+                + "  ".join(
+                    f"{p['value']:.2f}: {p['adversarial_not_in_memory']:.0%}/{p['answerable_refused']:.0%}"
+                    for p in figures["abstention_curves"][name]
+                )
             )
-        )
     return "\n".join(lines)

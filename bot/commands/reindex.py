@@ -17,7 +17,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--conversation", help="only this conversation (default: all of them)")
 
 
-async def run(args: argparse.Namespace, settings: Settings) -> dict:
+async def run(args: argparse.Namespace, settings: Settings) -> dict[str, dict[str, int]]:
     ref = ConversationRef.parse(args.conversation) if args.conversation else None
     async with memory_from_settings(settings) as memory:
         with progress(0, "reindex") as bar:
@@ -25,7 +25,7 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict:
     return {"reindexed": done}
 
 
-def render(result: dict) -> str:
+def render(result: dict[str, dict[str, int]]) -> str:
     lines = [f"embedded again: {sum(result['reindexed'].values())} messages"]
     lines += [f"  {name}: {count}" for name, count in result["reindexed"].items()]
     return "\n".join(lines)

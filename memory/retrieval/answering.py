@@ -34,6 +34,7 @@ from sqlalchemy import insert, select
 
 from memory.core import Memory
 from memory.errors import StashbirdError, ValidationError
+from memory.models.llm import LLMClient
 from memory.retrieval.evidence import (
     EpisodeRef,
     EvidenceItem,
@@ -300,8 +301,10 @@ async def _guarded(step: str, notes: list[str], usages: list[Usage], call: Await
     return value
 
 
-async def _grounded(memory: Memory, question: str, question_date: datetime, items: list[EvidenceItem]) -> tuple[GroundedAnswer, Usage]:
-    result = await memory.llm.complete_json(
+async def _grounded(
+    llm: LLMClient, question: str, question_date: datetime, items: list[EvidenceItem]
+) -> tuple[GroundedAnswer, Usage]:
+    result = await llm.complete_json(
         system=ANSWER_SYSTEM,
         user=f"Question date: {question_date:%Y-%m-%d (%A)}\nQuestion: {question}\n\nMemory items:\n"
         + (format_evidence(items) or "(none)"),
@@ -382,7 +385,7 @@ async def answer(
     choice = await _select(memory, conversation_id, question, retrieval.question_vector, items, weights)
     grounded = None
     if llm is not None and not choice.unknown:
-        grounded = await _guarded("answer", notes, usages, _grounded(memory, question, question_date, items))
+        grounded = await _guarded("answer", notes, usages, _grounded(llm, question, question_date, items))
     if grounded is not None:
         drafted = await _draft_llm(memory, conversation_id, grounded, items, link)
         mode = "llm"

@@ -130,8 +130,8 @@ async def corrections_of(
         outdated = all(s == "superseded" for s, _ in entries)
         correction = next((witness[s] for _, s in entries if s in witness and witness[s] != episode_id), None)
         result[episode_id] = (outdated, correction)
-    newer = await load_episodes(session, conversation_id, [c for _, c in result.values() if c is not None])
-    return {e: (outdated, newer.get(c) if c is not None else None) for e, (outdated, c) in result.items()}
+    corrections = await load_episodes(session, conversation_id, [c for _, c in result.values() if c is not None])
+    return {e: (outdated, corrections.get(c) if c is not None else None) for e, (outdated, c) in result.items()}
 
 
 def _cosine(vector_text: str, query: np.ndarray | None) -> float:

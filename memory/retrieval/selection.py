@@ -31,9 +31,9 @@ split). A message whose every fact has been superseded is never quoted first.
 "Not in memory" (calibrated abstention): the answer is refused when the best message's
 score is below ``abstain_below``, when the question names a person who is neither a
 speaker nor named anywhere in the conversation, or when it names one speaker while the
-best match is someone else's first-person statement that beats the best message about
-the named person by ``mismatch_margin`` (LoCoMo's adversarial questions attribute one
-speaker's experience to the other). Pure.
+best match, scored without regard to who it is about, is someone else's and beats the
+best message by or about the named person by ``mismatch_margin`` (LoCoMo's adversarial
+questions give one speaker's experience to the other). Pure.
 """
 
 from __future__ import annotations
@@ -64,7 +64,6 @@ _STARTERS = set(
     "Did Does Can Could Would Should Will Just Really Oh Well Let Lol Haha Correction Reminder Noted Welcome".split()
 )
 _PLACE = re.compile(r"\b(in|at|to|from|near|visit(?:ed|ing)?)\s+(the\s+)?[A-Z][a-z]+", re.UNICODE)
-_FIRST_PERSON = re.compile(r"\b(I|I'm|I've|I'd|my|me|mine|we|our|us)\b")
 _SENTENCE = re.compile(r"[^.!?]+[.!?]*")
 
 
@@ -238,25 +237,29 @@ def features(cues: Cues, seen: Seen, speakers: Sequence[str]) -> dict[str, float
 
 
 FEATURES = (
-    "similarity", "exchange", "coverage", "stated", "hit", "rank", "about", "answer_type", "fact", "asks", "after_question", "length"
+    "similarity", "exchange", "coverage", "stated", "hit", "rank",
+    "about", "answer_type", "fact", "asks", "after_question", "length",
 )
 
 
 def score(values: Mapping[str, float], weights: SelectionWeights) -> float:
     """The weighted sum of the features. Pure."""
-    return sum(getattr(weights, name) * values[name] for name in FEATURES)
+    return sum(float(getattr(weights, name)) * values[name] for name in FEATURES)
 
 
-def _mismatch(cues: Cues, scored: Sequence[tuple[Seen, float, Mapping[str, float]]]) -> float:
-    """How far the best first-person statement of someone other than the named speaker
-    (not naming them) beats the best message about the named speaker."""
-    about = [s for seen, s, values in scored if values["about"] > 0]
-    others = [
-        s for seen, s, values in scored if values["about"] < 0 and _FIRST_PERSON.search(seen.episode.text)
-    ]
-    if cues.named is None or not others:
+def _mismatch(cues: Cues, scored: Sequence[tuple[Seen, float, Mapping[str, float]]], weights: SelectionWeights) -> float:
+    """How far the best message of someone other than the named speaker (not speaking
+    of them) beats the best message by or about the named speaker, both scored without
+    the ``about`` term: LoCoMo's adversarial questions give one speaker's experience to
+    the other, and the message that matches best is then the other one's."""
+    if cues.named is None:
         return 0.0
-    return max(others) - (max(about) if about else 0.0)
+    neutral = [(s - weights.about * values["about"], values["about"]) for _, s, values in scored]
+    others = [n for n, about in neutral if about < 0]
+    theirs = [n for n, about in neutral if about > 0]
+    if not others:
+        return 0.0
+    return max(others) - (max(theirs) if theirs else 0.0)
 
 
 def choose(
@@ -278,7 +281,7 @@ def choose(
     if not ranked:
         return Choice((), 0.0, "nothing stored answers it", table)
     support = ranked[0][1]
-    mismatch = _mismatch(cues, scored)
+    mismatch = _mismatch(cues, scored, weights)
     return Choice(ranked, support, refusal(cues, support, mismatch, weights), table, bool(cues.unknown_people), mismatch)
 
 
