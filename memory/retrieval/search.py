@@ -33,6 +33,11 @@ while the messages they are expected to match stay under ``TEXT_MATCH_ROWS``, an
 most that many matches are ranked, which bounds the work (the vector side still sees
 everything).
 
+Named speakers. Documents hold a message's text alone; when the question names one
+speaker, that speaker's messages are searched by vector on their own as one more ranked
+list (the speaker indexed apart from the text), and the messages by or naming them are
+weighted up after fusion.
+
 Named times. When the question names a time ("on 7 July, 2023", "last week"), the
 messages of that time are searched by vector on their own as one more ranked list, so
 they compete even when messages of other times say more of the question's words; they
@@ -317,6 +322,16 @@ def _in_range_sql(ranges: int) -> str:
     )
 
 
+# Nearest messages among the named speaker's most recent ``DATED_CAP``.
+_BY_SPEAKER_SQL = _with_own_similarity(
+    f"SELECT {_COLUMNS}, embedding, embedding <=> :q AS distance FROM (SELECT d.kind, d.ref_id, d.text, "
+    "d.message_time, d.is_current, d.embedding FROM search_documents d JOIN episodes e ON e.id = d.ref_id "
+    "AND e.conversation_id = :c JOIN speakers s ON s.id = e.speaker_id AND s.display_name = :name "
+    "WHERE d.conversation_id = :c AND d.kind = 'episode' ORDER BY d.message_time DESC LIMIT :cap) AS theirs "
+    "ORDER BY distance LIMIT :n"
+)
+
+
 def _text_sql(kinds: Sequence[str]) -> str:
     """Matches ranked by the summed weight of the query terms they hold, ties by
     ts_rank_cd (terms close together), which is the score returned. Ranks at most
@@ -451,6 +466,11 @@ async def search(
             bounds = {f"{edge}{i}": getattr(r, edge) for i, r in enumerate(time_ranges) for edge in ("start", "end")}
             params = {"c": conversation_id, "n": top, "cap": DATED_CAP, "q": list(variants[0].embedding), **bounds}
             found.append(await _ranked_lists(session, _in_range_sql(len(time_ranges)), params, rows, "similarity", True))
+        if named_speaker and "vector" in methods and "episode" in kinds and variants:
+            # The speaker is indexed apart from the text: the named person's own
+            # messages are one more ranked list.
+            params = {"c": conversation_id, "n": top, "cap": DATED_CAP, "q": list(variants[0].embedding), "name": named_speaker}
+            found.append(await _ranked_lists(session, _BY_SPEAKER_SQL, params, rows, "similarity", True))
         for variant in variants:
             for kinds_, exact in ((plan.exact, True), (plan.hnsw, False)):
                 if kinds_ and "vector" in methods:
