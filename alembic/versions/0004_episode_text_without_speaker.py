@@ -9,26 +9,31 @@ there, and a reindex of every conversation removes it. Downgrading puts the pref
 back in the text; vectors already re-embedded stay as they are.
 
 Revision ID: 0004
-Revises: 0006
+Revises: 0008
 """
 
 from alembic import op
 
 revision = "0004"
-down_revision = "0006"
+down_revision = "0008"
 branch_labels = None
 depends_on = None
 
 
+_PREFIXED = (
+    "FROM episodes e WHERE d.kind = 'episode' AND d.ref_id = e.id AND d.conversation_id = e.conversation_id "
+    "AND d.text <> e.text"
+)
+
+
 def upgrade() -> None:
-    op.execute(
-        "UPDATE search_documents d SET text = e.text FROM episodes e "
-        "WHERE d.kind = 'episode' AND d.ref_id = e.id AND d.conversation_id = e.conversation_id AND d.text <> e.text"
-    )
+    # Marked only where documents still held the prefix: their vectors were embedded from it.
     op.execute(
         "INSERT INTO store_settings (key, value) SELECT 'episode_vectors', 'speaker-prefixed' "
-        "WHERE EXISTS (SELECT 1 FROM episodes WHERE embedding IS NOT NULL)"
+        f"WHERE EXISTS (SELECT 1 FROM search_documents d, episodes e {_PREFIXED.removeprefix('FROM episodes e ')}) "
+        "ON CONFLICT (key) DO NOTHING"
     )
+    op.execute(f"UPDATE search_documents d SET text = e.text {_PREFIXED}")
 
 
 def downgrade() -> None:
