@@ -114,7 +114,7 @@ async def test_audit_commands_and_the_html_report(
     for expected in (
         "What Stashbird remembers about",
         "Ann moved to Denver",
-        "Ann live in Boston",
+        "Ann lives in Boston",  # the offline fact keeps the speaker's verb, in the third person
         "Deletion log",
         "Usage over time",
     ):

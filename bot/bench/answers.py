@@ -17,7 +17,8 @@ held-out split (44, 47, 48, 49, 50) is what the defaults are judged by. Both are
 printed, with the abstention curves of each: for values of the score threshold (the
 mismatch margin held at its default) and of the mismatch margin (the threshold held),
 the share of adversarial questions answered "not in memory" and of answerable ones
-wrongly refused (a question naming someone never mentioned is refused throughout).
+wrongly refused (a question naming someone never mentioned, or whose best message holds
+nothing of it, is refused throughout).
 """
 
 from __future__ import annotations
@@ -179,7 +180,11 @@ class Sweep:
         for (name, step), counts in self.points.items():
             below = weights.abstain_below + (step if name == "abstain_below" else 0.0)
             margin = weights.mismatch_margin + (step if name == "mismatch_margin" else 0.0)
-            refused = bool(confidence["unknown"]) or confidence["support"] < below or confidence["mismatch"] > margin
+            refused = (
+                bool(confidence["unknown"] or confidence["unrelated"])
+                or confidence["support"] < below
+                or confidence["mismatch"] > margin
+            )
             if category == ADVERSARIAL:
                 counts[0] += 1
                 counts[1] += refused

@@ -408,7 +408,12 @@ async def answer(
         notes=notes,
         reply=AnswerReply(drafted.text, drafted.messages, tuple(notes)),
         refusal=drafted.refusal,
-        confidence={"support": choice.support, "mismatch": choice.mismatch, "unknown": float(choice.unknown)},
+        confidence={
+            "support": choice.support,
+            "mismatch": choice.mismatch,
+            "unknown": float(choice.unknown),
+            "unrelated": float(choice.unrelated),
+        },
     )
     result.trace_id = await _store_trace(memory, conversation_id, principal, result)
     return result
