@@ -38,9 +38,9 @@ from memory.core import Memory
 from memory.episodes.append import AppendResult, Message
 from memory.episodes.chain import chain
 from memory.episodes.ingest import ingest_messages
-from memory.episodes.reindex import clear_stale_mark, reindex_episodes
 from memory.episodes.listing import StoredMessage
 from memory.episodes.listing import stored_messages as _stored_messages
+from memory.episodes.reindex import clear_stale_mark, reindex_episodes
 from memory.errors import AccessDenied, UnknownConversation, ValidationError
 from memory.forgetting.commands import (
     DeletionReport,
