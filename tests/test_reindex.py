@@ -32,7 +32,7 @@ async def test_migration_0004_and_reindex(new_database, embedder) -> None:
         ]
         await ingest(memory, ref, messages, principal=OPERATOR)
         # The state before 0004: prefixed documents, vectors embedded from them.
-        await downgrade(memory.engine, "0003")
+        await downgrade(memory.engine, "0009")
         old = (await embedder.embed([f"{who}: {body}" for who, body in said])).vectors
         async with memory.engine.begin() as connection:
             for i, vector in enumerate(old):

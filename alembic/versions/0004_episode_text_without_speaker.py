@@ -9,13 +9,13 @@ there, and a reindex of every conversation removes it. Downgrading puts the pref
 back in the text; vectors already re-embedded stay as they are.
 
 Revision ID: 0004
-Revises: 0003
+Revises: 0009
 """
 
 from alembic import op
 
 revision = "0004"
-down_revision = "0003"
+down_revision = "0009"
 branch_labels = None
 depends_on = None
 
