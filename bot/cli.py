@@ -36,6 +36,8 @@ COMMANDS = {
     "erase": "rewrite the memory tables so that deleted messages are physically gone from them",
     "audit": "what the memory holds about a conversation and why, what it forgot (runs as the operator)",
     "reindex": "embed stored messages again from what is indexed now (once after migration 0004)",
+    "serve": "run the chat service: connectors, the inbox worker, the sweep, /healthz",
+    "sweep": "forget recent messages the platform no longer has (missed deletions)",
     "bench": "benchmarks that print their figures",
 }
 

@@ -1,0 +1,39 @@
+"""``stashbird sweep``: forget stored messages of the last N days that the platform no
+longer has (deletions whose events never arrived); ``stashbird serve`` runs it every
+STASHBIRD_SWEEP_HOURS."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from bot.runtime import memory_from_settings
+from bot.service import slack_connector
+from bot.settings import Settings
+from connectors.service import ChatService
+from connectors.slack.sweep import sweep_slack
+from memory import StashbirdError
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--days", type=int, help="how far back to check (default STASHBIRD_SWEEP_DAYS, 7)")
+
+
+async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
+    days = args.days if args.days is not None else settings.sweep_days
+    if days < 1:
+        raise StashbirdError("--days must be at least 1")
+    async with memory_from_settings(settings) as memory:
+        slack = slack_connector(ChatService(memory), settings)
+        if slack is None:
+            raise StashbirdError("no platform configured: set SLACK_BOT_TOKEN")
+        reports = await sweep_slack(memory, slack, days)
+    return {"days": days, "conversations": [r.as_dict() for r in reports]}
+
+
+def render(result: dict[str, Any]) -> str:
+    lines = [f"swept the last {result['days']} days:"]
+    for report in result["conversations"]:
+        gone = ", ".join(report["forgotten"]) or "nothing"
+        lines.append(f"  {report['conversation']}: {report['checked']} checked, forgotten: {gone}")
+    return "\n".join(lines)

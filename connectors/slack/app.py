@@ -1,0 +1,184 @@
+"""The Slack connector: a thin shell of slack-bolt's ``AsyncApp`` and slack_sdk's
+``AsyncWebClient`` around the pure ``payloads`` module and the chat service.
+
+Every Events API delivery (HTTP, signed: Bolt verifies the v0 signature and its
+5-minute window, and answers 401 otherwise) and every ``/memory`` command is parsed and
+stored in the service's durable inbox *before* Bolt answers Slack (``process_before_
+response``), so an acknowledged event survives a crash; if storing fails, Slack gets a
+500 and delivers again. Socket Mode is the same handlers behind another transport.
+
+Lookups are cached in the process: display names and roles from ``users.info`` (an
+hour: a rename shows up within it), permalinks from ``chat.getPermalink`` (they never
+change). Every endpoint comes from the configured Web API base URL.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
+from slack_bolt.async_app import AsyncApp
+from slack_sdk.web.async_client import AsyncWebClient
+from slack_sdk.webhook.async_client import AsyncWebhookClient
+
+from connectors.events import Author, Reply, Role
+from connectors.service import ChatService
+from connectors.slack import payloads
+from connectors.slack.render import render_reply
+from memory import ConversationRef
+
+log = logging.getLogger(__name__)
+
+DEFAULT_API_URL = "https://slack.com/api/"
+
+
+@dataclass(frozen=True)
+class SlackConfig:
+    bot_token: str
+    signing_secret: str
+    api_url: str = DEFAULT_API_URL
+    app_token: str | None = None  # Socket Mode's app-level token (xapp-…)
+    name_ttl_seconds: float = 3600.0
+    cache_size: int = 10_000
+
+
+class _Cache:
+    """A small LRU with an optional age limit (one per lookup kind)."""
+
+    def __init__(self, size: int, ttl: float | None = None) -> None:
+        self.size, self.ttl = size, ttl
+        self.items: OrderedDict[tuple[str, ...], tuple[float, Any]] = OrderedDict()
+
+    def get(self, key: tuple[str, ...]) -> Any:
+        found = self.items.get(key)
+        if found is None or (self.ttl is not None and time.monotonic() - found[0] > self.ttl):
+            return None
+        self.items.move_to_end(key)
+        return found[1]
+
+    def put(self, key: tuple[str, ...], value: Any) -> None:
+        self.items[key] = (time.monotonic(), value)
+        self.items.move_to_end(key)
+        while len(self.items) > self.size:
+            self.items.popitem(last=False)
+
+
+def user_author(user: dict[str, Any], author: Author) -> Author:
+    """A ``users.info`` user as an Author: display name (else real name, else handle);
+    role bot for bots, admin for workspace admins and owners, else user. Pure."""
+    profile = user.get("profile") or {}
+    name = profile.get("display_name") or profile.get("real_name") or user.get("real_name") or user.get("name")
+    role: Role
+    if user.get("is_bot"):
+        role = "bot"
+    elif user.get("is_admin") or user.get("is_owner") or user.get("is_primary_owner"):
+        role = "admin"
+    else:
+        role = "user"
+    return dataclasses.replace(author, name=author.name or name or author.id, role=author.role or role)
+
+
+class SlackConnector:
+    """Slack for the chat service (``Platform``): Bolt handlers in, Web API calls out."""
+
+    name = payloads.PLATFORM
+
+    def __init__(self, service: ChatService, config: SlackConfig) -> None:
+        self.service = service
+        self.config = config
+        self.client = AsyncWebClient(token=config.bot_token, base_url=config.api_url)
+        self.app = AsyncApp(
+            token=config.bot_token,
+            signing_secret=config.signing_secret,
+            client=self.client,
+            process_before_response=True,
+            logger=log,
+        )
+        self.app.event("message")(self._on_event)
+        self.app.event("app_mention")(self._on_event)
+        self.app.event("channel_deleted")(self._on_event)
+        self.app.event("group_deleted")(self._on_event)
+        self.app.command("/memory")(self._on_command)
+        self._authors = _Cache(config.cache_size, config.name_ttl_seconds)
+        self._permalinks = _Cache(config.cache_size)
+        self._socket: Any = None
+        self.bot_user: str | None = None
+
+    @property
+    def connected(self) -> bool:
+        if self._socket is not None:
+            return bool(self._socket.client.is_connected())
+        return self.bot_user is not None
+
+    async def start(self) -> None:
+        """Check the token (``auth.test``) and, with an app token, connect Socket Mode."""
+        identity = await self.client.auth_test()
+        self.bot_user = identity.get("user_id")
+        if self.config.app_token:
+            from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
+
+            self._socket = AsyncSocketModeHandler(self.app, self.config.app_token)
+            await self._socket.connect_async()
+
+    async def close(self) -> None:
+        if self._socket is not None:
+            await self._socket.close_async()
+            self._socket = None
+
+    async def handle_http(self, request: web.Request) -> web.Response:
+        """The Events API and slash-command endpoint (Bolt's aiohttp adapter)."""
+        response = await self.app.async_dispatch(await to_bolt_request(request))
+        return await to_aiohttp_response(response)
+
+    async def _on_event(self, body: dict[str, Any], context: dict[str, Any]) -> None:
+        for event in payloads.to_events(body, context.get("bot_user_id") or self.bot_user):
+            await self.service.accept(event)
+
+    async def _on_command(self, ack: Any, body: dict[str, Any]) -> None:
+        await self.service.accept(payloads.to_admin_command(body))
+        await ack()
+
+    # --- Platform --------------------------------------------------------------------
+
+    async def describe(self, conversation: ConversationRef, author: Author) -> Author:
+        key = (conversation.workspace_id, author.id)
+        user = self._authors.get(key)
+        if user is None:
+            user = (await self.client.users_info(user=author.id)).get("user") or {}
+            self._authors.put(key, user)
+        return user_author(user, author)
+
+    async def permalink(self, conversation: ConversationRef, message_id: str) -> str:
+        key = (conversation.channel_id, message_id)
+        link = self._permalinks.get(key)
+        if link is None:
+            link = (await self.client.chat_getPermalink(channel=conversation.channel_id, message_ts=message_id))["permalink"]
+            self._permalinks.put(key, link)
+        return str(link)
+
+    async def deliver(self, reply: Reply) -> None:
+        links = {c.message_id: await self.permalink(reply.conversation, c.message_id) for c in reply.citations}
+        text = render_reply(reply, links)
+        target = reply.target
+        if target.ephemeral and target.handle.get("response_url"):
+            response = await AsyncWebhookClient(target.handle["response_url"]).send(
+                text=text, response_type="ephemeral", replace_original=False
+            )
+            if response.status_code != 200:
+                raise ConnectionError(f"response_url answered {response.status_code}")
+        elif target.ephemeral:
+            await self.client.chat_postEphemeral(channel=reply.conversation.channel_id, user=target.user_id or "", text=text)
+        else:
+            await self.client.chat_postMessage(
+                channel=reply.conversation.channel_id,
+                thread_ts=target.thread_id or target.message_id,
+                text=text,
+                unfurl_links=False,
+                unfurl_media=False,
+            )

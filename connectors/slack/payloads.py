@@ -1,0 +1,187 @@
+"""Slack payloads to normalised events: pure functions over the dicts Slack sends (as
+``slack_bolt/request/payload_utils.py`` is), tested without a network.
+
+The same message reads the same way from every source: an Events API delivery, a
+``conversations.history`` page (backfill, the missed-deletion sweep) and a workspace
+export's daily files, so a live event for a backfilled or imported message is a
+duplicate. A message's id is its ``ts`` (unique in its channel); the conversation is
+``ConversationRef("slack", team_id, channel_id)``; ``thread_ts`` is the thread.
+
+Which messages count, and why:
+
+- no subtype, ``thread_broadcast`` (a reply also shown in the channel), ``me_message``
+  and ``file_share`` (its text plus the shared files' names, so "the deck is in Q3.pdf"
+  is findable) are people's messages; ``bot_message`` is stored with role ``bot``
+  (context, never evidence).
+- joins, leaves, topic and purpose changes and other housekeeping subtypes are not
+  conversation and are skipped.
+- ``message_changed`` is an edit (the whole message with its new text), unless the text
+  and files did not change (an unfurl, a reaction count, metadata): then nothing. If the
+  new message is a ``tombstone`` (a thread parent deleted while it has replies), the
+  parent is deleted. ``message_deleted`` deletes ``deleted_ts``.
+- a message that mentions the bot is a question. Slack sends it twice (``app_mention``
+  and ``message``); both become one ``Mention`` with event id ``mention:<ts>``, so the
+  second is a redelivery.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from connectors.events import (
+    AdminCommand,
+    Author,
+    ChannelDeleted,
+    ChatEvent,
+    ChatMessage,
+    Mention,
+    MessageDeleted,
+    MessageEdited,
+    MessagePosted,
+    ReplyTarget,
+)
+from memory import ConversationRef, ValidationError, parse_time
+
+PLATFORM = "slack"
+PEOPLE_SUBTYPES = frozenset({None, "thread_broadcast", "file_share", "me_message"})
+BOT_SUBTYPE = "bot_message"
+MENTION = re.compile(r"<@([UW][A-Z0-9]+)(?:\|[^>]*)?>")
+
+Payload = Mapping[str, Any]
+
+
+def conversation(team_id: str, channel_id: str) -> ConversationRef:
+    return ConversationRef(PLATFORM, team_id, channel_id)
+
+
+def bot_user_id(body: Payload) -> str | None:
+    """The app's bot user, from the envelope's ``authorizations``."""
+    for authorization in body.get("authorizations") or ():
+        if authorization.get("is_bot") and authorization.get("user_id"):
+            return str(authorization["user_id"])
+    return None
+
+
+def message_text(message: Payload) -> str:
+    """The text as stored: the message's text and the names of the files it shares."""
+    text = str(message.get("text") or "").strip()
+    names = [str(f.get("name") or f.get("title")) for f in message.get("files") or () if f.get("name") or f.get("title")]
+    if names:
+        text = f"{text}\n[shared files: {', '.join(names)}]".strip()
+    return text
+
+
+def author(message: Payload) -> Author | None:
+    """Who wrote it: a bot (by its bot id, with the name it posted under) or a user
+    (name and role looked up later; a workspace export's ``user_profile`` gives the name)."""
+    if message.get("subtype") == BOT_SUBTYPE or (message.get("bot_id") and not message.get("user")):
+        bot_id = message.get("bot_id") or message.get("user")
+        if not bot_id:
+            return None
+        profile = message.get("bot_profile") or {}
+        name = message.get("username") or profile.get("name") or str(bot_id)
+        return Author(str(bot_id), str(name), "bot")
+    user = message.get("user")
+    if not user:
+        return None
+    profile = message.get("user_profile") or {}
+    name = profile.get("display_name") or profile.get("real_name") or None
+    return Author(str(user), str(name) if name else None, None)
+
+
+def chat_message(message: Payload) -> ChatMessage | None:
+    """A Slack message (from an event, a history page or an export) as a ChatMessage,
+    or None when it is not conversation (housekeeping subtypes, no text, no author)."""
+    subtype = message.get("subtype")
+    if subtype not in PEOPLE_SUBTYPES and subtype != BOT_SUBTYPE:
+        return None
+    writer = author(message)
+    text = message_text(message)
+    ts = message.get("ts")
+    if writer is None or not text or not ts:
+        return None
+    thread = message.get("thread_ts")
+    return ChatMessage(
+        id=str(ts),
+        author=writer,
+        text=text,
+        time=parse_time(str(ts)),
+        thread_id=str(thread) if thread else None,
+        reply_to=str(thread) if thread and thread != ts else None,
+    )
+
+
+def mentions(text: str, bot_user: str | None) -> bool:
+    return bot_user is not None and any(m.group(1) == bot_user for m in MENTION.finditer(text))
+
+
+def question_of(text: str, bot_user: str | None) -> str:
+    """The text without the bot's mention(s): what is asked."""
+    return " ".join(MENTION.sub(lambda m: "" if m.group(1) == bot_user else m.group(0), text).split())
+
+
+def _mention(ref: ConversationRef, message: ChatMessage, bot_user: str | None) -> Mention:
+    target = ReplyTarget(message_id=message.id, thread_id=message.thread_id)
+    return Mention(ref, f"mention:{message.id}", message, question_of(message.text, bot_user), target)
+
+
+def _edit(ref: ConversationRef, body: Payload, event: Payload) -> ChatEvent | None:
+    new = event.get("message") or {}
+    if new.get("subtype") == "tombstone":
+        return MessageDeleted(ref, str(body["event_id"]), str(new.get("ts")))
+    previous = event.get("previous_message") or {}
+    if previous and message_text(previous) == message_text(new):
+        return None  # an unfurl, a reaction, metadata: the text did not change
+    message = chat_message(new)
+    if message is None:
+        return None
+    edited = (new.get("edited") or {}).get("ts") or event.get("event_ts")
+    return MessageEdited(ref, str(body["event_id"]), message, parse_time(str(edited)) if edited else None)
+
+
+def to_events(body: Payload, bot_user: str | None = None) -> list[ChatEvent]:
+    """The events of one Events API delivery (an ``event_callback`` envelope); an
+    empty list for what is not conversation. ``bot_user``: the app's bot user id
+    (default: from the envelope's ``authorizations``)."""
+    event = body.get("event") or {}
+    kind = event.get("type")
+    team = str(body.get("team_id") or event.get("team") or "")
+    channel = event.get("channel")
+    if not body.get("event_id") or not team:
+        raise ValidationError("event_id" if not body.get("event_id") else "team_id", "is missing from the envelope")
+    bot_user = bot_user or bot_user_id(body)
+    if kind in ("channel_deleted", "group_deleted") and isinstance(channel, str):
+        return [ChannelDeleted(conversation(team, channel), str(body["event_id"]))]
+    if kind not in ("message", "app_mention") or not isinstance(channel, str):
+        return []
+    ref = conversation(team, channel)
+    subtype = event.get("subtype")
+    if subtype == "message_changed":
+        edit = _edit(ref, body, event)
+        return [edit] if edit else []
+    if subtype == "message_deleted":
+        return [MessageDeleted(ref, str(body["event_id"]), str(event.get("deleted_ts")))]
+    message = chat_message(event)
+    if message is None:
+        return []
+    if kind == "app_mention" or (message.author.role != "bot" and mentions(message.text, bot_user)):
+        return [_mention(ref, message, bot_user)]
+    return [MessagePosted(ref, str(body["event_id"]), message)]
+
+
+def to_admin_command(body: Payload) -> AdminCommand:
+    """A ``/memory`` slash command (form fields): answered ephemerally via its ``response_url``."""
+    for field in ("team_id", "channel_id", "user_id", "trigger_id"):
+        if not body.get(field):
+            raise ValidationError(field, "is missing from the slash command")
+    user = str(body["user_id"])
+    handle = {"response_url": str(body["response_url"])} if body.get("response_url") else {}
+    return AdminCommand(
+        conversation(str(body["team_id"]), str(body["channel_id"])),
+        f"command:{body['trigger_id']}",
+        Author(user),
+        str(body.get("text") or ""),
+        ReplyTarget(user_id=user, ephemeral=True, handle=handle),
+    )

@@ -1,0 +1,55 @@
+"""The missed-deletion sweep, platform-neutral part: compare a conversation's recently
+stored messages with what the platform still lists, and forget what it no longer does.
+
+Slack gives up on an event after three failed deliveries and has no API listing
+deletions; Discord's gateway misses deletes while the bot is offline. So every stored
+message of the last N days (``STASHBIRD_SWEEP_DAYS``, default 7) is checked against the
+platform's history. The stored ids are read *before* the history is fetched: a message
+stored in between is then not among those checked, rather than wrongly missing from a
+history fetched before it existed. A history fetch that fails forgets nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Collection, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from memory import ConversationRef, Memory, Principal, StoredMessage, forget, stored_messages
+
+SWEEP = Principal.job("missed-deletion-sweep")
+
+# (conversation, the stored messages checked, the window's start) -> ids the platform still lists
+PresentIds = Callable[[ConversationRef, Sequence[StoredMessage], datetime], Awaitable[set[str]]]
+
+
+@dataclass
+class SweepReport:
+    conversation: str
+    checked: int = 0
+    forgotten: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, object]:
+        return {"conversation": self.conversation, "checked": self.checked, "forgotten": self.forgotten}
+
+
+def missed_deletions(stored: Sequence[StoredMessage], present: Collection[str]) -> list[str]:
+    """Ids of stored messages the platform no longer lists, in stored order. Pure."""
+    return [m.message_id for m in stored if m.message_id not in present]
+
+
+async def sweep_conversation(
+    memory: Memory, conversation: ConversationRef, present_ids: PresentIds, days: int, now: datetime | None = None
+) -> SweepReport:
+    """Forget the conversation's messages of the last ``days`` days that the platform no
+    longer has (see the module doc)."""
+    since = (now or datetime.now(UTC)) - timedelta(days=days)
+    stored = await stored_messages(memory, conversation, principal=SWEEP, since=since)
+    report = SweepReport(str(conversation), len(stored))
+    if not stored:
+        return report
+    present = await present_ids(conversation, stored, since)
+    for message_id in missed_deletions(stored, present):
+        await forget(memory, conversation, message_id, principal=SWEEP)
+        report.forgotten.append(message_id)
+    return report

@@ -1,0 +1,181 @@
+"""Integration: the Slack connector end to end. The Slack stand-in (loopback HTTP) signs
+Events API requests into the running service's real aiohttp endpoint and Bolt app; the
+real ``AsyncWebClient`` calls the stand-in's Web API; memory is the real database."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator, Sequence
+
+import pytest
+
+from bot.service import Running, running
+from bot.settings import Settings
+from bot.testing.slack_standin import TEAM, SlackStandIn
+from connectors.slack.sweep import sweep_slack
+from memory import ConversationRef, Memory, Principal, UnknownConversation, inbox_conversations, messages
+from memory.store.residue import find_tokens
+
+TEST = Principal.operator("test")
+
+
+def settings_for(slack: SlackStandIn) -> Settings:
+    return Settings(
+        slack_bot_token="xoxb-standin",
+        slack_signing_secret=slack.signing_secret,
+        slack_api_url=slack.api_url,
+        admin_ids="UOPS",
+        sweep_hours=0,
+    )
+
+
+@pytest.fixture
+async def slack() -> AsyncIterator[SlackStandIn]:
+    async with SlackStandIn(admins={"UADMIN"}, names={"U1": "Maya", "U2": "Tom"}) as stand_in:
+        yield stand_in
+
+
+@pytest.fixture
+async def served(memory: Memory, slack: SlackStandIn) -> AsyncIterator[Running]:
+    async with running(memory, settings_for(slack), "127.0.0.1", 0) as state:
+        slack.events_url = f"http://127.0.0.1:{state.port}/slack/events"
+        yield state
+
+
+def channel() -> str:
+    return f"C{uuid.uuid4().hex[:10].upper()}"
+
+
+def ref(channel_id: str) -> ConversationRef:
+    return ConversationRef("slack", TEAM, channel_id)
+
+
+async def settle(memory: Memory, state: Running, channels: Sequence[str], timeout: float = 30) -> None:
+    """Wait until the service has processed everything those channels' inboxes hold."""
+    wanted = {ref(c) for c in channels}
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ready = set(await inbox_conversations(memory, principal=TEST))
+        if not (ready & wanted) and not state.service._tasks:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError("the service did not settle")
+
+
+async def stored(memory: Memory, channel_id: str) -> dict[str, str]:
+    return {str(m["message_id"]): str(m["text"]) for m in await messages(memory, ref(channel_id), principal=TEST)}
+
+
+def answers(slack: SlackStandIn, channel_id: str) -> list[dict]:
+    return [p for p in slack.posted if p.get("channel") == channel_id]
+
+
+async def test_bad_or_stale_signatures_get_401_and_store_nothing(
+    served: Running, slack: SlackStandIn, memory: Memory
+) -> None:
+    c = channel()
+    message = slack.message(c, "U1", "Unsigned words.")
+    body = slack.envelope({**message, "channel": c})
+    assert (await slack.deliver(body, secret="not-the-secret")).status == 401
+    assert (await slack.deliver(body, timestamp=int(time.time()) - 600)).status == 401
+    with pytest.raises(UnknownConversation):
+        await stored(memory, c)
+    assert (await slack.deliver(body)).status == 200
+    await settle(memory, served, [c])
+    assert await stored(memory, c) == {message["ts"]: "Unsigned words."}
+
+
+async def test_end_to_end_mentions_deletes_edits_redelivery(served: Running, slack: SlackStandIn, memory: Memory) -> None:
+    c, other = channel(), channel()
+    marker = f"zq{uuid.uuid4().hex[:8]}5"
+    venue = await slack.post(c, "U1", f"The offsite venue is the Lisbon harbour hotel, booking code {marker}.")
+    await slack.post(c, "U2", "Lunch on the first day is at noon.")
+    await slack.post(other, "U2", "The offsite venue for the sales team is the Madrid tower.")
+    question = "Where is the offsite venue?"
+    asked = await slack.mention(c, "U2", question)
+    await settle(memory, served, [c, other])
+    [reply] = answers(slack, c)
+    assert reply["thread_ts"] == asked
+    assert "Lisbon" in reply["text"] and "Madrid" not in reply["text"]
+    assert slack.permalink(c, venue) in reply["text"]
+    assert await stored(memory, c) == slack.history(c)  # the question too, stored once
+
+    # redelivered (Slack's retry of the same envelope): stored once
+    retried = slack.envelope({**slack.message(c, "U1", "Bring a jacket."), "channel": c}, "EvRETRY1")
+    for attempt in (None, 1, 2):
+        assert (await slack.deliver(retried, retry=attempt)).status == 200
+
+    # an edit changes the answer
+    await slack.edit(c, venue, f"The offsite venue is the Porto river lodge, booking code {marker}.")
+    await slack.mention(c, "U2", question)
+    await settle(memory, served, [c])
+    edited = answers(slack, c)[-1]["text"]
+    assert "Porto" in edited and "Lisbon" not in edited
+    assert list((await stored(memory, c)).values()).count("Bring a jacket.") == 1
+
+    # the cited message deleted: never cited again, and nothing of its text remains
+    await slack.delete(c, venue)
+    await slack.mention(c, "U2", question)
+    await settle(memory, served, [c])
+    after = answers(slack, c)[-1]["text"]
+    assert slack.permalink(c, venue) not in after and "Porto" not in after
+    async with memory.sessions() as session:
+        assert marker not in await find_tokens(session, "zq[0-9a-f]{8}5")
+    assert await stored(memory, c) == slack.history(c)
+
+
+async def test_a_delete_before_its_create_leaves_it_unstored(served: Running, slack: SlackStandIn, memory: Memory) -> None:
+    c = channel()
+    message = slack.message(c, "U1", "Posted, then deleted; the events arrive the other way round.")
+    delete = slack.delete_event(c, message["ts"])
+    await slack.deliver(delete)
+    await slack.deliver(slack.envelope({**message, "channel": c}))
+    await slack.post(c, "U1", "This one stays.")
+    await settle(memory, served, [c])
+    assert await stored(memory, c) == slack.history(c)
+
+
+async def test_admin_commands_are_ephemeral_and_refused_to_others(
+    served: Running, slack: SlackStandIn, memory: Memory
+) -> None:
+    c = channel()
+    await slack.post(c, "U1", "Something to count.")
+    for user in ("U1", "UADMIN", "UOPS"):
+        assert (await slack.command(c, user, "stats")).status == 200
+    await settle(memory, served, [c])
+    refusal, workspace_admin, configured_admin = slack.ephemeral[-3:]
+    assert refusal["response_type"] == "ephemeral" and "admins only" in refusal["text"]
+    assert workspace_admin["text"].startswith("1 messages stored")
+    assert configured_admin["text"].startswith("1 messages stored")
+
+
+async def test_the_sweep_forgets_deletions_whose_events_never_arrived(
+    served: Running, slack: SlackStandIn, memory: Memory
+) -> None:
+    c = channel()
+    kept = await slack.post(c, "U1", "Still on the platform.")
+    lost = await slack.post(c, "U1", "Deleted while the service was down.")
+    parent = await slack.post(c, "U2", "A thread about the budget.")
+    reply = await slack.post(c, "U1", "The reply that was deleted.", thread_ts=parent)
+    await slack.post(c, "U2", "The reply that stays.", thread_ts=parent)
+    await settle(memory, served, [c])
+    del slack.channels[c][lost], slack.channels[c][reply]  # deleted; Slack gave up delivering the events
+    assert served.slack is not None
+    reports = await sweep_slack(memory, served.slack, days=36500)
+    [report] = [r for r in reports if r.conversation == str(ref(c))]
+    assert sorted(report.forgotten) == sorted([lost, reply])
+    assert await stored(memory, c) == slack.history(c)
+    assert kept in slack.history(c)
+
+
+async def test_healthz_reports_database_connectors_and_backlog(served: Running, slack: SlackStandIn) -> None:
+    import aiohttp
+
+    async with aiohttp.ClientSession() as session:
+        async with session.get(f"http://127.0.0.1:{served.port}/healthz") as response:
+            health = await response.json()
+    assert response.status == 200
+    assert health["database"] is True and health["connectors"] == {"slack": True}
+    assert set(health["backlog"]) == {"pending", "failed", "oldest_pending_seconds"}

@@ -1,0 +1,106 @@
+"""Slack payloads to normalised events: pure, no network (payloads shaped as the Events
+API documents them)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from connectors.events import (
+    ChannelDeleted,
+    CitedMessage,
+    Mention,
+    MessageDeleted,
+    MessageEdited,
+    MessagePosted,
+    Reply,
+    ReplyTarget,
+)
+from connectors.slack import payloads
+from connectors.slack.render import render_reply
+from memory import ConversationRef, ValidationError
+
+BOT = "U0BOT"
+
+
+def envelope(event: dict, event_id: str = "Ev1") -> dict:
+    return {"team_id": "T1", "event_id": event_id, "type": "event_callback", "event": {"channel": "C1", **event},
+            "authorizations": [{"team_id": "T1", "user_id": BOT, "is_bot": True}]}
+
+
+def test_a_plain_message_is_posted_with_its_thread() -> None:
+    [event] = payloads.to_events(envelope({"type": "message", "user": "U1", "text": "hi", "ts": "1700000000.000200",
+                                           "thread_ts": "1700000000.000100"}))
+    assert isinstance(event, MessagePosted)
+    assert event.conversation == ConversationRef("slack", "T1", "C1")
+    assert event.event_id == "Ev1"
+    message = event.message
+    assert (message.id, message.author.id, message.author.name, message.author.role) == ("1700000000.000200", "U1", None, None)
+    assert message.thread_id == message.reply_to == "1700000000.000100"
+    assert message.time == datetime.fromtimestamp(1700000000.0002, UTC)
+
+
+def test_file_shares_carry_file_names_and_bot_messages_are_bots() -> None:
+    [shared] = payloads.to_events(envelope({"type": "message", "subtype": "file_share", "user": "U1", "text": "deck",
+                                            "ts": "1.0", "files": [{"name": "Q3.pdf"}, {"title": "notes"}]}))
+    assert shared.message.text == "deck\n[shared files: Q3.pdf, notes]"
+    [bot] = payloads.to_events(envelope({"type": "message", "subtype": "bot_message", "bot_id": "B1",
+                                         "username": "Deploys", "text": "deployed", "ts": "2.0"}))
+    assert (bot.message.author.id, bot.message.author.name, bot.message.author.role) == ("B1", "Deploys", "bot")
+
+
+@pytest.mark.parametrize("subtype", ["channel_join", "channel_topic", "channel_leave", "pinned_item"])
+def test_housekeeping_is_not_conversation(subtype: str) -> None:
+    assert payloads.to_events(envelope({"type": "message", "subtype": subtype, "user": "U1", "text": "x", "ts": "1.0"})) == []
+
+
+def test_edits_deletes_and_tombstones() -> None:
+    old = {"type": "message", "user": "U1", "text": "Lisbon", "ts": "1.0"}
+    [edit] = payloads.to_events(envelope({"type": "message", "subtype": "message_changed", "previous_message": old,
+                                          "message": {**old, "text": "Porto", "edited": {"user": "U1", "ts": "5.0"}}}))
+    assert isinstance(edit, MessageEdited) and edit.message.text == "Porto" and edit.message.id == "1.0"
+    assert edit.edited_at == datetime.fromtimestamp(5.0, UTC)
+    unfurl = {"type": "message", "subtype": "message_changed", "previous_message": old,
+              "message": {**old, "attachments": [{"title": "preview"}]}}
+    assert payloads.to_events(envelope(unfurl)) == []
+    [gone] = payloads.to_events(envelope({"type": "message", "subtype": "message_deleted", "deleted_ts": "1.0"}))
+    assert isinstance(gone, MessageDeleted) and gone.message_id == "1.0"
+    tombstone = {"subtype": "tombstone", "ts": "1.0", "text": "This message was deleted."}
+    [parent] = payloads.to_events(envelope({"type": "message", "subtype": "message_changed", "previous_message": old,
+                                            "message": tombstone}))
+    assert isinstance(parent, MessageDeleted) and parent.message_id == "1.0"
+    [channel] = payloads.to_events(envelope({"type": "channel_deleted"}))
+    assert isinstance(channel, ChannelDeleted)
+
+
+def test_a_mention_arriving_twice_is_one_event() -> None:
+    text = f"<@{BOT}> where is the offsite?"
+    [first] = payloads.to_events(envelope({"type": "app_mention", "user": "U1", "text": text, "ts": "3.0"}, "Ev1"))
+    [second] = payloads.to_events(envelope({"type": "message", "user": "U1", "text": text, "ts": "3.0"}, "Ev2"))
+    assert isinstance(first, Mention) and isinstance(second, Mention)
+    assert first.event_id == second.event_id == "mention:3.0"
+    assert first.question == "where is the offsite?"
+    assert first.reply.message_id == "3.0"
+    other = payloads.to_events(envelope({"type": "message", "user": "U1", "text": "<@U2> hi", "ts": "4.0"}))
+    assert isinstance(other[0], MessagePosted)
+
+
+def test_an_envelope_without_ids_is_refused() -> None:
+    with pytest.raises(ValidationError, match="event_id"):
+        payloads.to_events({"team_id": "T1", "event": {"type": "message"}})
+
+
+def test_a_slash_command_is_an_ephemeral_admin_command() -> None:
+    command = payloads.to_admin_command({"team_id": "T1", "channel_id": "C1", "user_id": "U1", "text": "about Maya",
+                                         "trigger_id": "t.1", "response_url": "http://x/respond"})
+    assert command.text == "about Maya" and command.event_id == "command:t.1"
+    assert command.reply.ephemeral and command.reply.handle == {"response_url": "http://x/respond"}
+    with pytest.raises(ValidationError, match="user_id"):
+        payloads.to_admin_command({"team_id": "T1", "channel_id": "C1", "trigger_id": "t"})
+
+
+def test_a_reply_links_its_sources() -> None:
+    cited = CitedMessage("E1", "1.0", "Maya & co", datetime(2026, 3, 2, tzinfo=UTC))
+    reply = Reply(ConversationRef("slack", "T1", "C1"), ReplyTarget(), "Lisbon [E1]", "answer", (cited,))
+    assert render_reply(reply, {"1.0": "https://x/p1"}) == "Lisbon [E1]\nSources: <https://x/p1|[E1] Maya &amp; co, 02 Mar 2026>"
