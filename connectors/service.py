@@ -226,13 +226,35 @@ class ChatService:
                 return 0
             while not self._stopping:
                 items = await claim.next(self.config.batch)
-                for item in items:
-                    if self._stopping or not await self._process(claim, conversation, item):
+                for run in message_runs(items):
+                    if self._stopping:
                         return done
-                    done += 1
+                    if len(run) > 1 and await self._store_run(claim, conversation, run):
+                        done += len(run)
+                        continue
+                    for item in run:
+                        if not await self._process(claim, conversation, item):
+                            return done
+                        done += 1
                 if not items:
                     break
         return done
+
+    async def _store_run(self, claim: InboxClaim, conversation: ConversationRef, run: Sequence[InboxItem]) -> bool:
+        """Store consecutive new messages with one ingest (one embedding batch, one
+        transaction); False, having changed nothing, if any of them needs handling on its
+        own (a payload or message refused, a failure): then they go one at a time."""
+        try:
+            events = [decode(conversation, item.kind, item.payload) for item in run]
+            posted = [event for event in events if isinstance(event, MessagePosted)]
+            core = [core_message(e.message, await self.describe(conversation, e.message.author)) for e in posted]
+            await ingest(self.memory, conversation, core, principal=Principal.event(run[0].event_id))
+        except Exception as error:  # noqa: BLE001 - handled one by one, with retries and refusals
+            log.info("a run of %d messages in %s goes one by one: %s", len(run), conversation, error)
+            return False
+        await claim.finish_all(run)
+        self.processed += len(run)
+        return True
 
     async def _process(self, claim: InboxClaim, conversation: ConversationRef, item: InboxItem) -> bool:
         """Handle one stored event and record the outcome; False when it failed and will
@@ -354,6 +376,19 @@ class ChatService:
             "processed": self.processed,
             "processing": len(self._tasks),
         }
+
+
+def message_runs(items: Sequence[InboxItem], limit: int = 64) -> list[list[InboxItem]]:
+    """Items in order, consecutive new messages grouped (up to ``limit``), anything else
+    alone: a run of creates may be stored together without changing the outcome, since
+    nothing in between could edit or delete one of them. Pure."""
+    runs: list[list[InboxItem]] = []
+    for item in items:
+        if item.kind == MessagePosted.kind and runs and runs[-1][-1].kind == MessagePosted.kind and len(runs[-1]) < limit:
+            runs[-1].append(item)
+        else:
+            runs.append([item])
+    return runs
 
 
 def _deleted_ids(event: ChatEvent) -> Sequence[str]:

@@ -294,8 +294,7 @@ async def inbox_put(
     message_id = None if message_id is None else normalize_id(message_id, "message")
     check_json(payload, "payload")
     async with memory.sessions.begin() as session:
-        conversation_id = await ensure_conversation(session, conversation)
-        return await _inbox.put(session, conversation_id, event_id, kind, payload, message_id)
+        return await _inbox.put(session, conversation, event_id, kind, payload, message_id)
 
 
 async def inbox_conversations(memory: Memory, *, principal: Principal) -> list[ConversationRef]:

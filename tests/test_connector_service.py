@@ -10,6 +10,8 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from connectors.events import (
     AdminCommand,
@@ -24,8 +26,8 @@ from connectors.events import (
     ReplyTarget,
     ThreadDeleted,
 )
-from connectors.service import ChatService, ServiceConfig
-from memory import ConversationRef, Memory, Principal, UnknownConversation, inbox_backlog, inbox_claim, messages
+from connectors.service import ChatService, ServiceConfig, message_runs
+from memory import ConversationRef, InboxItem, Memory, Principal, UnknownConversation, inbox_backlog, inbox_claim, messages
 from memory.store.residue import find_tokens
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
@@ -219,3 +221,14 @@ async def test_run_processes_until_stopped(service: ChatService, memory: Memory,
     service.stop()
     await asyncio.wait_for(runner, 10)
     assert await stored(memory, ref) == {"m1": "Live."}
+
+
+@given(st.lists(st.sampled_from(["message", "edit", "delete", "mention"]), max_size=40), st.integers(1, 5))
+def test_runs_keep_order_and_group_only_consecutive_creates(kinds: list[str], limit: int) -> None:
+    items = [InboxItem(n, f"e{n}", kind, {}, 0) for n, kind in enumerate(kinds)]
+    runs = message_runs(items, limit)
+    assert [item for run in runs for item in run] == items
+    for run in runs:
+        assert len(run) == 1 or (len(run) <= limit and {i.kind for i in run} == {"message"})
+    for before, after in zip(runs, runs[1:], strict=False):
+        assert not (before[-1].kind == after[0].kind == "message" and len(before) < limit)

@@ -5,6 +5,7 @@ real ``AsyncWebClient`` calls the stand-in's Web API; memory is the real databas
 from __future__ import annotations
 
 import asyncio
+import signal
 import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
@@ -13,7 +14,9 @@ import pytest
 
 from bot.service import Running, running
 from bot.settings import Settings
+from bot.testing.serve_process import start_serve, stop_serve
 from bot.testing.slack_standin import TEAM, SlackStandIn
+from bot.testing.slack_storm import Storm
 from connectors.slack.sweep import sweep_slack
 from memory import ConversationRef, Memory, Principal, UnknownConversation, inbox_conversations, messages
 from memory.store.residue import find_tokens
@@ -179,3 +182,44 @@ async def test_healthz_reports_database_connectors_and_backlog(served: Running, 
     assert response.status == 200
     assert health["database"] is True and health["connectors"] == {"slack": True}
     assert set(health["backlog"]) == {"pending", "failed", "oldest_pending_seconds"}
+
+
+async def test_a_process_killed_after_acknowledging_events_is_recovered_at_restart(
+    slack: SlackStandIn, memory: Memory, database_url: str
+) -> None:
+    c = channel()
+    slack.delays["users.info"] = 60.0  # processing stalls after the events are acknowledged
+    first, port = await start_serve(slack, database_url)
+    try:
+        slack.events_url = f"http://127.0.0.1:{port}/slack/events"
+        for text in ("Acknowledged before the crash.", "Also acknowledged."):
+            assert (await slack.deliver(slack.envelope({**slack.message(c, "U1", text), "channel": c}))).status == 200
+        await slack.delete(c, next(iter(slack.history(c))))
+    finally:
+        first.send_signal(signal.SIGKILL)
+        await first.wait()
+    assert await stored(memory, c) == {}  # acknowledged, not processed
+    slack.delays.clear()
+    second, port = await start_serve(slack, database_url)
+    try:
+        deadline = time.monotonic() + 60
+        while await stored(memory, c) != slack.history(c) and time.monotonic() < deadline:
+            await asyncio.sleep(0.2)
+        assert await stored(memory, c) == slack.history(c)
+        assert len(slack.history(c)) == 1
+    finally:
+        assert await stop_serve(second) == 0  # SIGTERM: a graceful exit
+
+
+async def test_a_message_storm_ends_with_the_platform_history(served: Running, slack: SlackStandIn, memory: Memory) -> None:
+    """A reduced storm (the full 2,000 events run in ``stashbird bench serve``)."""
+    channels = [channel() for _ in range(3)]
+    report = await Storm(slack, channels, seed=11).run(events=300, concurrency=16)
+    assert report.acked == report.events - 2 * report.kinds.get("mention", 0)  # mentions are counted, not timed
+    assert {"message", "edit", "delete", "duplicate", "mention"} <= set(report.kinds)
+    await settle(memory, served, channels, timeout=120)
+    for c in channels:
+        listed = await messages(memory, ref(c), principal=TEST)
+        assert len(listed) == len({m["message_id"] for m in listed})
+        assert await stored(memory, c) == slack.history(c)
+    assert len(answers(slack, channels[0]) + answers(slack, channels[1]) + answers(slack, channels[2])) == len(report.mentions)

@@ -13,6 +13,7 @@ test can compare what the service stored with what the platform's history says.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import time
@@ -51,6 +52,7 @@ class SlackStandIn:
     calls: Counter[str] = field(default_factory=Counter)
     page_size: int = 200
     fail_history_after: int | None = None  # conversations.history pages served before failing (resume tests)
+    delays: dict[str, float] = field(default_factory=dict)  # seconds a Web API method takes (crash tests)
 
     def __post_init__(self) -> None:
         self._runner: web.AppRunner | None = None
@@ -65,7 +67,7 @@ class SlackStandIn:
         app = web.Application()
         app.router.add_route("*", "/api/{method}", self._api)
         app.router.add_post("/respond/{key}", self._respond)
-        self._runner = web.AppRunner(app, access_log=None)
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
         await site.start()
@@ -91,6 +93,8 @@ class SlackStandIn:
     async def _api(self, request: web.Request) -> web.Response:
         method = request.match_info["method"]
         self.calls[method] += 1
+        if self.delays.get(method):
+            await asyncio.sleep(self.delays[method])
         params: dict[str, Any] = dict(request.query)
         if request.can_read_body:
             if request.content_type == "application/json":
@@ -115,7 +119,7 @@ class SlackStandIn:
                                      "profile": {"display_name": name, "real_name": name}}}
 
     def _chat_postMessage(self, params: dict[str, Any]) -> dict[str, Any]:
-        self.posted.append(params)
+        self.posted.append({**params, "received": time.perf_counter()})
         return {"ok": True, "channel": params.get("channel"), "ts": self.next_ts(), "message": {"text": params.get("text")}}
 
     def _chat_postEphemeral(self, params: dict[str, Any]) -> dict[str, Any]:

@@ -22,15 +22,16 @@ Rules, and why:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import delete, func, select, text, update
-from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy import Text, delete, func, literal, select, text, update
+from sqlalchemy.dialects.postgresql import JSONB, insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
-from memory.store.conversations import ConversationRef
+from memory.store.conversations import ConversationRef, ensure_conversation, find_conversation
 from memory.store.locks import LockPurpose
 from memory.store.schema import ConnectorCursor, Conversation, InboxEvent
 from memory.validation import normalize_id
@@ -60,16 +61,46 @@ class InboxBacklog:
 
 
 async def put(
-    session: AsyncSession, conversation_id: int, event_id: str, kind: str, payload: dict[str, Any], message_id: str | None
+    session: AsyncSession,
+    conversation: ConversationRef,
+    event_id: str,
+    kind: str,
+    payload: dict[str, Any],
+    message_id: str | None,
 ) -> bool:
-    """Store an event; False when the conversation's inbox already has this event id."""
-    row = await session.execute(
-        insert(InboxEvent)
-        .values(conversation_id=conversation_id, event_id=event_id, kind=kind, payload=payload, message_id=message_id)
-        .on_conflict_do_nothing(constraint="uq_inbox_event")
-        .returning(InboxEvent.id)
-    )
-    return row.scalar() is not None
+    """Store an event; False when the conversation's inbox already has this event id.
+
+    One statement when the conversation exists (the acknowledgement waits for this);
+    a new conversation is created first.
+    """
+    for attempt in range(2):
+        known = select(Conversation.id).where(
+            Conversation.platform == conversation.platform,
+            Conversation.workspace_id == conversation.workspace_id,
+            Conversation.channel_id == conversation.channel_id,
+        )
+        row = await session.execute(
+            insert(InboxEvent)
+            .from_select(
+                ["conversation_id", "event_id", "kind", "payload", "message_id"],
+                select(
+                    known.scalar_subquery(),
+                    literal(event_id),
+                    literal(kind),
+                    literal(payload, JSONB),
+                    literal(message_id, Text),
+                ).where(known.exists()),
+            )
+            .on_conflict_do_nothing(constraint="uq_inbox_event")
+            .returning(InboxEvent.id)
+        )
+        if row.scalar() is not None:
+            return True
+        if attempt == 0 and await find_conversation(session, conversation) is None:
+            await ensure_conversation(session, conversation)
+            continue
+        return False
+    return False
 
 
 async def pending_conversations(session: AsyncSession) -> list[ConversationRef]:
@@ -120,6 +151,15 @@ class InboxClaim:
     async def finish(self, item: InboxItem, outcome: str = "done", error: str | None = None) -> None:
         """Mark an event processed (``done``, or ``rejected`` as bad input) and clear its payload."""
         await self._close(item, outcome, error, keep_payload=False)
+
+    async def finish_all(self, items: Sequence[InboxItem]) -> None:
+        """Mark several events ``done`` at once (a run of messages stored together)."""
+        await self.connection.execute(
+            update(InboxEvent)
+            .where(InboxEvent.conversation_id == self.conversation_id, InboxEvent.id.in_([i.id for i in items]))
+            .values(processed_at=func.now(), outcome="done", error=None, payload=None)
+        )
+        await self.connection.commit()
 
     async def retry(self, item: InboxItem, error: str, delay: timedelta, max_attempts: int) -> bool:
         """Count a failed attempt: try again after ``delay``, or, after ``max_attempts``,
