@@ -38,6 +38,8 @@ COMMANDS = {
     "reindex": "embed stored messages again from what is indexed now (once after migration 0004)",
     "serve": "run the chat service: connectors, the inbox worker, the sweep, /healthz",
     "sweep": "forget recent messages the platform no longer has (missed deletions)",
+    "backfill": "import a channel's history through the platform API (resumable, idempotent)",
+    "import": "import a platform export file (a Slack workspace export)",
     "bench": "benchmarks that print their figures",
 }
 

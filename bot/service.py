@@ -55,6 +55,10 @@ def slack_connector(service: ChatService, settings: Settings) -> SlackConnector 
     )
 
 
+def service_config(settings: Settings) -> ServiceConfig:
+    return ServiceConfig(admin_ids=settings.admins, concurrency=settings.workers)
+
+
 def web_app(service: ChatService, slack: SlackConnector | None, events_path: str) -> web.Application:
     app = web.Application()
 
@@ -82,7 +86,7 @@ async def _sweep_every(slack: SlackConnector, memory: Memory, days: int, hours: 
 @asynccontextmanager
 async def running(memory: Memory, settings: Settings, host: str | None = None, port: int | None = None) -> AsyncIterator[Running]:
     """Start everything; on exit shut down gracefully (see the module doc)."""
-    service = ChatService(memory, config=ServiceConfig(admin_ids=settings.admins, concurrency=settings.workers))
+    service = ChatService(memory, config=service_config(settings))
     slack = slack_connector(service, settings)
     if slack is not None:
         service.add_platform(slack)

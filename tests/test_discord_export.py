@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from bot.cli import main
+from connectors.backfill import store
 from connectors.discord.export import read_export
-from connectors.discord.history import store
 from memory import Memory, Principal, ValidationError, drop_conversation
 
 FIXTURE = Path(__file__).parent / "data" / "discord_export.json"

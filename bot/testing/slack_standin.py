@@ -29,7 +29,6 @@ from slack_sdk.signature import SignatureVerifier
 TEAM = "T0STANDIN"
 BOT_USER = "U0STASHBIRD"
 BOT_ID = "B0STASHBIRD"
-EPOCH = 1_767_225_600  # 2026-01-01
 
 
 @dataclass
@@ -57,7 +56,7 @@ class SlackStandIn:
     def __post_init__(self) -> None:
         self._runner: web.AppRunner | None = None
         self._session: aiohttp.ClientSession | None = None
-        self._ts = itertools.count(1)
+        self._last = 0.0
         self._events = itertools.count(1)
         self.port = 0
 
@@ -167,7 +166,9 @@ class SlackStandIn:
     # --- the platform's side: messages happen, events go out --------------------------
 
     def next_ts(self) -> str:
-        return f"{EPOCH + next(self._ts)}.000100"
+        """A new message time: now, and always after the last one (ts are unique)."""
+        self._last = max(time.time(), self._last + 0.001)
+        return f"{self._last:.6f}"
 
     def _event_id(self) -> str:
         return f"Ev{next(self._events):08d}"

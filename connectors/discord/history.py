@@ -11,23 +11,19 @@ database): interrupted and run again, it continues where it stopped.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Callable
 from datetime import datetime
 from typing import Any
 
 import discord
 
+from connectors.backfill import BackfillReport, store
 from connectors.discord import payloads
-from connectors.events import ChatMessage
-from connectors.service import core_message
 from memory import (
     ConversationRef,
-    IngestReport,
     Memory,
     Principal,
     ValidationError,
-    ingest,
     read_cursor,
     save_cursor,
 )
@@ -35,34 +31,6 @@ from memory import (
 PAGE = 100  # the most Discord returns per request
 CURSOR = "discord-backfill"
 BACKFILL = Principal.job("discord-backfill")
-
-
-@dataclass
-class BackfillReport:
-    conversation: str
-    fetched: int = 0
-    stored: int = 0
-    duplicate: int = 0
-    tombstoned: int = 0
-    skipped: int = 0  # system notices, our bot's own messages, empty messages
-    resumed_after: str | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
-
-
-async def store(
-    memory: Memory,
-    conversation: ConversationRef,
-    chats: Sequence[ChatMessage],
-    principal: Principal,
-    on_batch: Callable[[int], None] | None = None,
-) -> IngestReport:
-    """Store messages as the chat service stores a posted message (idempotent on ids,
-    refused when tombstoned)."""
-    report = (lambda results: on_batch(len(results))) if on_batch is not None else None
-    core = [core_message(chat, chat.author) for chat in chats]
-    return await ingest(memory, conversation, core, principal=principal, on_batch=report)
 
 
 async def pages_after(http: discord.http.HTTPClient, channel_id: str, after: str) -> AsyncIterator[list[dict[str, Any]]]:

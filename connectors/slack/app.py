@@ -94,7 +94,6 @@ class SlackConnector:
         self.config = config
         self.client = AsyncWebClient(token=config.bot_token, base_url=config.api_url)
         self.app = AsyncApp(
-            token=config.bot_token,
             signing_secret=config.signing_secret,
             client=self.client,
             process_before_response=True,
@@ -109,6 +108,8 @@ class SlackConnector:
         self._permalinks = _Cache(config.cache_size)
         self._socket: Any = None
         self.bot_user: str | None = None
+        self.bot_id: str | None = None
+        self.team = ""
 
     @property
     def connected(self) -> bool:
@@ -116,10 +117,15 @@ class SlackConnector:
             return bool(self._socket.client.is_connected())
         return self.bot_user is not None
 
-    async def start(self) -> None:
-        """Check the token (``auth.test``) and, with an app token, connect Socket Mode."""
+    async def identify(self) -> None:
+        """Check the token and learn the bot's user and bot ids (``auth.test``)."""
         identity = await self.client.auth_test()
-        self.bot_user = identity.get("user_id")
+        self.bot_user, self.bot_id = identity.get("user_id"), identity.get("bot_id")
+        self.team = str(identity.get("team_id") or "")
+
+    async def start(self) -> None:
+        """``identify``, and with an app token connect Socket Mode."""
+        await self.identify()
         if self.config.app_token:
             from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 
