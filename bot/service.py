@@ -1,5 +1,6 @@
-"""The service process (``stashbird serve``): the configured connectors, the inbox
-worker, the periodic missed-deletion sweep and an HTTP endpoint, around one Memory.
+"""The service process (``stashbird serve``): the configured connectors (Slack when
+``SLACK_BOT_TOKEN`` is set, Discord when ``DISCORD_BOT_TOKEN`` is), the inbox worker,
+the periodic missed-deletion sweep and an HTTP endpoint, around one Memory.
 
 HTTP: ``POST`` on the Slack events path goes to Bolt (signature checked, the event
 stored in the inbox, then acknowledged); ``GET /healthz`` answers 200 when the database
@@ -18,16 +19,24 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from aiohttp import web
 
 from bot.settings import Settings
-from connectors.service import ChatService, ServiceConfig
+from connectors.discord.client import DiscordConnector, endpoints_from
+from connectors.service import ChatService, Platform, ServiceConfig
 from connectors.slack.app import SlackConfig, SlackConnector
-from connectors.slack.sweep import sweep_slack
-from memory import Memory, StashbirdError
+from connectors.sweep import SweepReport, sweep_platform
+from memory import ConversationRef, Memory, StashbirdError
 
 log = logging.getLogger(__name__)
+
+
+class Connector(Platform, Protocol):
+    async def start(self) -> None: ...
+
+    async def close(self) -> None: ...
 
 
 @dataclass
@@ -35,7 +44,12 @@ class Running:
     service: ChatService
     slack: SlackConnector | None
     port: int
+    connectors: list[Connector] = field(default_factory=list)
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
+
+
+def service_config(settings: Settings) -> ServiceConfig:
+    return ServiceConfig(admin_ids=settings.admins, concurrency=settings.workers)
 
 
 def slack_connector(service: ChatService, settings: Settings) -> SlackConnector | None:
@@ -55,10 +69,6 @@ def slack_connector(service: ChatService, settings: Settings) -> SlackConnector 
     )
 
 
-def service_config(settings: Settings) -> ServiceConfig:
-    return ServiceConfig(admin_ids=settings.admins, concurrency=settings.workers)
-
-
 def web_app(service: ChatService, slack: SlackConnector | None, events_path: str) -> web.Application:
     app = web.Application()
 
@@ -72,33 +82,58 @@ def web_app(service: ChatService, slack: SlackConnector | None, events_path: str
     return app
 
 
-async def _sweep_every(slack: SlackConnector, memory: Memory, days: int, hours: float) -> None:
+async def sweep_all(memory: Memory, connectors: list[Any], days: int) -> list[SweepReport]:
+    """The missed-deletion sweep of every conversation of every connector that has one
+    (a ``sweep(memory, conversation, days)`` method)."""
+    reports: list[SweepReport] = []
+    for connector in connectors:
+        sweep = getattr(connector, "sweep", None)
+        if sweep is not None:
+
+            async def one(memory: Memory, conversation: ConversationRef, days: int, sweep: Any = sweep) -> SweepReport:
+                return await sweep(memory, conversation, days)  # type: ignore[no-any-return]
+
+            reports += await sweep_platform(memory, connector.name, one, days)
+    return reports
+
+
+async def _sweep_every(memory: Memory, connectors: list[Any], days: int, hours: float) -> None:
     while True:
         await asyncio.sleep(hours * 3600)
         try:
-            reports = await sweep_slack(memory, slack, days)
+            reports = await sweep_all(memory, connectors, days)
             forgotten = sum(len(r.forgotten) for r in reports)
             log.info("sweep: %d conversations, %d missed deletions forgotten", len(reports), forgotten)
         except Exception:  # noqa: BLE001 - a failed sweep is logged and tried again next time
             log.exception("sweep failed")
 
 
+def build_connectors(service: ChatService, settings: Settings) -> tuple[SlackConnector | None, list[Connector]]:
+    """The configured connectors, registered with the service."""
+    slack = slack_connector(service, settings)
+    connectors: list[Connector] = [slack] if slack is not None else []
+    if settings.discord_bot_token:
+        connectors.append(DiscordConnector(service, endpoints_from(settings)))
+    for connector in connectors:
+        service.add_platform(connector)
+    return slack, connectors
+
+
 @asynccontextmanager
 async def running(memory: Memory, settings: Settings, host: str | None = None, port: int | None = None) -> AsyncIterator[Running]:
     """Start everything; on exit shut down gracefully (see the module doc)."""
     service = ChatService(memory, config=service_config(settings))
-    slack = slack_connector(service, settings)
-    if slack is not None:
-        service.add_platform(slack)
-        await slack.start()
+    slack, connectors = build_connectors(service, settings)
+    for connector in connectors:
+        await connector.start()
     runner = web.AppRunner(web_app(service, slack, settings.slack_events_path), access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, host or settings.http_host, settings.http_port if port is None else port)
     await site.start()
-    state = Running(service, slack, runner.addresses[0][1])
+    state = Running(service, slack, runner.addresses[0][1], connectors)
     state.tasks.append(asyncio.create_task(service.run()))
-    if slack is not None and settings.sweep_hours > 0:
-        state.tasks.append(asyncio.create_task(_sweep_every(slack, memory, settings.sweep_days, settings.sweep_hours)))
+    if connectors and settings.sweep_hours > 0:
+        state.tasks.append(asyncio.create_task(_sweep_every(memory, list(connectors), settings.sweep_days, settings.sweep_hours)))
     log.info("serving on port %d", state.port)
     try:
         yield state
@@ -108,6 +143,6 @@ async def running(memory: Memory, settings: Settings, host: str | None = None, p
         for task in state.tasks[1:]:
             task.cancel()
         await asyncio.gather(*state.tasks, return_exceptions=True)
-        if slack is not None:
-            await slack.close()
+        for connector in connectors:
+            await connector.close()
         await runner.cleanup()

@@ -11,13 +11,15 @@ history fetched before it existed. A history fetch that fails forgets nothing.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from memory import ConversationRef, Memory, Principal, StoredMessage, forget, stored_messages
+from memory import ConversationRef, Memory, Principal, StoredMessage, conversations, forget, stored_messages
 
 SWEEP = Principal.job("missed-deletion-sweep")
+log = logging.getLogger(__name__)
 
 # (conversation, the stored messages checked, the window's start) -> ids the platform still lists
 PresentIds = Callable[[ConversationRef, Sequence[StoredMessage], datetime], Awaitable[set[str]]]
@@ -53,3 +55,19 @@ async def sweep_conversation(
         await forget(memory, conversation, message_id, principal=SWEEP)
         report.forgotten.append(message_id)
     return report
+
+
+# (memory, conversation, days) -> the sweep of one conversation of a platform
+ConversationSweep = Callable[[Memory, ConversationRef, int], Awaitable[SweepReport]]
+
+
+async def sweep_platform(memory: Memory, platform: str, sweep: ConversationSweep, days: int) -> list[SweepReport]:
+    """Sweep every conversation of ``platform``; one whose history cannot be read is
+    skipped and logged, not fatal."""
+    reports: list[SweepReport] = []
+    for conversation in await conversations(memory, principal=SWEEP, platform=platform):
+        try:
+            reports.append(await sweep(memory, conversation, days))
+        except Exception as error:  # noqa: BLE001 - one unreadable channel must not stop the sweep
+            log.warning("sweep of %s skipped: %s", conversation, error)
+    return reports

@@ -12,12 +12,11 @@ from collections.abc import AsyncIterator, Sequence
 
 import pytest
 
-from bot.service import Running, running
+from bot.service import Running, running, sweep_all
 from bot.settings import Settings
 from bot.testing.serve_process import start_serve, stop_serve
 from bot.testing.slack_standin import TEAM, SlackStandIn
 from bot.testing.slack_storm import Storm
-from connectors.slack.sweep import sweep_slack
 from memory import ConversationRef, Memory, Principal, UnknownConversation, inbox_conversations, messages
 from memory.store.residue import find_tokens
 
@@ -166,7 +165,7 @@ async def test_the_sweep_forgets_deletions_whose_events_never_arrived(
     await settle(memory, served, [c])
     del slack.channels[c][lost], slack.channels[c][reply]  # deleted; Slack gave up delivering the events
     assert served.slack is not None
-    reports = await sweep_slack(memory, served.slack, days=36500)
+    reports = await sweep_all(memory, [served.slack], days=36500)
     [report] = [r for r in reports if r.conversation == str(ref(c))]
     assert sorted(report.forgotten) == sorted([lost, reply])
     assert await stored(memory, c) == slack.history(c)

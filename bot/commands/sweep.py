@@ -8,10 +8,9 @@ import argparse
 from typing import Any
 
 from bot.runtime import memory_from_settings
-from bot.service import slack_connector
+from bot.service import build_connectors, service_config, sweep_all
 from bot.settings import Settings
 from connectors.service import ChatService
-from connectors.slack.sweep import sweep_slack
 from memory import StashbirdError
 
 
@@ -24,10 +23,10 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     if days < 1:
         raise StashbirdError("--days must be at least 1")
     async with memory_from_settings(settings) as memory:
-        slack = slack_connector(ChatService(memory), settings)
-        if slack is None:
-            raise StashbirdError("no platform configured: set SLACK_BOT_TOKEN")
-        reports = await sweep_slack(memory, slack, days)
+        _, connectors = build_connectors(ChatService(memory, config=service_config(settings)), settings)
+        if not connectors:
+            raise StashbirdError("no platform configured: set SLACK_BOT_TOKEN (or DISCORD_BOT_TOKEN)")
+        reports = await sweep_all(memory, connectors, days)
     return {"days": days, "conversations": [r.as_dict() for r in reports]}
 
 

@@ -134,7 +134,9 @@ class SlackStandIn:
             if self.fail_history_after <= 0:
                 return {"ok": False, "error": "internal_error"}
             self.fail_history_after -= 1
-        channel = self.channels.get(str(params.get("channel")), {})
+        if str(params.get("channel")) not in self.channels:
+            return {"ok": False, "error": "channel_not_found"}
+        channel = self.channels[str(params.get("channel"))]
         oldest, latest = float(params.get("oldest") or 0), float(params.get("latest") or 1e12)
         inclusive = str(params.get("inclusive", "")).lower() in ("1", "true")
         tops = [m for m in channel.values() if not m.get("thread_ts") or m["thread_ts"] == m["ts"]

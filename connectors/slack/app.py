@@ -31,7 +31,9 @@ from connectors.events import Author, Reply, Role
 from connectors.service import ChatService
 from connectors.slack import payloads
 from connectors.slack.render import render_reply
-from memory import ConversationRef
+from connectors.slack.sweep import sweep_slack_conversation
+from connectors.sweep import SweepReport
+from memory import ConversationRef, Memory
 
 log = logging.getLogger(__name__)
 
@@ -136,6 +138,10 @@ class SlackConnector:
         if self._socket is not None:
             await self._socket.close_async()
             self._socket = None
+
+    async def sweep(self, memory: Memory, conversation: ConversationRef, days: int) -> SweepReport:
+        """The missed-deletion sweep of one Slack conversation (connectors.sweep)."""
+        return await sweep_slack_conversation(memory, self.client, conversation, days)
 
     async def handle_http(self, request: web.Request) -> web.Response:
         """The Events API and slash-command endpoint (Bolt's aiohttp adapter)."""
