@@ -222,3 +222,19 @@ async def test_a_message_storm_ends_with_the_platform_history(served: Running, s
         assert len(listed) == len({m["message_id"] for m in listed})
         assert await stored(memory, c) == slack.history(c)
     assert len(answers(slack, channels[0]) + answers(slack, channels[1]) + answers(slack, channels[2])) == len(report.mentions)
+
+
+async def test_socket_mode_takes_the_same_events(memory: Memory, slack: SlackStandIn) -> None:
+    settings = Settings(slack_bot_token="xoxb-standin", slack_app_token="xapp-standin", slack_api_url=slack.api_url,
+                        sweep_hours=0)
+    async with running(memory, settings, "127.0.0.1", 0) as state:
+        assert state.slack is not None and state.slack.connected and slack.socket_connected
+        c = channel()
+        venue = slack.message(c, "U1", "The offsite venue is the Lisbon harbour hotel.")
+        await slack.deliver_socket(slack.envelope({**venue, "channel": c}))
+        asked = slack.message(c, "U2", "<@U0STASHBIRD> where is the offsite venue?")
+        await slack.deliver_socket(slack.envelope({**asked, "channel": c, "type": "app_mention"}))
+        await settle(memory, state, [c])
+        assert await stored(memory, c) == slack.history(c)
+        [answer] = answers(slack, c)
+        assert answer["thread_ts"] == asked["ts"] and slack.permalink(c, venue["ts"]) in answer["text"]

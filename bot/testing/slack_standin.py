@@ -57,6 +57,8 @@ class SlackStandIn:
         self._runner: web.AppRunner | None = None
         self._session: aiohttp.ClientSession | None = None
         self._last = 0.0
+        self._websocket: web.WebSocketResponse | None = None
+        self._acks: dict[str, asyncio.Future[float]] = {}
         self._events = itertools.count(1)
         self.port = 0
 
@@ -66,6 +68,7 @@ class SlackStandIn:
         app = web.Application()
         app.router.add_route("*", "/api/{method}", self._api)
         app.router.add_post("/respond/{key}", self._respond)
+        app.router.add_get("/socket", self._socket)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -160,6 +163,39 @@ class SlackStandIn:
         more = start + limit < len(items)
         return {"ok": True, "messages": page, "has_more": more,
                 "response_metadata": {"next_cursor": str(start + limit) if more else ""}}
+
+    def _apps_connections_open(self, params: dict[str, Any]) -> dict[str, Any]:
+        return {"ok": True, "url": f"ws://127.0.0.1:{self.port}/socket"}
+
+    async def _socket(self, request: web.Request) -> web.WebSocketResponse:
+        """Socket Mode: ``hello``, then envelopes out and their acknowledgements back."""
+        websocket = web.WebSocketResponse()
+        await websocket.prepare(request)
+        self._websocket = websocket
+        await websocket.send_json({"type": "hello", "num_connections": 1, "connection_info": {"app_id": "A0STANDIN"},
+                                   "debug_info": {"host": "standin", "approximate_connection_time": 18060}})
+        async for frame in websocket:
+            if frame.type == aiohttp.WSMsgType.TEXT:
+                envelope = json.loads(frame.data).get("envelope_id")
+                future = self._acks.pop(str(envelope), None)
+                if future is not None and not future.done():
+                    future.set_result(time.perf_counter())
+        return websocket
+
+    @property
+    def socket_connected(self) -> bool:
+        return self._websocket is not None and not self._websocket.closed
+
+    async def deliver_socket(self, body: dict[str, Any]) -> Delivery:
+        """Send an Events API envelope over Socket Mode and wait for its acknowledgement."""
+        assert self._websocket is not None
+        envelope = f"env-{next(self._events)}"
+        self._acks[envelope] = asyncio.get_running_loop().create_future()
+        started = time.perf_counter()
+        await self._websocket.send_json({"envelope_id": envelope, "type": "events_api", "accepts_response_payload": False,
+                                         "retry_attempt": 0, "retry_reason": "", "payload": body})
+        acked = await asyncio.wait_for(self._acks[envelope], 10)
+        return Delivery(200, acked - started, "")
 
     async def _respond(self, request: web.Request) -> web.Response:
         self.ephemeral.append({"key": request.match_info["key"], **(await request.json())})

@@ -116,7 +116,9 @@ class SlackConnector:
     @property
     def connected(self) -> bool:
         if self._socket is not None:
-            return bool(self._socket.client.is_connected())
+            client = self._socket.client
+            session = client.current_session
+            return not client.closed and not client.stale and session is not None and not session.closed
         return self.bot_user is not None
 
     async def identify(self) -> None:
