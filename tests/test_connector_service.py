@@ -232,3 +232,25 @@ def test_runs_keep_order_and_group_only_consecutive_creates(kinds: list[str], li
         assert len(run) == 1 or (len(run) <= limit and {i.kind for i in run} == {"message"})
     for before, after in zip(runs, runs[1:], strict=False):
         assert not (before[-1].kind == after[0].kind == "message" and len(before) < limit)
+
+
+async def test_an_older_edit_arriving_after_a_newer_one_changes_nothing(
+    service: ChatService, memory: Memory, ref: ConversationRef
+) -> None:
+    await service.accept(posted(ref, "m1", "Version one."))
+    newer = MessageEdited(ref, "ev-e2", message("m1", "Version three."), T0 + timedelta(minutes=3))
+    older = MessageEdited(ref, "ev-e1", message("m1", "Version two."), T0 + timedelta(minutes=2))
+    await service.accept(newer)
+    await service.accept(older)  # Slack's retry of a delivery that failed the first time
+    await service.drain()
+    assert await stored(memory, ref) == {"m1": "Version three."}
+
+
+async def test_the_first_events_of_a_new_conversation_arriving_at_once_are_all_stored(
+    service: ChatService, ref: ConversationRef
+) -> None:
+    """Each creates the conversation or finds it created meanwhile; none is taken for a redelivery."""
+    events = [MessageDeleted(ref, f"ev-{n}", f"m{n}") for n in range(16)]
+    assert all(await asyncio.gather(*(service.accept(event) for event in events)))
+    assert not any(await asyncio.gather(*(service.accept(event) for event in events)))
+    assert await service.drain() == 16

@@ -238,3 +238,12 @@ async def test_socket_mode_takes_the_same_events(memory: Memory, slack: SlackSta
         assert await stored(memory, c) == slack.history(c)
         [answer] = answers(slack, c)
         assert answer["thread_ts"] == asked["ts"] and slack.permalink(c, venue["ts"]) in answer["text"]
+
+
+async def test_a_malformed_event_is_acknowledged_and_refused_once(served: Running, slack: SlackStandIn, memory: Memory) -> None:
+    c = channel()
+    body = slack.envelope({**slack.message(c, "U1", "No envelope id."), "channel": c})
+    del body["event_id"]  # Slack would deliver it again on a 500, to the same end
+    assert (await slack.deliver(body)).status == 200
+    with pytest.raises(UnknownConversation):
+        await stored(memory, c)

@@ -17,6 +17,7 @@ from memory import ConversationRef, Principal, consolidate, edit, vacuum
 STATUS = {
     "edited": "edited",
     "unchanged": "text unchanged: nothing to do",
+    "outdated": "an older edit than the one stored: nothing to do",
     "unknown": "no such message in this conversation: nothing to do",
     "deleted": "the message was deleted: nothing to edit",
 }

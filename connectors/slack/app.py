@@ -33,7 +33,7 @@ from connectors.slack import payloads
 from connectors.slack.render import render_reply
 from connectors.slack.sweep import sweep_slack_conversation
 from connectors.sweep import SweepReport
-from memory import ConversationRef, Memory
+from memory import ConversationRef, Memory, ValidationError
 
 log = logging.getLogger(__name__)
 
@@ -151,11 +151,22 @@ class SlackConnector:
         return await to_aiohttp_response(response)
 
     async def _on_event(self, body: dict[str, Any], context: dict[str, Any]) -> None:
-        for event in payloads.to_events(body, context.get("bot_user_id") or self.bot_user):
+        try:
+            events = payloads.to_events(body, context.get("bot_user_id") or self.bot_user)
+        except ValidationError as error:  # acknowledged: a redelivery would be refused the same way
+            log.warning("Slack event %s refused: %s", body.get("event_id"), error)
+            return
+        for event in events:
             await self.service.accept(event)
 
     async def _on_command(self, ack: Any, body: dict[str, Any]) -> None:
-        await self.service.accept(payloads.to_admin_command(body))
+        try:
+            command = payloads.to_admin_command(body)
+        except ValidationError as error:
+            log.warning("/memory refused: %s", error)
+            await ack(text=f"Sorry: {error}", response_type="ephemeral")
+            return
+        await self.service.accept(command)
         await ack()
 
     # --- Platform --------------------------------------------------------------------

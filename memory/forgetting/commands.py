@@ -146,7 +146,7 @@ class DeletionReport:
 class EditReport:
     conversation_id: int
     platform_message_id: str
-    status: str  # edited (and queued for consolidation) | unchanged | unknown | deleted
+    status: str  # edited (and queued for consolidation) | unchanged | outdated | unknown | deleted
     episode_id: int | None = None
     retraction: Retraction = field(default_factory=Retraction)
     summary_rebuilt: bool = False
@@ -626,6 +626,9 @@ async def edit_episode(
             report = EditReport(conversation_id, message_id, status)
         elif episode.text == new_text:
             report = EditReport(conversation_id, message_id, "unchanged", episode.id)
+        elif edited_at is not None and episode.edited_at is not None and edited_at < episode.edited_at:
+            # A platform redelivering an older edit after a newer one: the newer text stands.
+            report = EditReport(conversation_id, message_id, "outdated", episode.id)
         else:
             if embedded is None:
                 embedded = await _embed_episode(memory, new_text)

@@ -31,7 +31,7 @@ from sqlalchemy import Text, delete, func, literal, select, text, update
 from sqlalchemy.dialects.postgresql import JSONB, insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
-from memory.store.conversations import ConversationRef, ensure_conversation, find_conversation
+from memory.store.conversations import ConversationRef, ensure_conversation
 from memory.store.locks import LockPurpose
 from memory.store.schema import ConnectorCursor, Conversation, InboxEvent
 from memory.validation import normalize_id
@@ -73,34 +73,25 @@ async def put(
     One statement when the conversation exists (the acknowledgement waits for this);
     a new conversation is created first.
     """
-    for attempt in range(2):
-        known = select(Conversation.id).where(
-            Conversation.platform == conversation.platform,
-            Conversation.workspace_id == conversation.workspace_id,
-            Conversation.channel_id == conversation.channel_id,
-        )
-        row = await session.execute(
-            insert(InboxEvent)
-            .from_select(
-                ["conversation_id", "event_id", "kind", "payload", "message_id"],
-                select(
-                    known.scalar_subquery(),
-                    literal(event_id),
-                    literal(kind),
-                    literal(payload, JSONB),
-                    literal(message_id, Text),
-                ).where(known.exists()),
-            )
-            .on_conflict_do_nothing(constraint="uq_inbox_event")
-            .returning(InboxEvent.id)
-        )
-        if row.scalar() is not None:
-            return True
-        if attempt == 0 and await find_conversation(session, conversation) is None:
-            await ensure_conversation(session, conversation)
-            continue
-        return False
-    return False
+    known = select(Conversation.id).where(
+        Conversation.platform == conversation.platform,
+        Conversation.workspace_id == conversation.workspace_id,
+        Conversation.channel_id == conversation.channel_id,
+    )
+    columns = ["conversation_id", "event_id", "kind", "payload", "message_id"]
+    values = (literal(event_id), literal(kind), literal(payload, JSONB), literal(message_id, Text))
+    statement = insert(InboxEvent).on_conflict_do_nothing(constraint="uq_inbox_event").returning(InboxEvent.id)
+    row = await session.execute(
+        statement.from_select(columns, select(known.scalar_subquery(), *values).where(known.exists()))
+    )
+    if row.scalar() is not None:
+        return True
+    # Either a redelivery or a conversation this statement could not see (new, or created
+    # by a concurrent event since): insert again with the id, which is a duplicate only
+    # if the event is.
+    conversation_id = await ensure_conversation(session, conversation)
+    row = await session.execute(statement.from_select(columns, select(literal(conversation_id), *values)))
+    return row.scalar() is not None
 
 
 async def pending_conversations(session: AsyncSession) -> list[ConversationRef]:
