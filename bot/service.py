@@ -1,6 +1,7 @@
 """The service process (``stashbird serve``): the configured connectors (Slack when
 ``SLACK_BOT_TOKEN`` is set, Discord when ``DISCORD_BOT_TOKEN`` is), the inbox worker,
-the periodic missed-deletion sweep and an HTTP endpoint, around one Memory.
+the scheduler (jobs/: consolidation, communities, and each connector's missed-deletion
+sweep, registered here) and an HTTP endpoint, around one Memory.
 
 HTTP: ``POST`` on the Slack events path goes to Bolt (signature checked, the event
 stored in the inbox, then acknowledged); ``GET /healthz`` answers 200 when the database
@@ -27,8 +28,9 @@ from bot.settings import Settings
 from connectors.discord.client import DiscordConnector, endpoints_from
 from connectors.service import ChatService, Platform, ServiceConfig
 from connectors.slack.app import SlackConfig, SlackConnector
-from connectors.sweep import SweepReport, sweep_platform
-from memory import ConversationRef, Memory, StashbirdError
+from connectors.sweep import SWEEP, SweepReport, sweep_platform
+from jobs import Job, Scheduler, WorkItem
+from memory import ConversationRef, Memory, StashbirdError, conversations, resolve_conversation
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +48,7 @@ class Running:
     port: int
     connectors: list[Connector] = field(default_factory=list)
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    scheduler: Scheduler | None = None
 
 
 def service_config(settings: Settings) -> ServiceConfig:
@@ -97,15 +100,30 @@ async def sweep_all(memory: Memory, connectors: list[Any], days: int) -> list[Sw
     return reports
 
 
-async def _sweep_every(memory: Memory, connectors: list[Any], days: int, hours: float) -> None:
-    while True:
-        await asyncio.sleep(hours * 3600)
-        try:
-            reports = await sweep_all(memory, connectors, days)
-            forgotten = sum(len(r.forgotten) for r in reports)
-            log.info("sweep: %d conversations, %d missed deletions forgotten", len(reports), forgotten)
-        except Exception:  # noqa: BLE001 - a failed sweep is logged and tried again next time
-            log.exception("sweep failed")
+def sweep_job(connector: Any, days: int, hours: float) -> Job:
+    """The scheduler job sweeping each of a connector's conversations (one work item per
+    conversation, claimed like any other, so several processes never sweep one twice)."""
+
+    async def due(memory: Memory) -> list[WorkItem]:
+        refs = await conversations(memory, principal=SWEEP, platform=connector.name)
+        return [WorkItem(await resolve_conversation(memory, ref), ref) for ref in refs]
+
+    async def work(memory: Memory, item: WorkItem) -> dict[str, Any]:
+        assert item.conversation is not None
+        report: SweepReport = await connector.sweep(memory, item.conversation, days)
+        return report.as_dict()
+
+    return Job(f"{connector.name}-sweep", due, work, interval=hours * 3600)
+
+
+def scheduler_for(memory: Memory, settings: Settings, connectors: list[Any]) -> Scheduler:
+    """The core's jobs plus a sweep per connector that has one."""
+    scheduler = Scheduler(memory, settings.job_settings())
+    if settings.sweep_hours > 0:
+        for connector in connectors:
+            if getattr(connector, "sweep", None) is not None:
+                scheduler.register(sweep_job(connector, settings.sweep_days, settings.sweep_hours))
+    return scheduler
 
 
 def build_connectors(service: ChatService, settings: Settings) -> tuple[SlackConnector | None, list[Connector]]:
@@ -132,16 +150,18 @@ async def running(memory: Memory, settings: Settings, host: str | None = None, p
     await site.start()
     state = Running(service, slack, runner.addresses[0][1], connectors)
     state.tasks.append(asyncio.create_task(service.run()))
-    if connectors and settings.sweep_hours > 0:
-        state.tasks.append(asyncio.create_task(_sweep_every(memory, list(connectors), settings.sweep_days, settings.sweep_hours)))
+    scheduler = scheduler_for(memory, settings, list(connectors)) if settings.serve_jobs else None
+    if scheduler is not None:
+        scheduler.start()
+    state.scheduler = scheduler
     log.info("serving on port %d", state.port)
     try:
         yield state
     finally:
         await site.stop()
         service.stop()
-        for task in state.tasks[1:]:
-            task.cancel()
+        if scheduler is not None:
+            await scheduler.shutdown()
         await asyncio.gather(*state.tasks, return_exceptions=True)
         for connector in connectors:
             await connector.close()

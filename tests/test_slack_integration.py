@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Sequence
 
 import pytest
 
-from bot.service import Running, running, sweep_all
+from bot.service import Running, running, scheduler_for, sweep_all
 from bot.settings import Settings
 from bot.testing.serve_process import start_serve, stop_serve
 from bot.testing.slack_standin import TEAM, SlackStandIn
@@ -29,7 +29,7 @@ def settings_for(slack: SlackStandIn) -> Settings:
         slack_signing_secret=slack.signing_secret,
         slack_api_url=slack.api_url,
         admin_ids="UOPS",
-        sweep_hours=0,
+        serve_jobs=False,
     )
 
 
@@ -172,6 +172,19 @@ async def test_the_sweep_forgets_deletions_whose_events_never_arrived(
     assert kept in slack.history(c)
 
 
+async def test_serve_schedules_the_sweep_with_the_core_jobs(served: Running, slack: SlackStandIn, memory: Memory) -> None:
+    c = channel()
+    await slack.post(c, "U1", "Kept.")
+    lost = await slack.post(c, "U1", "Deleted while no event reached us.")
+    await settle(memory, served, [c])
+    del slack.channels[c][lost]
+    scheduler = scheduler_for(memory, settings_for(slack), list(served.connectors))
+    assert {"consolidation", "slack-sweep"} <= set(scheduler.jobs)
+    results = [r for r in await scheduler.run_job("slack-sweep") if r.result.get("conversation") == str(ref(c))]
+    assert [(r.status, r.result["forgotten"]) for r in results] == [("ok", [lost])]
+    assert await stored(memory, c) == slack.history(c)
+
+
 async def test_healthz_reports_database_connectors_and_backlog(served: Running, slack: SlackStandIn) -> None:
     import aiohttp
 
@@ -226,7 +239,7 @@ async def test_a_message_storm_ends_with_the_platform_history(served: Running, s
 
 async def test_socket_mode_takes_the_same_events(memory: Memory, slack: SlackStandIn) -> None:
     settings = Settings(slack_bot_token="xoxb-standin", slack_app_token="xapp-standin", slack_api_url=slack.api_url,
-                        sweep_hours=0)
+                        serve_jobs=False)
     async with running(memory, settings, "127.0.0.1", 0) as state:
         assert state.slack is not None and state.slack.connected and slack.socket_connected
         c = channel()

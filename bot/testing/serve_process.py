@@ -19,7 +19,7 @@ async def start_serve(slack: SlackStandIn, database_url: str, **env: str) -> tup
         "SLACK_SIGNING_SECRET": slack.signing_secret,
         "SLACK_API_URL": slack.api_url,
         "STASHBIRD_HTTP_HOST": "127.0.0.1",
-        "STASHBIRD_SWEEP_HOURS": "0",
+        "STASHBIRD_SERVE_JOBS": "0",
         **env,
     }
     process = await asyncio.create_subprocess_exec(
