@@ -13,7 +13,8 @@ Slack stand-in. Three phases, all through signed Events API requests:
 
 Finally the stored state is compared with the stand-in's history (nothing lost,
 resurrected or duplicated). The served process runs without the scheduler
-(``STASHBIRD_SERVE_JOBS=0``): the figures are the chat path's, not consolidation's. Targets: ack p99 < 300 ms, answer p99 < 1 s, delete p99 < 1 s.
+(``STASHBIRD_SERVE_JOBS=0``): the figures are the chat path's, not consolidation's.
+Targets: ack p99 < 300 ms, answer p99 < 1 s, delete p99 < 1 s.
 """
 
 from __future__ import annotations
