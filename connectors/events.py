@@ -276,3 +276,4 @@ class Reply:
     text: str
     kind: Literal["answer", "audit", "refusal"]
     citations: tuple[CitedMessage, ...] = ()
+    answer_id: int | None = None  # a stored answer's number, for ``/memory why <number>``

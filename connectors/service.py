@@ -134,7 +134,7 @@ def core_message(message: ChatMessage, author: Author) -> Message:
 def answer_reply(event: Mention, answer: Answer) -> Reply:
     """The reply to a mention: the answer's text and the messages it cites. Pure."""
     citations = tuple(CitedMessage(c.label, c.platform_message_id, c.speaker, c.message_time) for c in answer.citations)
-    return Reply(event.conversation, event.reply, answer.answer, "answer", citations)
+    return Reply(event.conversation, event.reply, answer.answer, "answer", citations, answer.trace_id)
 
 
 class ChatService:

@@ -193,7 +193,7 @@ async def test_admin_commands_are_refused_to_others(
     await service.drain()
     refusal, stats = platform.replies
     assert refusal.kind == "refusal" and "admins only" in refusal.text
-    assert stats.kind == "audit" and stats.text.startswith("1 messages stored")
+    assert stats.kind == "audit" and stats.text.startswith("1 messages (0 from bots) by 1 people")
 
 
 async def test_thread_and_channel_deletion_forget_what_they_held(
@@ -254,3 +254,25 @@ async def test_the_first_events_of_a_new_conversation_arriving_at_once_are_all_s
     assert all(await asyncio.gather(*(service.accept(event) for event in events)))
     assert not any(await asyncio.gather(*(service.accept(event) for event in events)))
     assert await service.drain() == 16
+
+
+async def test_admin_commands_run_the_audit_queries(
+    service: ChatService, platform: RecordingPlatform, memory: Memory, ref: ConversationRef
+) -> None:
+    await service.accept(posted(ref, "m1", "The offsite venue is the Lisbon harbour hotel."))
+    await service.accept(mention(ref, "q1", "Where is the offsite venue?"))
+    await service.drain()
+    answer_id = platform.replies[0].answer_id
+    assert answer_id is not None
+    await service.accept(MessageDeleted(ref, "ev-del", "m1"))
+    target = ReplyTarget(user_id="UADMIN", ephemeral=True)
+    for n, text in enumerate([f"why {answer_id}", "forgotten", "provenance q1", "about Lisbon", "why soon", "nonsense"]):
+        await service.accept(AdminCommand(ref, f"cmd-{n}", Author("UADMIN"), text, target))
+    await service.drain()
+    why, gone, supports, about, bad, help_text = (r.text for r in platform.replies[1:])
+    assert f"Answer {answer_id}" in why and "withdrawn" in why and "m1" in why
+    assert "delete of message m1" in gone
+    assert supports.startswith("Message q1 supports:")
+    assert "Lisbon" in about
+    assert "give the answer's number" in bad
+    assert help_text.startswith("/memory about")

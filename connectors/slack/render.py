@@ -23,4 +23,6 @@ def render_reply(reply: Reply, permalinks: Mapping[str, str]) -> str:
     ]
     if sources:
         lines.append("Sources: " + " · ".join(sources))
+    if reply.answer_id is not None:
+        lines.append(f"_answer {reply.answer_id}_")
     return "\n".join(lines)
