@@ -34,6 +34,7 @@ class BackfillReport:
         self.stored += counts.stored
         self.duplicate += counts.duplicate
         self.tombstoned += counts.tombstoned
+        self.rejected += [{"message": r.platform_message_id, "reason": r.reason} for r in counts.rejected]
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)

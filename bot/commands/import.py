@@ -68,7 +68,7 @@ async def _slack(args: argparse.Namespace, settings: Settings) -> dict[str, Any]
                 report = BackfillReport(str(channel.conversation), fetched=len(channel.messages), skipped=channel.skipped)
                 report.add(await store(memory, channel.conversation, channel.messages, SLACK_IMPORT, on_batch=bar.update))
                 report.forgotten = await forget_deleted(memory, channel.conversation, channel.deleted, SLACK_IMPORT)
-                report.rejected = channel.rejected
+                report.rejected = channel.rejected + report.rejected  # unreadable, then refused by the database
                 reports.append({"channel": channel.name, **report.as_dict()})
     return {"workspace": export.team, "channels": reports}
 
