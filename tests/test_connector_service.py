@@ -117,7 +117,7 @@ async def test_an_edit_changes_the_answer_and_an_edit_of_an_unknown_message_stor
     first, second = platform.replies
     assert "Lisbon" in first.text and "Porto" not in first.text
     assert "Porto" in second.text and "Lisbon" not in second.text
-    assert [c.message_id for c in second.citations][:1] == ["m1"]
+    assert "m1" in [c.message_id for c in second.citations]
     assert (await stored(memory, ref))["m3"] == "Bring a jacket."
 
 
