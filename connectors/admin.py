@@ -102,7 +102,7 @@ def render_provenance(result: Provenance) -> str:
 
 def render_stats(result: Stats) -> str:
     return (
-        f"{result.messages} messages ({result.bot_messages} from bots) by {result.speakers} people; "
+        f"{result.messages} messages by {result.speakers} speakers; "
         f"{result.entities} entities ({result.anchors} anchors), {result.relations_active} facts "
         f"({result.relations_superseded} superseded), {result.communities} communities; "
         f"{result.answers} answers, {result.deletions} deletions; {result.waiting} messages waiting for consolidation."

@@ -193,7 +193,7 @@ async def test_admin_commands_are_refused_to_others(
     await service.drain()
     refusal, stats = platform.replies
     assert refusal.kind == "refusal" and "admins only" in refusal.text
-    assert stats.kind == "audit" and stats.text.startswith("1 messages (0 from bots) by 1 people")
+    assert stats.kind == "audit" and stats.text.startswith("1 messages by 1 speakers")
 
 
 async def test_thread_and_channel_deletion_forget_what_they_held(

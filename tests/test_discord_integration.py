@@ -109,7 +109,7 @@ async def test_memory_command_is_refused_to_non_admins_and_answered_to_admins_ep
         replies[user.name] = answered[-1]
     assert replies["bob"]["content"] == admin.REFUSAL and replies["bob"]["flags"] == 64
     for name in ("maya", "olga", "carol"):
-        assert replies[name]["content"] != admin.REFUSAL and "1 messages (0 from bots)" in replies[name]["content"]
+        assert replies[name]["content"] != admin.REFUSAL and "1 messages by 1 speakers" in replies[name]["content"]
     await until(lambda: env.connector.connected)  # READY came (discord.py waits 2 s for guilds first)
     assert (await env.service.health())["connectors"] == {"discord": True}
 

@@ -149,8 +149,8 @@ async def test_admin_commands_are_ephemeral_and_refused_to_others(
     await settle(memory, served, [c])
     refusal, workspace_admin, configured_admin = slack.ephemeral[-3:]
     assert refusal["response_type"] == "ephemeral" and "admins only" in refusal["text"]
-    assert workspace_admin["text"].startswith("1 messages (0 from bots) by 1 people")
-    assert configured_admin["text"].startswith("1 messages (0 from bots) by 1 people")
+    assert workspace_admin["text"].startswith("1 messages by 1 speakers")
+    assert configured_admin["text"].startswith("1 messages by 1 speakers")
 
 
 async def test_the_sweep_forgets_deletions_whose_events_never_arrived(
