@@ -1,4 +1,4 @@
-"""Integration: Discord backfill over REST against the stand-in (a REST-only client, as
+"""Integration: Discord backfill and the missed-deletion sweep over REST against the stand-in (a REST-only client, as
 ``stashbird backfill`` uses), resumed after an interruption, and idempotent with the live
 stream of the gateway client connected to the same stand-in."""
 
@@ -11,6 +11,7 @@ import pytest
 
 from connectors.discord import history
 from connectors.discord.client import DiscordEndpoints, rest_client
+from connectors.discord.sweep import sweep_discord
 from memory import Memory, ValidationError
 
 if TYPE_CHECKING:
@@ -69,3 +70,24 @@ async def test_backfill_since_a_date_and_a_channel_that_does_not_exist(discord_e
         with pytest.raises(ValidationError, match="--channel"):
             await history.backfill(memory, client.http, "123456789", str(client.user.id))
     assert report.stored == 1 and list(await env.stored(env.random)) == [new["id"]]
+
+
+async def test_the_sweep_forgets_deletions_missed_while_offline_and_drops_vanished_channels(
+    discord_env: Discord, memory: Memory
+) -> None:
+    env = discord_env
+    kept = await env.standin.post(env.general, env.bob, "The pantry code changed to 7781.")
+    missed = await env.standin.post(env.general, env.bob, "Temporary note that was deleted offline.")
+    thread = await env.standin.add_thread(env.random, "Ideas", env.carol)
+    await env.standin.post(thread, env.carol, "An idea in a thread that vanished.")
+    await env.settle()
+    await env.standin.delete(env.general, missed["id"], silently=True)  # no gateway event reaches the bot
+    env.standin.channels.pop(thread)  # gone from Discord without a THREAD_DELETE seen
+    endpoints = DiscordEndpoints(env.standin.token, env.standin.rest_base, env.standin.gateway_url)
+    async with rest_client(endpoints) as client:
+        reports = {r.conversation: r for r in await sweep_discord(memory, client.http, days=7)}
+
+    general = reports[f"discord:{env.guild}:{env.general}"]
+    assert general.forgotten == [missed["id"]] and general.checked == 2
+    assert reports[f"discord:{env.guild}:{thread}"].dropped
+    assert list(await env.stored(env.general)) == [kept["id"]] and await env.stored(thread) == {}
