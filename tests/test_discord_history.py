@@ -11,7 +11,7 @@ import pytest
 
 from connectors.discord import history
 from connectors.discord.client import DiscordEndpoints, rest_client
-from connectors.discord.sweep import sweep_discord
+from connectors.discord.payloads import conversation
 from memory import Memory, ValidationError
 
 if TYPE_CHECKING:
@@ -83,11 +83,9 @@ async def test_the_sweep_forgets_deletions_missed_while_offline_and_drops_vanish
     await env.settle()
     await env.standin.delete(env.general, missed["id"], silently=True)  # no gateway event reaches the bot
     env.standin.channels.pop(thread)  # gone from Discord without a THREAD_DELETE seen
-    endpoints = DiscordEndpoints(env.standin.token, env.standin.rest_base, env.standin.gateway_url)
-    async with rest_client(endpoints) as client:
-        reports = {r.conversation: r for r in await sweep_discord(memory, client.http, days=7)}
+    general = await env.connector.sweep(memory, conversation(env.guild, env.general), 7)
+    gone = await env.connector.sweep(memory, conversation(env.guild, thread), 7)
 
-    general = reports[f"discord:{env.guild}:{env.general}"]
-    assert general.forgotten == [missed["id"]] and general.checked == 2
-    assert reports[f"discord:{env.guild}:{thread}"].dropped
+    assert general.forgotten == [missed["id"]] and general.checked == 2 and not general.dropped
+    assert gone.dropped
     assert list(await env.stored(env.general)) == [kept["id"]] and await env.stored(thread) == {}

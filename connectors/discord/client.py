@@ -32,8 +32,10 @@ from discord.http import Route
 from bot.settings import Settings
 from connectors.discord import payloads
 from connectors.discord.payloads import GuildInfo
+from connectors.discord.sweep import sweep_discord_conversation
 from connectors.events import Author, ChatEvent, Reply
 from connectors.service import ChatService, ServiceConfig
+from connectors.sweep import SweepReport
 from memory import ConfigurationError, ConversationRef, Memory, ValidationError
 
 log = logging.getLogger(__name__)
@@ -191,6 +193,14 @@ class DiscordConnector:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def sweep(self, memory: Memory, conversation: ConversationRef, days: int) -> SweepReport:
+        """The missed-deletion sweep of one Discord conversation (``connectors.sweep``);
+        logs in over REST first when the connector was not started (``stashbird sweep``)."""
+        if self.client.user is None:
+            self.endpoints.apply()
+            await _login(self.client, self.endpoints.token)
+        return await sweep_discord_conversation(memory, self.client.http, conversation, days)
 
     # --- events in ---------------------------------------------------------------------
 
