@@ -30,9 +30,10 @@ class SweepReport:
     conversation: str
     checked: int = 0
     forgotten: list[str] = field(default_factory=list)
+    dropped: bool = False  # the channel itself is gone from the platform: its whole memory was dropped
 
     def as_dict(self) -> dict[str, object]:
-        return {"conversation": self.conversation, "checked": self.checked, "forgotten": self.forgotten}
+        return {"conversation": self.conversation, "checked": self.checked, "forgotten": self.forgotten, "dropped": self.dropped}
 
 
 def missed_deletions(stored: Sequence[StoredMessage], present: Collection[str]) -> list[str]:

@@ -33,6 +33,9 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
 def render(result: dict[str, Any]) -> str:
     lines = [f"swept the last {result['days']} days:"]
     for report in result["conversations"]:
+        if report.get("dropped"):
+            lines.append(f"  {report['conversation']}: the channel no longer exists; its memory was dropped")
+            continue
         gone = ", ".join(report["forgotten"]) or "nothing"
         lines.append(f"  {report['conversation']}: {report['checked']} checked, forgotten: {gone}")
     return "\n".join(lines)
