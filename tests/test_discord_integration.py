@@ -15,7 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from bot.testing.discord_standin import GUILD_FORUM, DiscordStandIn, until
+from bot.service import running
+from bot.settings import Settings
+from bot.testing.discord_standin import GUILD_FORUM, DiscordStandIn, User, until
 from connectors import admin
 from connectors.discord.client import DiscordConnector, DiscordEndpoints
 from connectors.discord.payloads import conversation, message_link
@@ -184,3 +186,29 @@ async def test_a_burst_of_mixed_events_leaves_memory_equal_to_the_platform(disco
     for channel in (env.general, env.random):
         platform = {m["id"]: m["content"] for m in env.standin.history[channel]}
         assert await env.stored(channel) == platform
+
+
+async def test_serve_runs_the_discord_connector_from_its_settings(memory: Memory) -> None:
+    """``stashbird serve``'s process wiring: Discord from DISCORD_* settings, answered
+    through the service's own worker, reported by /healthz."""
+    standin = DiscordStandIn()
+    await standin.start()
+    bob = User(standin.snowflake(), "bob")
+    guild = standin.add_guild("Serve", bob)
+    channel = await standin.add_channel(guild, "general")
+    settings = Settings(
+        discord_bot_token=standin.token, discord_api_base=standin.rest_base, discord_gateway_url=standin.gateway_url,
+        slack_bot_token=None, serve_jobs=False,
+    )
+    try:
+        async with running(memory, settings, "127.0.0.1", 0) as state:
+            await standin.connected()
+            source = await standin.post(channel, bob, "The quarterly review is on the fifth floor.")
+            await standin.post(channel, bob, f"<@{standin.bot.id}> where is the quarterly review?", mentions=[standin.bot])
+            reply = await standin.wait_for(lambda: next(iter(standin.posted), None))
+            assert source["id"] in reply["content"]
+            await until(lambda: state.connectors[0].connected)
+            health = await state.service.health()
+            assert health["connectors"] == {"discord": True}
+    finally:
+        await standin.stop()
