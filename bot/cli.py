@@ -6,6 +6,9 @@ Each command lives in ``bot/commands/<name>.py`` and provides ``configure(parser
 is printed but which did not finish (``ingest`` when an embedding endpoint fails). Errors
 a user can fix are printed as one clear line, exit code 2; ``--debug`` shows tracebacks
 instead.
+
+Only the command being run is imported (with the memory core behind it): ``stashbird
+--help`` imports none of them, so it answers at once.
 """
 
 from __future__ import annotations
@@ -29,8 +32,8 @@ COMMANDS = {
     "ask": "answer a question from a conversation's memory, with citations",
     "forget": "delete a message and everything that rested only on it",
     "edit": "correct a message: retract what its old text supported, store and consolidate the new",
-    "backfill": "import a channel's history through the platform API (resumable)",
-    "import": "import a platform export file (DiscordChatExporter JSON)",
+    "backfill": "import a channel's history through the platform API (resumable, idempotent)",
+    "import": "import a platform export file (a Slack workspace export)",
     "communities": "a conversation's communities of entities and their summaries (--rebuild)",
     "jobs": "background work: status, run-once, run the scheduler",
     "erase": "rewrite the memory tables so that deleted messages are physically gone from them",
@@ -38,22 +41,24 @@ COMMANDS = {
     "reindex": "embed stored messages again from what is indexed now (once after migration 0004)",
     "serve": "run the chat service: connectors, the inbox worker, the sweep, /healthz",
     "sweep": "forget recent messages the platform no longer has (missed deletions)",
-    "backfill": "import a channel's history through the platform API (resumable, idempotent)",
-    "import": "import a platform export file (a Slack workspace export)",
     "bench": "benchmarks that print their figures",
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
+    """Every command with its help line; the arguments of the one ``argv`` names (the
+    first word that is not an option), whose module is imported for them."""
+    chosen = next((word for word in argv if not word.startswith("-")), None)
     parser = argparse.ArgumentParser(prog="stashbird", description="Long-term memory for group chats.")
     parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
     commands = parser.add_subparsers(dest="command", required=True)
     for name, help_text in COMMANDS.items():
-        module = importlib.import_module(f"bot.commands.{name}")
         sub = commands.add_parser(name, help=help_text, description=help_text)
         sub.add_argument("--json", action="store_true", help="print the result as JSON")
-        module.configure(sub)
-        sub.set_defaults(module=module)
+        if name == chosen:
+            module = importlib.import_module(f"bot.commands.{name}")
+            module.configure(sub)
+            sub.set_defaults(module=module)
     return parser
 
 
@@ -72,7 +77,9 @@ def error_line(error: Exception) -> tuple[str, int]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
-    args = build_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser(argv).parse_args(argv)
+
     try:
         result = asyncio.run(args.module.run(args, load_settings()))
     except Exception as error:

@@ -57,7 +57,7 @@ def turn_text(turn: dict[str, Any]) -> Any:
     return f"{text} [shares {caption}]" if caption and isinstance(text, str) and isinstance(caption, str) else text
 
 
-def evidence_ids(raw: list) -> tuple[str, ...]:
+def evidence_ids(raw: list[Any]) -> tuple[str, ...]:
     """The evidence turn ids of one question, as the turns spell them. A few annotations
     hold several ids in one string ("D8:6; D9:17", "D9:1 D4:4"), a stray colon
     ("D:11:26") or a leading zero ("D30:05"); an id that still names no turn is kept as

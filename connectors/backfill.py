@@ -45,7 +45,7 @@ async def store(
     conversation: ConversationRef,
     chats: Sequence[ChatMessage],
     principal: Principal,
-    on_batch: Callable[[int], None] | None = None,
+    on_batch: Callable[[int], object] | None = None,
 ) -> IngestReport:
     """Store messages whose authors are described (name and role set), in time order."""
     report = (lambda results: on_batch(len(results))) if on_batch is not None else None

@@ -30,16 +30,23 @@ from memory.api import (
     inbox_prune,
     inbox_put,
     ingest,
+    integrity,
+    load_bulk_graph,
+    load_bulk_messages,
+    load_supplied,
     messages,
     overview,
     pending,
     provenance,
     read_cursor,
+    recall,
     regenerate_communities,
     regenerate_summary,
     reindex,
+    residue,
     resolve_conversation,
     save_cursor,
+    search_vector,
     stats,
     stored_messages,
     update_communities,
@@ -59,6 +66,7 @@ from memory.consolidation.extraction import (
     OfflineExtractor,
     ReplayExtractor,
 )
+from memory.consolidation.extraction.offline import analyse as offline_findings
 from memory.consolidation.run import ConsolidationReport
 from memory.core import Memory, open_memory
 from memory.episodes.append import AppendResult, Message, validate_message
@@ -72,10 +80,15 @@ from memory.errors import (
     ValidationError,
 )
 from memory.forgetting.commands import DeletionReport, EditReport
+from memory.forgetting.policies import ForgettingPolicy
+from memory.graph.reconcile import name_ratio, normalize_name, normalize_predicate
 from memory.models.embedder import Embedder, LocalEmbedder, OpenAIEmbedder
-from memory.models.llm import LLMClient, LLMError
+from memory.models.llm import OPERATION_HEADER, LLMClient, LLMError
+from memory.models.tokens import count_tokens
 from memory.params import MemoryParams
 from memory.retrieval.answering import Answer, AnswerReply, Citation, QuotedMessage
+from memory.retrieval.recall import Recall
+from memory.retrieval.search import SearchResult
 from memory.store.backlog import Backlog
 from memory.store.conversations import ConversationRef
 from memory.store.embedded import (
@@ -85,6 +98,14 @@ from memory.store.embedded import (
 )
 from memory.store.erasure import MaintenanceReport
 from memory.store.inbox import InboxBacklog, InboxClaim, InboxItem
+from memory.store.integrity import Integrity
+from memory.synthetic import (
+    SuppliedCommunity,
+    SuppliedEntity,
+    SuppliedGraph,
+    SuppliedIds,
+    SuppliedRelation,
+)
 from memory.validation import check_text, normalize_id, parse_time
 
 __all__ = [
@@ -106,10 +127,12 @@ __all__ = [
     "Embedder",
     "Explanation",
     "Extractor",
+    "ForgettingPolicy",
     "InboxBacklog",
     "InboxClaim",
     "InboxItem",
     "IngestReport",
+    "Integrity",
     "LLMClient",
     "LLMError",
     "LLMExtractor",
@@ -119,17 +142,25 @@ __all__ = [
     "MemoryParams",
     "Message",
     "ModelUnavailable",
+    "OPERATION_HEADER",
     "OfflineExtractor",
     "OpenAIEmbedder",
     "Overview",
     "Principal",
     "Provenance",
     "QuotedMessage",
+    "Recall",
     "Rejected",
     "ReplayExtractor",
+    "SearchResult",
     "StashbirdError",
     "Stats",
     "StoredMessage",
+    "SuppliedCommunity",
+    "SuppliedEntity",
+    "SuppliedGraph",
+    "SuppliedIds",
+    "SuppliedRelation",
     "UnknownConversation",
     "ValidationError",
     "about",
@@ -141,6 +172,7 @@ __all__ = [
     "communities",
     "consolidate",
     "conversations",
+    "count_tokens",
     "default_data_dir",
     "drop_conversation",
     "drop_embedded_database",
@@ -156,19 +188,30 @@ __all__ = [
     "inbox_prune",
     "inbox_put",
     "ingest",
+    "integrity",
+    "load_bulk_graph",
+    "load_bulk_messages",
+    "load_supplied",
     "messages",
+    "name_ratio",
     "normalize_id",
+    "normalize_name",
+    "normalize_predicate",
+    "offline_findings",
     "open_memory",
     "overview",
     "parse_time",
     "pending",
     "provenance",
     "read_cursor",
+    "recall",
     "regenerate_communities",
     "regenerate_summary",
     "reindex",
+    "residue",
     "resolve_conversation",
     "save_cursor",
+    "search_vector",
     "start_embedded",
     "stats",
     "stored_messages",

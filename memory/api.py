@@ -10,11 +10,13 @@ a conversation create it, commands that read or change it refuse an unknown one 
 from __future__ import annotations
 
 import asyncio
+import logging
+import time
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import asdict, dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from memory.audit.about import About
@@ -48,11 +50,16 @@ from memory.forgetting.commands import (
     delete_episode,
     edit_episode,
 )
+from memory.forgetting.policies import ForgettingPolicy, delete_by_policy
 from memory.graph.reads import list_facts
 from memory.limits import MAX_EVIDENCE_K
 from memory.retrieval.answering import Answer, answer
+from memory.retrieval.recall import Recall, search_with_vector
+from memory.retrieval.recall import recall as _recall
+from memory.retrieval.search import SearchResult
 from memory.store import erasure
 from memory.store import inbox as _inbox
+from memory.store.audit import write_audit
 from memory.store.backlog import Backlog, read_backlog
 from memory.store.conversations import (
     ConversationRef,
@@ -63,10 +70,14 @@ from memory.store.conversations import (
 )
 from memory.store.erasure import MaintenanceReport
 from memory.store.inbox import InboxBacklog, InboxClaim
+from memory.store.integrity import Integrity, check_integrity
 from memory.store.ledger import usage_totals
 from memory.store.locks import LockPurpose, lock_conversation
-from memory.store.schema import AuditEntry
+from memory.store.residue import find_tokens
+from memory.synthetic import SuppliedGraph, SuppliedIds, bulk_graph, bulk_messages, supply_graph
 from memory.validation import check_json, check_text, normalize_id
+
+log = logging.getLogger("memory")
 
 PrincipalKind = Literal["operator", "user", "event", "job"]
 Role = Literal["user", "admin", "bot"]
@@ -83,7 +94,7 @@ class Principal:
     role: Role = "user"
 
     @classmethod
-    def operator(cls, name: str = "cli") -> Principal:
+    def operator(cls, name: str) -> Principal:
         return cls("operator", name, "admin")
 
     @classmethod
@@ -135,6 +146,26 @@ class IngestReport:
         }
 
 
+@contextmanager
+def _logged(operation: str, conversation_id: int, principal: Principal) -> Iterator[dict[str, Any]]:
+    """Log one command: its operation, conversation, principal and duration, with the
+    fields the command adds (structured, in ``extra``; one line of text as well)."""
+    fields: dict[str, Any] = {}
+    began = time.perf_counter()
+    context = {"operation": operation, "conversation_id": conversation_id, "principal": str(principal)}
+    try:
+        yield fields
+    except Exception as error:
+        elapsed = round((time.perf_counter() - began) * 1000, 1)
+        log.warning("%s in conversation %s failed after %.1f ms: %s", operation, conversation_id, elapsed, error,
+                    extra={**context, "elapsed_ms": elapsed})
+        raise
+    elapsed = round((time.perf_counter() - began) * 1000, 1)
+    details = " ".join(f"{k}={v}" for k, v in fields.items())
+    log.info("%s in conversation %s took %.1f ms: %s", operation, conversation_id, elapsed, details,
+             extra={**context, **fields, "elapsed_ms": elapsed})
+
+
 async def resolve_conversation(memory: Memory, conversation: ConversationRef, *, create: bool = False) -> int:
     """The conversation's id; an unknown one is created when ``create``, else refused."""
     async with memory.sessions.begin() as session:
@@ -152,18 +183,25 @@ async def ingest(
     messages: Sequence[Message],
     *,
     principal: Principal,
-    on_batch: Callable[[list[AppendResult]], None] | None = None,
+    on_batch: Callable[[list[AppendResult]], object] | None = None,
 ) -> IngestReport:
     """Append messages (idempotent on their platform ids); each is searchable at once. A
     message the database refuses is reported in ``rejected`` and costs the others
     nothing; an embedding endpoint that fails stops the run (``stopped``)."""
     conversation_id = await resolve_conversation(memory, conversation, create=True)
-    run = await ingest_messages(memory, conversation_id, messages, on_batch=on_batch)
-    counts = Counter(r.status for r in run.results)
-    rejected = tuple(
-        Rejected(index, r.platform_message_id, r.reason or "") for index, r in enumerate(run.results) if r.status == "rejected"
-    )
-    return IngestReport(counts["stored"], counts["duplicate"], counts["tombstoned"], rejected, run.stopped, len(run.results))
+    with _logged("ingest", conversation_id, principal) as fields:
+        run = await ingest_messages(memory, conversation_id, messages, on_batch=on_batch)
+        counts = Counter(r.status for r in run.results)
+        rejected = tuple(
+            Rejected(index, r.platform_message_id, r.reason or "")
+            for index, r in enumerate(run.results)
+            if r.status == "rejected"
+        )
+        report = IngestReport(
+            counts["stored"], counts["duplicate"], counts["tombstoned"], rejected, run.stopped, len(run.results)
+        )
+        fields.update(stored=report.stored, duplicate=report.duplicate, tombstoned=report.tombstoned, stopped=run.stopped)
+    return report
 
 
 async def consolidate(
@@ -172,12 +210,15 @@ async def consolidate(
     *,
     principal: Principal,
     extractor: Extractor | None = None,
-    on_progress: Callable[[int], None] | None = None,
+    on_progress: Callable[[int], object] | None = None,
     reconcile: bool = True,
 ) -> ConsolidationReport:
     """Turn the conversation's new and edited messages into entities and relations."""
     conversation_id = await resolve_conversation(memory, conversation)
-    return await _consolidate(memory, conversation_id, extractor, on_progress, reconcile=reconcile)
+    with _logged("consolidate", conversation_id, principal) as fields:
+        report = await _consolidate(memory, conversation_id, extractor, on_progress, reconcile=reconcile)
+        fields.update(episodes=report.episodes, chunks=report.chunks, llm_calls=report.llm_calls, stopped=report.stopped)
+    return report
 
 
 async def pending(memory: Memory, conversation: ConversationRef, *, principal: Principal) -> int:
@@ -201,18 +242,36 @@ async def ask(
     if k is not None and not 1 <= k <= MAX_EVIDENCE_K:
         raise ValidationError("k", f"evidence items must be between 1 and {MAX_EVIDENCE_K}, got {k}")
     conversation_id = await resolve_conversation(memory, conversation)
-    return await answer(memory, conversation_id, question, date, principal=str(principal), k=k)
+    with _logged("ask", conversation_id, principal) as fields:
+        result = await answer(memory, conversation_id, question, date, principal=str(principal), k=k)
+        fields.update(mode=result.mode, in_memory=result.in_memory, citations=len(result.citations))
+    return result
 
 
 async def forget(
-    memory: Memory, conversation: ConversationRef, message_id: str, *, principal: Principal
+    memory: Memory,
+    conversation: ConversationRef,
+    message_id: str,
+    *,
+    principal: Principal,
+    policy: ForgettingPolicy = "stashbird",
 ) -> DeletionReport:
     """Delete a message and everything that rested only on it, in one transaction. A
     message not stored yet leaves a tombstone (its conversation is created for it, as a
-    platform may report a deletion before the message), so it is never stored."""
+    platform may report a deletion before the message), so it is never stored.
+
+    ``policy`` other than ``stashbird`` deletes a stored message by one of the forgetting
+    benchmark's comparison rules instead (``episode-only``, ``cascade``; no audit entry,
+    and the report holds the chain and the documents removed only): never what the
+    service does."""
     message_id = normalize_id(message_id, "message")
     conversation_id = await resolve_conversation(memory, conversation, create=principal.kind == "event")
-    return await delete_episode(memory, conversation_id, message_id, principal=str(principal))
+    if policy != "stashbird":
+        return await delete_by_policy(memory, conversation_id, message_id, policy)
+    with _logged("forget", conversation_id, principal) as fields:
+        report = await delete_episode(memory, conversation_id, message_id, principal=str(principal))
+        fields.update(status=report.status, **report.retraction.counts())
+    return report
 
 
 async def edit(
@@ -228,7 +287,10 @@ async def edit(
     place and queue it for consolidation."""
     message_id, text = normalize_id(message_id, "message"), check_text(text, "text")
     conversation_id = await resolve_conversation(memory, conversation)
-    return await edit_episode(memory, conversation_id, message_id, text, principal=str(principal), edited_at=edited_at)
+    with _logged("edit", conversation_id, principal) as fields:
+        report = await edit_episode(memory, conversation_id, message_id, text, principal=str(principal), edited_at=edited_at)
+        fields.update(status=report.status, **report.retraction.counts())
+    return report
 
 
 async def facts(
@@ -504,12 +566,8 @@ async def erase(memory: Memory, conversation: ConversationRef, *, principal: Pri
     conversation_id = await resolve_conversation(memory, conversation)
     report = await erasure.erase(memory.engine)
     async with memory.sessions.begin() as session:
-        session.add(
-            AuditEntry(
-                conversation_id=conversation_id, principal=str(principal), action="erase",
-                details={"seconds": report.seconds, "tables": report.tables},
-            )
-        )
+        details = {"seconds": report.seconds, "tables": report.tables}
+        await write_audit(session, conversation_id, str(principal), "erase", details)
     return report
 
 
@@ -518,7 +576,7 @@ async def reindex(
     conversation: ConversationRef | None = None,
     *,
     principal: Principal,
-    on_batch: Callable[[int], None] | None = None,
+    on_batch: Callable[[int], object] | None = None,
 ) -> dict[str, int]:
     """Embed messages again from what is indexed now (needed once after migration 0004,
     which took the speaker's name out of message documents): one conversation, or every
@@ -531,3 +589,80 @@ async def reindex(
     if conversation is None:
         await clear_stale_mark(memory)
     return done
+
+
+async def recall(
+    memory: Memory,
+    conversation: ConversationRef,
+    question: str,
+    *,
+    principal: Principal,
+    date: datetime | None = None,
+    k: int | None = None,
+    search: str = "hybrid",
+    kinds: Sequence[str] | None = None,
+) -> Recall:
+    """The evidence ``question`` brings back, without an answer: by the service's hybrid
+    retrieval (over ``kinds`` of documents, all by default), or by a named baseline
+    search (``full_text``, ``vector``: messages only)."""
+    conversation_id = await resolve_conversation(memory, conversation)
+    when, size = date or datetime.now(UTC), k or memory.params.evidence_k
+    return await _recall(memory, conversation_id, question, when, size, search, kinds)
+
+
+async def search_vector(
+    memory: Memory, conversation: ConversationRef, question: str, vector: list[float], *, principal: Principal
+) -> SearchResult:
+    """The hybrid search for a query whose vector is given (a benchmark's synthetic
+    conversation carries random vectors)."""
+    conversation_id = await resolve_conversation(memory, conversation)
+    return await search_with_vector(memory, conversation_id, question, vector)
+
+
+async def integrity(memory: Memory, conversation: ConversationRef, *, principal: Principal) -> Integrity:
+    """Relations without support and search documents of records that are gone."""
+    conversation_id = await resolve_conversation(memory, conversation)
+    async with memory.sessions() as session:
+        return await check_integrity(session, conversation_id)
+
+
+async def residue(memory: Memory, pattern: str, *, principal: Principal) -> dict[str, set[str]]:
+    """Every distinct match of the POSIX regex ``pattern`` in any text-like column of the
+    whole store (all conversations), with where it was found: proof that deleted text
+    survives nowhere."""
+    async with memory.sessions() as session:
+        return await find_tokens(session, pattern)
+
+
+async def load_supplied(
+    memory: Memory,
+    conversation: ConversationRef,
+    messages: Sequence[Message],
+    message_vectors: Sequence[Sequence[float]],
+    graph: SuppliedGraph,
+    vectors: Iterator[Sequence[float]],
+    *,
+    principal: Principal,
+) -> SuppliedIds:
+    """Benchmarks: store messages and a graph as given (see ``memory.synthetic``)."""
+    conversation_id = await resolve_conversation(memory, conversation, create=True)
+    return await supply_graph(memory, conversation_id, messages, message_vectors, graph, vectors)
+
+
+async def load_bulk_messages(
+    memory: Memory,
+    conversation: ConversationRef,
+    speaker: str,
+    batches: Iterable[tuple[Sequence[str], Iterable[Iterable[float]]]],
+    *,
+    principal: Principal,
+) -> None:
+    """Benchmarks: many messages with given vectors, bulk-inserted and chained."""
+    conversation_id = await resolve_conversation(memory, conversation, create=True)
+    await bulk_messages(memory, conversation_id, speaker, batches)
+
+
+async def load_bulk_graph(memory: Memory, conversation: ConversationRef, size: int, *, principal: Principal) -> None:
+    """Benchmarks: ``size`` messages and a proportional graph with random vectors."""
+    conversation_id = await resolve_conversation(memory, conversation, create=True)
+    await bulk_graph(memory, conversation_id, size)

@@ -35,7 +35,9 @@ class Memory:
     admin_ids: frozenset[str] = frozenset()  # platform user ids allowed to audit (STASHBIRD_ADMIN_IDS)
 
     async def close(self) -> None:
+        """Close the database pool, the embedder and the LLM client."""
         await self.engine.dispose()
+        await self.embedder.close()
         if self.llm is not None:
             await self.llm.close()
 

@@ -66,7 +66,8 @@ async def test_bench_qa_runs_and_counts(locomo_folder: Path, database_url: str, 
     scripted_llm.on("answer", lambda request: REPLIES[_question(request.user)])
     scripted_llm.on("judge", _judge)
     settings = Settings(database_url=database_url, llm_base_url=scripted_llm.base_url, llm_api_key="test", llm_model="scripted")
-    args = build_parser().parse_args(["bench", "qa", "--locomo", str(locomo_folder)])
+    argv = ["bench", "qa", "--locomo", str(locomo_folder)]
+    args = build_parser(argv).parse_args(argv)
     result = await args.module.run(args, settings)
     assert result["bench"] == "qa" and result["questions"] == 5
     assert (result["correct"], result["graded"], result["accuracy"]) == (2, 4, 0.5)
@@ -83,6 +84,7 @@ async def test_bench_qa_runs_and_counts(locomo_folder: Path, database_url: str, 
 
 
 async def test_bench_qa_needs_an_llm(locomo_folder: Path, database_url: str) -> None:
-    args = build_parser().parse_args(["bench", "qa", "--locomo", str(locomo_folder)])
+    argv = ["bench", "qa", "--locomo", str(locomo_folder)]
+    args = build_parser(argv).parse_args(argv)
     with pytest.raises(ConfigurationError, match="needs an LLM"):
         await args.module.run(args, Settings(database_url=database_url, llm_base_url=None, llm_api_key=None))

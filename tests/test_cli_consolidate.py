@@ -35,7 +35,12 @@ def test_consolidate_replays_extractions_and_reports(database_url: str, tmp_path
     result = stashbird(database_url, "consolidate", "--conversation", conversation, "--extractions", str(extractions), "--json")
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
-    assert (report["extractor"], report["episodes"], report["relations_created"], report["relations_superseded"]) == ("replay", 2, 2, 1)
+    assert (report["extractor"], report["episodes"], report["relations_created"], report["relations_superseded"]) == (
+        "replay",
+        2,
+        2,
+        1,
+    )
     assert report["entities_created"] == 3 and report["llm_calls"] == 0
 
     human = stashbird(database_url, "consolidate", "--conversation", conversation, "--offline")

@@ -1,24 +1,73 @@
-"""The ``stashbird ingest`` command as a user runs it: a subprocess on the test database."""
+"""The ``stashbird ingest`` command as a user runs it, on the test database: in-process
+through ``bot.cli.main`` (the same parser, exit codes and output as the installed
+script), and once as a real subprocess."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import subprocess
 import sys
 import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-LOCOMO_26 = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "26.json"
+from bot.cli import main
+
+# The LoCoMo data lives in ``shared/`` beside the checkout (or beside its worktrees' folder).
+_CANDIDATES = [parent / "shared" / "data" / "locomo" / "26.json" for parent in Path(__file__).resolve().parents]
+LOCOMO_26 = next((path for path in _CANDIDATES if path.exists()), _CANDIDATES[0])
 
 
-def stashbird(database_url: str, *args: str) -> subprocess.CompletedProcess[str]:
+@dataclass(frozen=True)
+class Run:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def stashbird(database_url: str, *args: str) -> Run:
+    """``stashbird ARGS`` with DATABASE_URL set, run by ``bot.cli.main`` in this process."""
+    out, err = io.StringIO(), io.StringIO()
+    previous = os.environ.get("DATABASE_URL")
+    os.environ["DATABASE_URL"] = database_url
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            # In a thread of its own: main() runs its own event loop, and an async test
+            # already runs one in this thread.
+            with ThreadPoolExecutor(1) as pool:
+                code = pool.submit(_main, list(args)).result()
+    finally:
+        if previous is None:
+            del os.environ["DATABASE_URL"]
+        else:
+            os.environ["DATABASE_URL"] = previous
+    return Run(code, out.getvalue(), err.getvalue())
+
+
+def _main(argv: list[str]) -> int:
+    try:
+        return main(argv)
+    except SystemExit as exit:  # argparse refusing the arguments
+        return exit.code if isinstance(exit.code, int) else 2
+
+
+def test_the_installed_command_runs_as_a_process(database_url: str, tmp_path: Path) -> None:
+    """One real process: the console script's module entry point, its exit code and streams."""
+    path = tmp_path / "one.jsonl"
+    path.write_text(json.dumps({"id": "1", "author": "ann", "text": "hello", "ts": "2026-01-01T10:00:00Z"}) + "\n")
     env = {**os.environ, "DATABASE_URL": database_url}
-    return subprocess.run(
-        [sys.executable, "-m", "bot.cli", *args], capture_output=True, text=True, env=env, timeout=300
-    )
+    command = [sys.executable, "-m", "bot.cli", "ingest", str(path), "--conversation", f"proc-{uuid.uuid4().hex[:8]}", "--json"]
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["ingested"] == 1
+    refused = subprocess.run([sys.executable, "-m", "bot.cli", "ask"], capture_output=True, text=True, env=env, timeout=300)
+    assert refused.returncode == 2 and "--conversation" in refused.stderr
 
 
 def test_bad_lines_are_reported_and_good_ones_kept(database_url: str, tmp_path: Path) -> None:
@@ -28,7 +77,9 @@ def test_bad_lines_are_reported_and_good_ones_kept(database_url: str, tmp_path: 
         json.dumps({"id": "2", "text": "no author", "ts": "2026-01-01T10:01:00Z"}),
         json.dumps({"id": "3", "author": "bob", "text": "third", "ts": "whenever"}),
         "",
-        json.dumps({"id": "4", "author": "bob", "role": "admin", "text": "fourth", "ts": "2026-01-01T10:03:00Z", "reply_to": "1"}),
+        json.dumps(
+            {"id": "4", "author": "bob", "role": "admin", "text": "fourth", "ts": "2026-01-01T10:03:00Z", "reply_to": "1"}
+        ),
         json.dumps(["a", "list"]),
     ]
     path = tmp_path / "messages.jsonl"
@@ -54,7 +105,11 @@ def test_missing_file_is_a_clear_error(database_url: str, tmp_path: Path) -> Non
 @pytest.mark.skipif(not LOCOMO_26.exists(), reason="LoCoMo data is not beside the repository")
 def test_locomo_import_is_idempotent(database_url: str) -> None:
     conversation = f"locomo-26-{uuid.uuid4().hex[:6]}"
-    first = json.loads(stashbird(database_url, "ingest", "--locomo", str(LOCOMO_26), "--conversation", conversation, "--json").stdout)
-    second = json.loads(stashbird(database_url, "ingest", "--locomo", str(LOCOMO_26), "--conversation", conversation, "--json").stdout)
+    first = json.loads(
+        stashbird(database_url, "ingest", "--locomo", str(LOCOMO_26), "--conversation", conversation, "--json").stdout
+    )
+    second = json.loads(
+        stashbird(database_url, "ingest", "--locomo", str(LOCOMO_26), "--conversation", conversation, "--json").stdout
+    )
     assert (first["ingested"], first["duplicates"]) == (419, 0)
     assert (second["ingested"], second["duplicates"]) == (0, 419)

@@ -18,11 +18,8 @@ from memory.consolidation.extraction import (
     OfflineExtractor,
     ReplayExtractor,
 )
-from memory.consolidation.run import consolidate
 from memory.core import Memory
 from memory.episodes.append import validate_message
-
-OPERATOR = Principal.operator("test")
 from memory.params import MemoryParams
 from memory.store.conversations import ConversationRef
 from memory.store.schema import (
@@ -34,6 +31,8 @@ from memory.store.schema import (
     RelationProvenance,
     SearchDocument,
 )
+
+OPERATOR = Principal.operator("test")
 
 T0 = datetime(2026, 3, 1, 9, tzinfo=timezone.utc)
 
@@ -59,17 +58,26 @@ async def graph_state(memory: Memory, conversation_id: int) -> dict:
     """Entities by name with provenance; relations with status and provenance."""
     async with memory.sessions() as session:
         entities = {
-            e.id: e.name for e in (await session.execute(select(Entity).where(Entity.conversation_id == conversation_id))).scalars()
+            e.id: e.name
+            for e in (await session.execute(select(Entity).where(Entity.conversation_id == conversation_id))).scalars()
         }
         entity_support: dict[str, set[int]] = {}
         for entity_id, episode_id in await session.execute(
-            select(EntityProvenance.entity_id, EntityProvenance.episode_id).where(EntityProvenance.conversation_id == conversation_id)
+            select(EntityProvenance.entity_id, EntityProvenance.episode_id).where(
+                EntityProvenance.conversation_id == conversation_id
+            )
         ):
             entity_support.setdefault(entities[entity_id], set()).add(episode_id)
-        relations = list((await session.execute(select(Relation).where(Relation.conversation_id == conversation_id).order_by(Relation.id))).scalars())
+        relations = list(
+            (
+                await session.execute(select(Relation).where(Relation.conversation_id == conversation_id).order_by(Relation.id))
+            ).scalars()
+        )
         relation_support: dict[int, set[int]] = {}
         for relation_id, episode_id in await session.execute(
-            select(RelationProvenance.relation_id, RelationProvenance.episode_id).where(RelationProvenance.conversation_id == conversation_id)
+            select(RelationProvenance.relation_id, RelationProvenance.episode_id).where(
+                RelationProvenance.conversation_id == conversation_id
+            )
         ):
             relation_support.setdefault(relation_id, set()).add(episode_id)
         documents = set(
@@ -103,7 +111,7 @@ async def test_offline_consolidation_builds_graph_with_provenance(
         ("m4", "Ann", "I love Boston, honestly."),
     ]), principal=OPERATOR)
     ids = await episode_ids(memory, conversation_id)
-    report = await consolidate(memory, conversation_ref)
+    report = await api.consolidate(memory, conversation_ref, principal=OPERATOR)
     state = await graph_state(memory, conversation_id)
 
     assert report.episodes == 4 and report.chunks == 1 and report.llm_calls == 0
@@ -125,7 +133,7 @@ async def test_offline_consolidation_builds_graph_with_provenance(
     assert set(checkpoint.summary_episode_ids) <= set(ids.values()) and "Boston" in checkpoint.summary
 
     # nothing new: a second run does nothing
-    again = await consolidate(memory, conversation_ref)
+    again = await api.consolidate(memory, conversation_ref, principal=OPERATOR)
     assert again.episodes == 0 and (await graph_state(memory, conversation_id))["relations"] == state["relations"]
 
 
@@ -139,7 +147,9 @@ def _record(message_id: str, *relations: tuple[str, str, str, str, str | None]) 
     }
 
 
-async def test_replayed_duplicates_and_contradictions(memory: Memory, conversation_ref: ConversationRef, conversation_id: int) -> None:
+async def test_replayed_duplicates_and_contradictions(
+    memory: Memory, conversation_ref: ConversationRef, conversation_id: int
+) -> None:
     records = [
         _record("a1", ("Ann", "lives_in", "Boston", "Ann lives in Boston", "new")),
         _record("a2", ("Ann", "lives_in", "Boston", "Ann lives in Boston.", "duplicate")),
@@ -147,11 +157,16 @@ async def test_replayed_duplicates_and_contradictions(memory: Memory, conversati
         _record("a4", ("Ann", "lives_in", "Denver", "Ann now lives in Denver", None)),
     ]
     extractor = ReplayExtractor.from_records(records)
-    rows = [("a1", "Ann", "I live in Boston"), ("a2", "Ann", "Boston is home"), ("a3", "Ann", "Moved to Denver!"), ("a4", "Ann", "Denver it is")]
+    rows = [
+        ("a1", "Ann", "I live in Boston"),
+        ("a2", "Ann", "Boston is home"),
+        ("a3", "Ann", "Moved to Denver!"),
+        ("a4", "Ann", "Denver it is"),
+    ]
     await api.ingest(memory, conversation_ref, messages(rows[:2]), principal=OPERATOR)
-    await consolidate(memory, conversation_ref, extractor)
+    await api.consolidate(memory, conversation_ref, principal=OPERATOR, extractor=extractor)
     await api.ingest(memory, conversation_ref, messages(rows[2:], start=2), principal=OPERATOR)
-    report = await consolidate(memory, conversation_ref, extractor)
+    report = await api.consolidate(memory, conversation_ref, principal=OPERATOR, extractor=extractor)
     ids = await episode_ids(memory, conversation_id)
     relations = (await graph_state(memory, conversation_id))["relations"]
     boston, denver = relations
@@ -185,14 +200,14 @@ async def test_crash_and_resume_loses_and_duplicates_nothing(
     await api.ingest(memory, conversation_ref, messages(rows), principal=OPERATOR)
     crashing = CrashOnSecondChunk(OfflineExtractor())
     with pytest.raises(RuntimeError):
-        await consolidate(small, conversation_ref, crashing)
+        await api.consolidate(small, conversation_ref, principal=OPERATOR, extractor=crashing)
     async with memory.sessions() as session:
         after_crash = (await session.get(Checkpoint, conversation_id)).last_episode_id
     first_pass = await graph_state(memory, conversation_id)
     assert 0 < after_crash < max((await episode_ids(memory, conversation_id)).values())
     assert 0 < len(first_pass["relations"]) < 8
 
-    report = await consolidate(small, conversation_ref, OfflineExtractor())
+    report = await api.consolidate(small, conversation_ref, principal=OPERATOR, extractor=OfflineExtractor())
     state = await graph_state(memory, conversation_id)
     ids = await episode_ids(memory, conversation_id)
     assert report.chunks >= 2
@@ -223,7 +238,9 @@ async def test_deletion_during_consolidation_is_not_resurrected(
         ("d1", "Ann", "I moved to Lisbon."), ("d2", "Bob", "I adopted Rex."),
     ]), principal=OPERATOR)
     ids = await episode_ids(memory, conversation_id)
-    report = await consolidate(memory, conversation_ref, DeleteDuring(memory, OfflineExtractor(), ids["d1"]))
+    report = await api.consolidate(
+        memory, conversation_ref, principal=OPERATOR, extractor=DeleteDuring(memory, OfflineExtractor(), ids["d1"])
+    )
     state = await graph_state(memory, conversation_id)
     assert report.skipped_deleted == 1
     assert "Lisbon" not in state["entities"].values()
@@ -239,7 +256,7 @@ class RacedByAnotherRun:
         self.memory, self.ref = memory, ref
 
     async def extract(self, chunk: Chunk) -> Extraction:
-        await consolidate(self.memory, self.ref, OfflineExtractor())
+        await api.consolidate(self.memory, self.ref, principal=OPERATOR, extractor=OfflineExtractor())
         return await OfflineExtractor().extract(chunk)
 
 
@@ -247,7 +264,9 @@ async def test_concurrent_runs_never_write_a_chunk_twice(
     memory: Memory, conversation_ref: ConversationRef, conversation_id: int
 ) -> None:
     await api.ingest(memory, conversation_ref, messages([("r1", "Ann", "I moved to Oslo.")]), principal=OPERATOR)
-    report = await consolidate(memory, conversation_ref, RacedByAnotherRun(memory, conversation_ref))
+    report = await api.consolidate(
+        memory, conversation_ref, principal=OPERATOR, extractor=RacedByAnotherRun(memory, conversation_ref)
+    )
     assert report.stopped and report.chunks == 0
     assert [r["object"] for r in (await graph_state(memory, conversation_id))["relations"]] == ["Oslo"]
 
@@ -255,15 +274,17 @@ async def test_concurrent_runs_never_write_a_chunk_twice(
 async def test_edited_episodes_pending_are_consolidated_again(
     memory: Memory, conversation_ref: ConversationRef, conversation_id: int
 ) -> None:
-    await api.ingest(memory, conversation_ref, messages([("e1", "Ann", "I adopted Rex."), ("e2", "Bob", "I play chess.")]), principal=OPERATOR)
-    await consolidate(memory, conversation_ref)
+    await api.ingest(
+        memory, conversation_ref, messages([("e1", "Ann", "I adopted Rex."), ("e2", "Bob", "I play chess.")]), principal=OPERATOR
+    )
+    await api.consolidate(memory, conversation_ref, principal=OPERATOR)
     ids = await episode_ids(memory, conversation_id)
     async with memory.sessions.begin() as session:  # what an edit leaves for consolidation
         episode = await session.get(Episode, ids["e1"])
         episode.text, episode.edited_at = "I adopted Luna.", T0 + timedelta(days=1)
         checkpoint = await session.get(Checkpoint, conversation_id)
         checkpoint.pending_episode_ids = [ids["e1"]]
-    report = await consolidate(memory, conversation_ref)
+    report = await api.consolidate(memory, conversation_ref, principal=OPERATOR)
     state = await graph_state(memory, conversation_id)
     assert report.episodes == 1
     assert state["entity_support"]["Luna"] == {ids["e1"]}

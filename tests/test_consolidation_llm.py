@@ -14,15 +14,14 @@ from bot.testing.scripted_llm import ChatRequest, ScriptedLLMServer
 from memory import api
 from memory.api import Principal
 from memory.consolidation.rolling_context import context_size
-from memory.consolidation.run import consolidate
 from memory.core import Memory
-
-OPERATOR = Principal.operator("test")
 from memory.models.llm import LLMError
 from memory.params import MemoryParams
 from memory.store.conversations import ConversationRef
 from memory.store.schema import Checkpoint, Relation, UsageEntry
 from tests.test_consolidation import episode_ids, graph_state, messages
+
+OPERATOR = Principal.operator("test")
 
 ROWS = [
     ("m1", "Ann", "I moved to Boston last month."),
@@ -55,7 +54,7 @@ async def test_llm_extraction_cites_lines_and_bots_are_never_evidence(
 ) -> None:
     scripted_llm.on("extract", extract_citing_every_line)
     await api.ingest(llm_memory, conversation_ref, messages(ROWS), principal=OPERATOR)
-    report = await consolidate(llm_memory, conversation_ref)
+    report = await api.consolidate(llm_memory, conversation_ref, principal=OPERATOR)
     ids = await episode_ids(llm_memory, conversation_id)
     state = await graph_state(llm_memory, conversation_id)
 
@@ -77,7 +76,7 @@ async def test_retries_and_malformed_replies_are_recovered(
     scripted_llm.fail_next(1, status=503, operation="extract")
     scripted_llm.malformed_next(1, operation="extract")
     await api.ingest(llm_memory, conversation_ref, messages(ROWS), principal=OPERATOR)
-    report = await consolidate(llm_memory, conversation_ref)
+    report = await api.consolidate(llm_memory, conversation_ref, principal=OPERATOR)
     assert [r.outcome for r in scripted_llm.chat_requests("extract")] == ["http 503", "malformed", "ok"]
     assert report.llm_calls == 3 and report.relations_created == 2
     assert (await ledger(llm_memory, conversation_id, "extract"))[0] == 3
@@ -90,7 +89,7 @@ async def test_llm_failure_keeps_episodes_and_checkpoint_for_the_next_run(
     scripted_llm.fail_next(3, status=500, operation="extract")  # the client tries 3 times
     await api.ingest(llm_memory, conversation_ref, messages(ROWS), principal=OPERATOR)
     with pytest.raises(LLMError):
-        await consolidate(llm_memory, conversation_ref)
+        await api.consolidate(llm_memory, conversation_ref, principal=OPERATOR)
     async with llm_memory.sessions() as session:
         checkpoint = await session.get(Checkpoint, conversation_id)
         relations = (await session.execute(select(Relation).where(Relation.conversation_id == conversation_id))).all()
@@ -98,7 +97,7 @@ async def test_llm_failure_keeps_episodes_and_checkpoint_for_the_next_run(
     assert len(await episode_ids(llm_memory, conversation_id)) == 3
     assert (await ledger(llm_memory, conversation_id, "extract"))[0] == 3  # failed attempts are still paid for
 
-    report = await consolidate(llm_memory, conversation_ref)
+    report = await api.consolidate(llm_memory, conversation_ref, principal=OPERATOR)
     assert report.episodes == 3 and report.relations_created == 2
 
 
@@ -111,10 +110,10 @@ async def test_doubtful_entities_are_adjudicated_in_one_call_and_context_is_comp
     await api.ingest(llm_memory, conversation_ref, messages([
         ("n1", "Caroline", "I visited Paris with my sister and we loved the food and the museums of the city."),
     ]), principal=OPERATOR)
-    await consolidate(tight, conversation_ref)
+    await api.consolidate(tight, conversation_ref, principal=OPERATOR)
     # "Carolyn" vs "Caroline": cosine of the names below 0.75, Levenshtein ratio 0.8: doubtful
     await api.ingest(llm_memory, conversation_ref, messages([("n2", "Carolyn", "I visited Rome.")], start=5), principal=OPERATOR)
-    await consolidate(tight, conversation_ref)
+    await api.consolidate(tight, conversation_ref, principal=OPERATOR)
     ids = await episode_ids(llm_memory, conversation_id)
     state = await graph_state(llm_memory, conversation_id)
 

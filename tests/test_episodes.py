@@ -12,18 +12,24 @@ from memory import api
 from memory.api import Principal
 from memory.core import Memory
 from memory.episodes.append import append_messages, parse_time, validate_message
-
-OPERATOR = Principal.operator("test")
 from memory.errors import ValidationError
 from memory.store.conversations import ConversationRef
 from memory.store.schema import Episode, SearchDocument, Tombstone, UsageEntry
+
+OPERATOR = Principal.operator("test")
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
 
 
 def msg(mid: str, minutes: int, author: str = "ann", text: str | None = None, role: str = "user"):
     return validate_message(
-        {"id": mid, "author": author, "text": text or f"message {mid}", "ts": (T0 + timedelta(minutes=minutes)).isoformat(), "role": role}
+        {
+            "id": mid,
+            "author": author,
+            "text": text or f"message {mid}",
+            "ts": (T0 + timedelta(minutes=minutes)).isoformat(),
+            "role": role,
+        }
     )
 
 
@@ -72,14 +78,23 @@ async def test_out_of_order_arrival_keeps_time_order(memory: Memory, conversatio
         rows = (await session.execute(select(Episode).where(Episode.id.in_(ids)))).scalars().all()
     assert [e["message_id"] for e in ordered] == [f"m{i}" for i in range(6)]
     links = {e.id: (e.prev_id, e.next_id) for e in rows}
-    assert [links[i] for i in ids] == list(zip([None, *ids[:-1]], [*ids[1:], None]))
+    assert [links[i] for i in ids] == list(zip([None, *ids[:-1]], [*ids[1:], None], strict=True))
 
 
 async def test_batches_in_any_order_and_repeated_ids(memory: Memory, conversation_ref: ConversationRef) -> None:
-    counts = await api.ingest(memory, conversation_ref, [msg("b", 20), msg("a", 10), msg("b", 20), msg("d", 40)], principal=OPERATOR)
+    counts = await api.ingest(
+        memory, conversation_ref, [msg("b", 20), msg("a", 10), msg("b", 20), msg("d", 40)], principal=OPERATOR
+    )
     assert (counts.stored, counts.duplicate) == (3, 1)
     await api.ingest(memory, conversation_ref, [msg("e", 50), msg("c", 30), msg("0", 0)], principal=OPERATOR)
-    assert [e["message_id"] for e in await api.messages(memory, conversation_ref, principal=OPERATOR)] == ["0", "a", "b", "c", "d", "e"]
+    assert [e["message_id"] for e in await api.messages(memory, conversation_ref, principal=OPERATOR)] == [
+        "0",
+        "a",
+        "b",
+        "c",
+        "d",
+        "e",
+    ]
 
 
 async def test_same_time_messages_keep_arrival_order(memory: Memory, conversation_ref: ConversationRef) -> None:
@@ -93,7 +108,9 @@ async def test_each_episode_has_a_search_document_and_usage(memory: Memory, conv
         ordered = await api.messages(memory, conversation_ref, principal=OPERATOR)
         episode_id = ordered[0]["id"]
         document = (
-            await session.execute(select(SearchDocument).where(SearchDocument.kind == "episode", SearchDocument.ref_id == episode_id))
+            await session.execute(
+                select(SearchDocument).where(SearchDocument.kind == "episode", SearchDocument.ref_id == episode_id)
+            )
         ).scalar_one()
         hit = await session.scalar(
             select(func.count()).where(

@@ -14,12 +14,12 @@ from memory.api import Principal
 from memory.core import Memory
 from memory.episodes.append import validate_message
 from memory.episodes.exchange_vectors import PREVIOUS_SHARE, exchange_vector
-
-OPERATOR = Principal.operator("test")
 from memory.forgetting.commands import delete_episode, edit_episode
 from memory.store.conversations import ConversationRef
 from memory.store.database import create_engine, downgrade, upgrade
 from memory.store.schema import Episode, SearchDocument
+
+OPERATOR = Principal.operator("test")
 
 T0 = datetime(2024, 5, 6, 9, tzinfo=timezone.utc)
 
@@ -68,20 +68,20 @@ async def test_exchange_vectors_follow_the_chain(memory: Memory, conversation_re
 
     # Editing b changes its own vector and so c's searched one.
     before = vectors["c"][0]
-    await edit_episode(memory, conversation_id, "b", "Do you practise at home?")
+    await edit_episode(memory, conversation_id, "b", "Do you practise at home?", principal="test")
     vectors = await _vectors(memory, conversation_id)
     _assert_exchange(vectors, "b", "a")
     _assert_exchange(vectors, "c", "b")
     assert not np.allclose(before, vectors["c"][0])
 
     # Deleting b leaves nothing of it in c's vector.
-    await delete_episode(memory, conversation_id, "b")
+    await delete_episode(memory, conversation_id, "b", principal="test")
     vectors = await _vectors(memory, conversation_id)
     assert set(vectors) == {"a", "c"}
     _assert_exchange(vectors, "c", "a")
 
     # Deleting the head leaves c with its own vector only.
-    await delete_episode(memory, conversation_id, "a")
+    await delete_episode(memory, conversation_id, "a", principal="test")
     _assert_exchange(await _vectors(memory, conversation_id), "c", None)
 
 
@@ -92,7 +92,9 @@ async def test_migration_0002_converts_existing_episodes(new_database) -> None:
         async with engine.begin() as connection:
             run = connection.execute
             conversation = (
-                await run(text("INSERT INTO conversations (platform, workspace_id, channel_id) VALUES ('local', '', 'm') RETURNING id"))
+                await run(
+                    text("INSERT INTO conversations (platform, workspace_id, channel_id) VALUES ('local', '', 'm') RETURNING id")
+                )
             ).scalar_one()
             speaker = (
                 await run(
@@ -108,7 +110,8 @@ async def test_migration_0002_converts_existing_episodes(new_database) -> None:
                 episode = (
                     await run(
                         text(
-                            "INSERT INTO episodes (conversation_id, speaker_id, role, text, message_time, platform_message_id, prev_id) "
+                            "INSERT INTO episodes "
+                            "(conversation_id, speaker_id, role, text, message_time, platform_message_id, prev_id) "
                             "VALUES (:c, :s, 'user', 't', now(), :m, :p) RETURNING id"
                         ),
                         {"c": conversation, "s": speaker, "m": f"m{n}", "p": ids[-1] if ids else None},

@@ -64,13 +64,17 @@ async def community(session, cid: int, members: list[int], summary: str) -> int:
 
 async def documents(memory: Memory, kind: str, ids: list[int]) -> set[int]:
     async with memory.sessions() as session:
-        rows = await session.execute(select(SearchDocument.ref_id).where(SearchDocument.kind == kind, SearchDocument.ref_id.in_(ids)))
+        rows = await session.execute(
+            select(SearchDocument.ref_id).where(SearchDocument.kind == kind, SearchDocument.ref_id.in_(ids))
+        )
         return set(rows.scalars())
 
 
 async def test_every_branch_of_one_deletion(memory: Memory, conversation_id: int) -> None:
     cid = conversation_id
-    e1, e2, e3 = await add_messages(memory, cid, ["Ann moved to Boston, loves Paris", "Ann was in Paris with her cat", "Ann again"])
+    e1, e2, e3 = await add_messages(
+        memory, cid, ["Ann moved to Boston, loves Paris", "Ann was in Paris with her cat", "Ann again"]
+    )
     async with memory.sessions.begin() as session:
         ann = await entity(session, cid, "Ann", [e1, e2, e3], summary="Ann moved to Boston")
         boston = await entity(session, cid, "Boston", [e1])
@@ -87,7 +91,7 @@ async def test_every_branch_of_one_deletion(memory: Memory, conversation_id: int
         with_ann = await community(session, cid, [ann, cat], "Ann and her cat, of Boston")
         cats_only = await community(session, cid, [cat], "the cat")
 
-    report = await delete_episode(memory, cid, "m1")
+    report = await delete_episode(memory, cid, "m1", principal="test")
 
     r = report.retraction
     assert report.status == "deleted" and report.episode_id == e1
@@ -95,12 +99,20 @@ async def test_every_branch_of_one_deletion(memory: Memory, conversation_id: int
     assert r.entities_removed == [boston] and r.entities_anchored == [paris] and r.entities_kept == [ann, bob]
     assert r.communities_dirtied == [with_ann]
     async with memory.sessions() as session:
-        relations = dict((await session.execute(select(Relation.id, Relation.status).where(Relation.conversation_id == cid))).all())
-        support = set((await session.execute(select(RelationProvenance.episode_id).where(RelationProvenance.relation_id == visited))).scalars())
+        relations = dict(
+            (await session.execute(select(Relation.id, Relation.status).where(Relation.conversation_id == cid))).all()
+        )
+        support = set(
+            (
+                await session.execute(select(RelationProvenance.episode_id).where(RelationProvenance.relation_id == visited))
+            ).scalars()
+        )
         entities = {e.id: e for e in (await session.execute(select(Entity).where(Entity.conversation_id == cid))).scalars()}
         dirty = dict((await session.execute(select(Community.id, Community.dirty).where(Community.conversation_id == cid))).all())
         episode_left = (await session.execute(select(Episode.id).where(Episode.id == e1))).scalar()
-        provenance_left = (await session.execute(select(EntityProvenance.entity_id).where(EntityProvenance.episode_id == e1))).all()
+        provenance_left = (
+            await session.execute(select(EntityProvenance.entity_id).where(EntityProvenance.episode_id == e1))
+        ).all()
     assert relations == {visited: "active", owns: "active"}
     assert support == {e2}
     assert set(entities) == {ann, paris, cat, bob}
@@ -123,9 +135,9 @@ async def test_anchor_is_deleted_when_its_last_relation_goes(memory: Memory, con
         ann = await entity(session, cid, "Ann", [e2])
         paris = await entity(session, cid, "Paris", [e1])
         visited = await relation(session, cid, ann, paris, "Ann visited Paris", [e1, e2])
-    first = await delete_episode(memory, cid, "m1")
+    first = await delete_episode(memory, cid, "m1", principal="test")
     assert first.retraction.entities_anchored == [paris]
-    second = await delete_episode(memory, cid, "m2")
+    second = await delete_episode(memory, cid, "m2", principal="test")
     assert second.retraction.relations_removed == [visited]
     assert set(second.retraction.entities_removed) == {ann, paris}
     async with memory.sessions() as session:
@@ -138,22 +150,24 @@ async def test_chain_is_reconnected_at_middle_head_and_tail(memory: Memory, conv
 
     async def links() -> dict[int, tuple[int | None, int | None]]:
         async with memory.sessions() as session:
-            rows = await session.execute(select(Episode.id, Episode.prev_id, Episode.next_id).where(Episode.conversation_id == cid))
+            rows = await session.execute(
+                select(Episode.id, Episode.prev_id, Episode.next_id).where(Episode.conversation_id == cid)
+            )
             return {i: (p, n) for i, p, n in rows}
 
-    assert (await delete_episode(memory, cid, "m3")).chain == {"prev": ids[1], "next": ids[3]}
+    assert (await delete_episode(memory, cid, "m3", principal="test")).chain == {"prev": ids[1], "next": ids[3]}
     assert (await links())[ids[1]] == (ids[0], ids[3]) and (await links())[ids[3]] == (ids[1], ids[4])
-    await delete_episode(memory, cid, "m1")  # head
+    await delete_episode(memory, cid, "m1", principal="test")  # head
     assert (await links())[ids[1]] == (None, ids[3])
-    await delete_episode(memory, cid, "m5")  # tail
+    await delete_episode(memory, cid, "m5", principal="test")  # tail
     assert await links() == {ids[1]: (None, ids[3]), ids[3]: (ids[1], None)}
 
 
 async def test_tombstones_and_no_ops(memory: Memory, conversation_id: int) -> None:
     cid = conversation_id
-    early = await delete_episode(memory, cid, "late")
+    early = await delete_episode(memory, cid, "late", principal="test")
     assert early.status == "tombstoned" and early.episode_id is None
-    again = await delete_episode(memory, cid, "late")
+    again = await delete_episode(memory, cid, "late", principal="test")
     assert again.status == "already_deleted"
     late = validate_message({"id": "late", "author": "bob", "text": "I arrive late", "ts": T0})
     async with memory.sessions.begin() as session:
@@ -161,8 +175,8 @@ async def test_tombstones_and_no_ops(memory: Memory, conversation_id: int) -> No
     assert result.status == "tombstoned"
 
     await add_messages(memory, cid, ["kept for a moment"])
-    assert (await delete_episode(memory, cid, "m1")).status == "deleted"
-    assert (await delete_episode(memory, cid, "m1")).status == "already_deleted"
+    assert (await delete_episode(memory, cid, "m1", principal="test")).status == "deleted"
+    assert (await delete_episode(memory, cid, "m1", principal="test")).status == "already_deleted"
     redelivered = validate_message({"id": "m1", "author": "ann", "text": "kept for a moment", "ts": T0})
     async with memory.sessions.begin() as session:
         [result] = await append_messages(session, memory.embedder, cid, [redelivered], [VECTOR])
@@ -179,11 +193,15 @@ async def test_deleting_a_correction_restores_the_corrected_fact(memory: Memory,
         old = await relation(session, cid, ann, boston, "Ann lives in Boston", [e1])
         new = await relation(session, cid, ann, denver, "Ann lives in Denver", [e2])
         await supersede_relation(session, old, new, T0)
-    report = await delete_episode(memory, cid, "m2")
+    report = await delete_episode(memory, cid, "m2", principal="test")
     assert report.retraction.relations_restored == [old] and report.retraction.relations_removed == [new]
     async with memory.sessions() as session:
         row = (await session.execute(select(Relation).where(Relation.id == old))).scalar_one()
-        current = (await session.execute(select(SearchDocument.is_current).where(SearchDocument.kind == "relation", SearchDocument.ref_id == old))).scalar_one()
+        current = (
+            await session.execute(
+                select(SearchDocument.is_current).where(SearchDocument.kind == "relation", SearchDocument.ref_id == old)
+            )
+        ).scalar_one()
     assert (row.status, row.superseded_by, row.invalid_at, current) == ("active", None, None, True)
 
 
@@ -226,8 +244,16 @@ async def test_checkpoint_answers_and_audit_lose_the_episode(memory: Memory, con
     assert r.answers_withdrawn == [trace.id]
     async with memory.sessions() as session:
         checkpoint = (await session.execute(select(Checkpoint).where(Checkpoint.conversation_id == cid))).scalar_one()
-        answers = dict((await session.execute(select(AnswerTrace.id, AnswerTrace.answer).where(AnswerTrace.conversation_id == cid))).all())
-        evidence = set((await session.execute(select(AnswerEvidence.trace_id, AnswerEvidence.episode_id).where(AnswerEvidence.conversation_id == cid))).all())
+        answers = dict(
+            (await session.execute(select(AnswerTrace.id, AnswerTrace.answer).where(AnswerTrace.conversation_id == cid))).all()
+        )
+        evidence = set(
+            (
+                await session.execute(
+                    select(AnswerEvidence.trace_id, AnswerEvidence.episode_id).where(AnswerEvidence.conversation_id == cid)
+                )
+            ).all()
+        )
         audit = (await session.execute(select(AuditEntry).where(AuditEntry.conversation_id == cid))).scalar_one()
         context = in_order(await load_context(session, cid))
     assert context == [{"entity_id": ann, "name": "Ann", "text": "Ann (thing)", "episode_ids": [e2]}]
@@ -252,18 +278,24 @@ async def test_edit_retracts_the_old_version_and_queues_the_new(memory: Memory, 
         before = (await session.execute(select(Episode).where(Episode.id == e1))).scalar_one()
     edited_at = T0 + timedelta(days=1)
 
-    report = await edit_episode(memory, cid, "m1", "Ann lives in Denver", edited_at=edited_at)
+    report = await edit_episode(memory, cid, "m1", "Ann lives in Denver", edited_at=edited_at, principal="test")
 
     assert report.status == "edited" and report.retraction.relations_removed == [lives]
     assert report.retraction.entities_removed == [boston] and report.retraction.entities_kept == [ann]
     async with memory.sessions() as session:
         after = (await session.execute(select(Episode).where(Episode.id == e1))).scalar_one()
-        document = (await session.execute(select(SearchDocument.text).where(SearchDocument.kind == "episode", SearchDocument.ref_id == e1))).scalar_one()
-        pending = (await session.execute(select(Checkpoint.pending_episode_ids).where(Checkpoint.conversation_id == cid))).scalar_one()
+        document = (
+            await session.execute(
+                select(SearchDocument.text).where(SearchDocument.kind == "episode", SearchDocument.ref_id == e1)
+            )
+        ).scalar_one()
+        pending = (
+            await session.execute(select(Checkpoint.pending_episode_ids).where(Checkpoint.conversation_id == cid))
+        ).scalar_one()
     assert (after.text, after.edited_at, after.message_time) == ("Ann lives in Denver", edited_at, before.message_time)
     assert (after.prev_id, after.next_id, after.platform_message_id) == (before.prev_id, before.next_id, "m1")
     assert document == "Ann lives in Denver" and pending == [e1]
-    assert (await edit_episode(memory, cid, "m1", "Ann lives in Denver")).status == "unchanged"
-    assert (await edit_episode(memory, cid, "nope", "x")).status == "unknown"
-    await delete_episode(memory, cid, "m2")
-    assert (await edit_episode(memory, cid, "m2", "x")).status == "deleted"
+    assert (await edit_episode(memory, cid, "m1", "Ann lives in Denver", principal="test")).status == "unchanged"
+    assert (await edit_episode(memory, cid, "nope", "x", principal="test")).status == "unknown"
+    await delete_episode(memory, cid, "m2", principal="test")
+    assert (await edit_episode(memory, cid, "m2", "x", principal="test")).status == "deleted"

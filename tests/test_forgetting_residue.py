@@ -13,12 +13,8 @@ from sqlalchemy import select
 
 from memory import api
 from memory.api import Principal
-from memory.consolidation.run import consolidate
 from memory.core import Memory
 from memory.episodes.append import validate_message
-
-OPERATOR = Principal.operator("test")
-from memory.forgetting.commands import delete_episode, edit_episode
 from memory.store.conversations import ConversationRef, find_conversation
 from memory.store.documents import Document, upsert_documents
 from memory.store.residue import find_tokens, text_columns
@@ -32,6 +28,8 @@ from memory.store.schema import (
     Relation,
     RelationProvenance,
 )
+
+OPERATOR = Principal.operator("test")
 
 T0 = datetime(2026, 3, 1, tzinfo=timezone.utc)
 
@@ -79,7 +77,7 @@ async def test_deleted_markers_survive_nowhere(memory: Memory, conversation_ref:
             "I work at Google.",
         ],
     )
-    await consolidate(memory, conversation_ref)
+    await api.consolidate(memory, conversation_ref, principal=OPERATOR)
     async with memory.sessions.begin() as session:
         cid = await find_conversation(session, conversation_ref)
         episodes = dict(
@@ -99,7 +97,7 @@ async def test_deleted_markers_survive_nowhere(memory: Memory, conversation_ref:
     assert before[gone1] & derived and before[gone3] & derived, before  # consolidation did carry them over
 
     for message in ("m1", "m2", "m3"):
-        assert (await delete_episode(memory, conversation_ref, message)).status == "deleted"
+        assert (await api.forget(memory, conversation_ref, message, principal=OPERATOR)).status == "deleted"
 
     after = await scan(memory, [gone1, gone2, gone3, kept])
     assert set(after) == {kept}, after  # the kept marker proves the scan still sees text
@@ -119,13 +117,13 @@ async def test_an_edit_leaves_no_trace_of_the_old_text_and_keeps_what_it_still_s
 ) -> None:
     old, new = markers(2)
     await ingest(memory, conversation_ref, [f"I adopted a dog named {old.capitalize()}.", "I work at Google."])
-    await consolidate(memory, conversation_ref)
+    await api.consolidate(memory, conversation_ref, principal=OPERATOR)
 
-    report = await edit_episode(memory, conversation_ref, "m2", f"I work at Google with {new.capitalize()}.")
+    report = await api.edit(memory, conversation_ref, "m2", f"I work at Google with {new.capitalize()}.", principal=OPERATOR)
     assert report.status == "edited" and report.retraction.relations_removed
-    await edit_episode(memory, conversation_ref, "m1", "I adopted a cat.")
+    await api.edit(memory, conversation_ref, "m1", "I adopted a cat.", principal=OPERATOR)
     assert await scan(memory, [old]) == {}
-    await consolidate(memory, conversation_ref)
+    await api.consolidate(memory, conversation_ref, principal=OPERATOR)
 
     facts: dict[str, set[str]] = {}
     async with memory.sessions() as session:
@@ -154,13 +152,13 @@ async def test_delete_during_consolidation_resurrects_nothing(memory: Memory, co
 
     async def delete_after_first_chunk() -> None:
         await first_chunk_saved.wait()
-        deleted.append((await delete_episode(memory, conversation_ref, "m1")).status)
+        deleted.append((await api.forget(memory, conversation_ref, "m1", principal=OPERATOR)).status)
 
     report, _ = await asyncio.gather(
-        consolidate(small_chunks, conversation_ref, on_progress=lambda n: first_chunk_saved.set()),
+        api.consolidate(small_chunks, conversation_ref, principal=OPERATOR, on_progress=lambda n: first_chunk_saved.set()),
         delete_after_first_chunk(),
     )
     assert report.chunks > 1 and deleted == ["deleted"]
-    await consolidate(memory, conversation_ref)
+    await api.consolidate(memory, conversation_ref, principal=OPERATOR)
     found = await scan(memory, [gone, kept])
     assert set(found) == {kept}, found

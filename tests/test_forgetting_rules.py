@@ -74,7 +74,7 @@ def check_invariants(world: World, before: SupplyGraph, episode: int, decision: 
     for r, original in world.original.items():
         supported = bool(original - world.deleted)
         assert (r in graph.relations) == supported, f"relation {r}: present iff support remains"
-    for r, rel in graph.relations.items():
+    for rel in graph.relations.values():
         assert rel.endpoints <= graph.entities.keys(), "a surviving relation lost an endpoint"
         assert rel.superseded_by is None or rel.superseded_by in graph.relations, "superseded by a removed relation"
     needed = {e for rel in graph.relations.values() for e in rel.endpoints}

@@ -52,7 +52,7 @@ def test_agreement_never_hurts(lists: list[list[int]], k: int) -> None:
     base = reciprocal_rank_fusion(lists, k)
     more = reciprocal_rank_fusion(lists + [[99] + sorted(base)], k)
     assert all(more[key] >= base[key] for key in base)
-    top = reciprocal_rank_fusion([[7] + l for l in lists] + [[7]], k)
+    top = reciprocal_rank_fusion([[7] + ranked for ranked in lists] + [[7]], k)
     assert max(top, key=top.get) == 7
 
 

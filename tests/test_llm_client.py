@@ -219,7 +219,7 @@ def test_build_llm_from_settings(scripted_llm: ScriptedLLMServer) -> None:
     assert build_llm(Settings(llm_base_url=None, llm_api_key=None)) is None
     client = build_llm(Settings(llm_base_url=scripted_llm.base_url, llm_model="local-model", llm_timeout=5, llm_max_retries=1))
     assert isinstance(client, LLMClient)
-    assert (client.model, client.timeout, client.max_retries) == ("local-model", 5, 1)
+    assert (client.model, client.timeout, client.retry.max_retries) == ("local-model", 5, 1)
 
 
 async def test_memory_from_settings_carries_the_llm_and_closes_it(

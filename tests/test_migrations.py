@@ -29,7 +29,10 @@ async def test_upgrade_downgrade_upgrade(new_database) -> None:
         await upgrade(engine, 384)
         assert await _tables(engine) == TABLES
         async with engine.connect() as connection:
-            indexes = {r[0] for r in await connection.execute(text("SELECT indexdef FROM pg_indexes WHERE tablename = 'search_documents'"))}
+            indexes = {
+                r[0]
+                for r in await connection.execute(text("SELECT indexdef FROM pg_indexes WHERE tablename = 'search_documents'"))
+            }
         assert any("USING hnsw" in i for i in indexes)
         assert any("USING gin" in i for i in indexes)
         await downgrade(engine, "base")
@@ -59,7 +62,8 @@ VALUES (1, 1, 1, 'user', 'one', now(), 'm1'), (2, 1, 1, 'user', 'two', now(), 'm
 INSERT INTO entities (id, conversation_id, name, type, summary, attributes)
 VALUES (1, 1, 'Ann', 'person', 'Ann said one', '{"summary_episode_ids": [1]}'), (2, 1, 'Oslo', 'place', 'a city', '{}');
 INSERT INTO entity_provenance (entity_id, episode_id, conversation_id) VALUES (1, 1, 1), (1, 2, 1), (2, 1, 1), (2, 2, 1);
-INSERT INTO relations (id, conversation_id, subject_id, object_id, predicate, fact) VALUES (1, 1, 1, 2, 'visits', 'Ann visits Oslo');
+INSERT INTO relations (id, conversation_id, subject_id, object_id, predicate, fact)
+VALUES (1, 1, 1, 2, 'visits', 'Ann visits Oslo');
 INSERT INTO relation_provenance (relation_id, episode_id, conversation_id) VALUES (1, 1, 1), (1, 2, 1);
 INSERT INTO search_documents (conversation_id, kind, ref_id, text, embedding)
 VALUES (1, 'relation', 1, 'Ann visits Oslo', '[1,0,0,0,0,0,0,0]');

@@ -32,7 +32,9 @@ facts = st.builds(
     subject_id=st.sampled_from([1, 2]),
     object_id=st.sampled_from([10, 11, 12]),
     predicate=st.sampled_from(["lives_in", "moved_to", "likes", "visited", "works at"]),
-    fact=st.sampled_from(["Ann lives in Boston", "Ann lives in Boston.", "Ann likes tea", "Bob visited Rome last May", "Ann moved"]),
+    fact=st.sampled_from(
+        ["Ann lives in Boston", "Ann lives in Boston.", "Ann likes tea", "Bob visited Rome last May", "Ann moved"]
+    ),
     episodes=st.frozensets(st.integers(1, 30), min_size=1, max_size=3),
     decision=st.sampled_from([None, "new", "duplicate", "contradiction"]),
 )

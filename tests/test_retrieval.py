@@ -12,7 +12,8 @@ from memory.episodes.append import append_messages, validate_message
 from memory.graph.writes import create_entity, create_relation, supersede_relation
 from memory.retrieval.evidence import assemble
 from memory.retrieval.pipeline import retrieve
-from memory.retrieval.search import QueryVariant, _term_shares, search
+from memory.retrieval.search import TERM_SAMPLE, QueryVariant, SearchConfig, SearchHints, search
+from memory.retrieval.search_sql import term_shares
 from memory.retrieval.timeparse import TimeRange
 from memory.store.conversations import ConversationRef, ensure_conversation
 from memory.store.schema import SearchDocument
@@ -42,12 +43,16 @@ async def test_search_never_leaves_its_conversation(memory: Memory, conversation
     theirs = await _store(memory, other, prefix="x")
     vector = (await memory.embedder.embed(["Ann puppy Biscuit"])).vectors[0]
     async with memory.sessions.begin() as session:
-        await create_entity(session, other, name="Biscuit", type_="animal", summary="Ann's puppy", embedding=vector, episode_ids=[theirs[0]])
+        await create_entity(
+            session, other, name="Biscuit", type_="animal", summary="Ann's puppy", embedding=vector, episode_ids=[theirs[0]]
+        )
     async with memory.sessions.begin() as session:
         found = await search(session, conversation_id, [QueryVariant("Ann puppy Biscuit", vector)])
         scopes = {
             (d.kind, d.ref_id): d.conversation_id
-            for d in (await session.execute(select(SearchDocument).where(SearchDocument.conversation_id.in_([conversation_id, other])))).scalars()
+            for d in (
+                await session.execute(select(SearchDocument).where(SearchDocument.conversation_id.in_([conversation_id, other])))
+            ).scalars()
         }
     keys = [c.key for c in found.candidates]
     assert keys, "the conversation's own messages must be found"
@@ -60,17 +65,41 @@ async def test_current_fact_outranks_superseded_unless_past(memory: Memory, conv
     episodes = await _store(memory, conversation_id, [("ann", "I live in Boston."), ("ann", "I moved to Berlin!")])
     vector = (await memory.embedder.embed(["Ann lives in a city"])).vectors[0]
     async with memory.sessions.begin() as session:
-        ann = await create_entity(session, conversation_id, name="Ann", type_="person", summary="", embedding=vector, episode_ids=episodes)
-        city = await create_entity(session, conversation_id, name="City", type_="place", summary="", embedding=vector, episode_ids=episodes)
+        ann = await create_entity(
+            session, conversation_id, name="Ann", type_="person", summary="", embedding=vector, episode_ids=episodes
+        )
+        city = await create_entity(
+            session, conversation_id, name="City", type_="place", summary="", embedding=vector, episode_ids=episodes
+        )
         # Same embedding and similar wording: only the preference separates them.
-        old = await create_relation(session, conversation_id, subject_id=ann, object_id=city, predicate="lives_in", fact="Ann lives in Boston", embedding=vector, episode_ids=[episodes[0]])
-        new = await create_relation(session, conversation_id, subject_id=ann, object_id=city, predicate="lives_in", fact="Ann lives in Berlin", embedding=vector, episode_ids=[episodes[1]])
+        old = await create_relation(
+            session,
+            conversation_id,
+            subject_id=ann,
+            object_id=city,
+            predicate="lives_in",
+            fact="Ann lives in Boston",
+            embedding=vector,
+            episode_ids=[episodes[0]],
+        )
+        new = await create_relation(
+            session,
+            conversation_id,
+            subject_id=ann,
+            object_id=city,
+            predicate="lives_in",
+            fact="Ann lives in Berlin",
+            embedding=vector,
+            episode_ids=[episodes[1]],
+        )
         await supersede_relation(session, old, new, T0 + timedelta(hours=1))
     variant = QueryVariant("Where does Ann live?", vector)
 
     async def relation_scores(prefer_current: bool) -> dict[int, float]:
         async with memory.sessions.begin() as session:
-            found = await search(session, conversation_id, [variant], kinds=("relation",), prefer_current=prefer_current)
+            found = await search(
+                session, conversation_id, [variant], SearchConfig(kinds=("relation",)), SearchHints(prefer_current=prefer_current)
+            )
         return {c.ref_id: c.score for c in found.candidates}
 
     now_scores, past_scores = await relation_scores(True), await relation_scores(False)
@@ -87,8 +116,25 @@ async def test_evidence_carries_speaker_time_and_supporting_episodes(memory: Mem
     episodes = await _store(memory, conversation_id)
     vector = (await memory.embedder.embed(["Biscuit is Ann's puppy"])).vectors[0]
     async with memory.sessions.begin() as session:
-        dog = await create_entity(session, conversation_id, name="Biscuit", type_="animal", summary="Ann's puppy", embedding=vector, episode_ids=[episodes[0], episodes[2]])
-        await create_relation(session, conversation_id, subject_id=dog, object_id=dog, predicate="owned_by", fact="Biscuit is Ann's puppy", embedding=vector, episode_ids=[episodes[0]])
+        dog = await create_entity(
+            session,
+            conversation_id,
+            name="Biscuit",
+            type_="animal",
+            summary="Ann's puppy",
+            embedding=vector,
+            episode_ids=[episodes[0], episodes[2]],
+        )
+        await create_relation(
+            session,
+            conversation_id,
+            subject_id=dog,
+            object_id=dog,
+            predicate="owned_by",
+            fact="Biscuit is Ann's puppy",
+            embedding=vector,
+            episode_ids=[episodes[0]],
+        )
     retrieval = await retrieve(memory, conversation_id, "Who is Biscuit?", T0 + timedelta(days=1))
     async with memory.sessions() as session:
         items = await assemble(session, conversation_id, retrieval.candidates, 30)
@@ -172,7 +218,9 @@ ATLAS = [
 async def _text_search(memory: Memory, conversation_id: int, question: str) -> list[int]:
     vector = (await memory.embedder.embed([question])).vectors[0]
     async with memory.sessions.begin() as session:
-        found = await search(session, conversation_id, [QueryVariant(question, vector)], kinds=("episode",), methods=("text",))
+        found = await search(
+            session, conversation_id, [QueryVariant(question, vector)], SearchConfig(kinds=("episode",), methods=("text",))
+        )
     return [c.ref_id for c in found.candidates]
 
 
@@ -182,7 +230,7 @@ async def test_hyphenated_words_are_searched_whole(memory: Memory, conversation_
     cuts = [("tom", "We cut the budget for Atlas."), ("ann", "Cut the cake at noon."), ("bob", "I cut my hair.")]
     ids = await _store(memory, conversation_id, cuts + ATLAS)
     async with memory.sessions() as session:
-        shares, sampled = await _term_shares(session, conversation_id, "the cut-over")
+        shares, sampled = await term_shares(session, conversation_id, "the cut-over", TERM_SAMPLE)
     assert sampled == len(ids) and shares["cut-ov"] == 1 / len(ids) and shares["cut"] == 4 / len(ids)
     assert (await _text_search(memory, conversation_id, "When is the Atlas cut-over?"))[0] == ids[5]
 
@@ -199,10 +247,9 @@ async def test_named_time_brings_its_messages_beyond_the_top_lists(memory: Memor
     vector = (await memory.embedder.embed([question])).vectors[0]
     hour = TimeRange(T0 + timedelta(hours=3), T0 + timedelta(hours=4), "at noon")
     async with memory.sessions.begin() as session:
-        plain = await search(session, conversation_id, [QueryVariant(question, vector)], top=1, methods=("vector",), kinds=("episode",))
-        dated = await search(
-            session, conversation_id, [QueryVariant(question, vector)], top=1, methods=("vector",), kinds=("episode",), time_ranges=[hour]
-        )
+        config = SearchConfig(top=1, methods=("vector",), kinds=("episode",))
+        plain = await search(session, conversation_id, [QueryVariant(question, vector)], config)
+        dated = await search(session, conversation_id, [QueryVariant(question, vector)], config, SearchHints(time_ranges=(hour,)))
     assert ids[3] not in {c.ref_id for c in plain.candidates}
     assert ids[3] in {c.ref_id for c in dated.candidates}
 
@@ -221,10 +268,10 @@ async def test_two_connections_find_what_one_finds(memory: Memory, conversation_
     question = "What did Biscuit chew?"
     vector = (await memory.embedder.embed([question])).vectors[0]
     async with memory.sessions.begin() as session:
-        alone = await search(session, conversation_id, [QueryVariant(question, vector)], chain_share=0.15)
+        alone = await search(session, conversation_id, [QueryVariant(question, vector)], SearchConfig(chain_share=0.15))
     async with memory.sessions.begin() as session, memory.sessions() as text_session:
         side_by_side = await search(
-            session, conversation_id, [QueryVariant(question, vector)], chain_share=0.15, text_session=text_session
+            session, conversation_id, [QueryVariant(question, vector)], SearchConfig(chain_share=0.15), text_session=text_session
         )
     assert [(c.key, c.text_rank > 0) for c in side_by_side.candidates] == [(c.key, c.text_rank > 0) for c in alone.candidates]
     assert any(c.text_rank > 0 for c in alone.candidates), "full text must have found Biscuit"

@@ -19,8 +19,9 @@ from bot.testing.scripted_llm import (
     hashed_embedding,
 )
 from memory.errors import ConfigurationError
-from memory.models.embedder import OpenAIEmbedder
+from memory.models.embedder import ModelUnavailable, OpenAIEmbedder
 from memory.models.llm import LLMClient, LLMError
+from memory.models.retry import RetryPolicy
 from memory.models.tokens import count_tokens
 
 
@@ -38,6 +39,22 @@ async def test_embeddings_work_with_the_openai_embedder(scripted_llm: ScriptedLL
     embedding_requests = [r for r in scripted_llm.requests if isinstance(r, EmbeddingRequest)]
     assert [r.inputs for r in embedding_requests] == [texts[:2], texts[2:]]  # batches of 2
     assert scripted_llm.counts == {"embeddings": 2}
+
+
+async def test_the_openai_embedder_retries_like_the_llm_client(scripted_llm: ScriptedLLMServer) -> None:
+    fast = RetryPolicy(max_retries=2, backoff=0.01)
+    embedder = OpenAIEmbedder(base_url=scripted_llm.base_url, api_key="test", model="m", dim=384, retry=fast)
+    scripted_llm.fail_next(2, status=503, operation="embeddings")
+    assert len((await embedder.embed(["hello"])).vectors) == 1  # the third attempt is answered
+    scripted_llm.fail_next(3, status=500, operation="embeddings")
+    with pytest.raises(ModelUnavailable, match="failed after 3 attempts: HTTP 500"):
+        await embedder.embed(["hello"])
+    scripted_llm.fail_next(1, status=400, operation="embeddings")
+    with pytest.raises(ModelUnavailable, match=r"\(not retried\): HTTP 400"):
+        await embedder.embed(["hello"])
+    assert scripted_llm.counts == {"embeddings": 7}
+    await embedder.close()
+    assert embedder._client.is_closed()
 
 
 async def test_embedding_dimension_mismatch_is_a_clear_error() -> None:
@@ -117,7 +134,9 @@ def test_stop_releases_a_held_request_and_closes_the_port() -> None:
 
     def call() -> None:
         try:
-            httpx.post(f"{base}/chat/completions", json={"model": "m", "messages": [{"role": "user", "content": "x"}]}, timeout=10)
+            httpx.post(
+                f"{base}/chat/completions", json={"model": "m", "messages": [{"role": "user", "content": "x"}]}, timeout=10
+            )
         except httpx.HTTPError as error:
             errors.append(error)
 
@@ -134,4 +153,4 @@ def test_stop_releases_a_held_request_and_closes_the_port() -> None:
     with pytest.raises(httpx.ConnectError):
         httpx.post(f"{base}/chat/completions", json={}, timeout=2)
     with pytest.raises(RuntimeError, match="not running"):
-        server.base_url
+        _ = server.base_url

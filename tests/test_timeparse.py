@@ -89,7 +89,20 @@ def test_asks_about_past() -> None:
 
 @given(
     st.datetimes(min_value=datetime(2000, 1, 1), max_value=datetime(2090, 12, 31)),
-    st.sampled_from(["yesterday", "last week", "last month", "this year", "last Monday", "last Sunday", "in May", "4 days ago", "2 months ago", "in the last 3 months"]),
+    st.sampled_from(
+        [
+            "yesterday",
+            "last week",
+            "last month",
+            "this year",
+            "last Monday",
+            "last Sunday",
+            "in May",
+            "4 days ago",
+            "2 months ago",
+            "in the last 3 months",
+        ]
+    ),
 )
 def test_past_expressions_never_end_after_the_question_day(moment: datetime, expression: str) -> None:
     (found,) = resolve_times(expression, moment)

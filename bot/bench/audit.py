@@ -1,8 +1,8 @@
 """``stashbird bench audit``: latency of the audit queries an admin runs from chat
 (``about``, ``provenance`` with its dry run, ``stats``) on a large conversation.
 
-The conversation is the forgetting benchmark's synthetic one (bot/bench/forget.py
-``bulk_conversation``: 100K messages, 20K topic entities, two speaker hubs each
+The conversation is the forgetting benchmark's synthetic one (``memory.load_bulk_graph``:
+100K messages, 20K topic entities, two speaker hubs each
 supported by half the messages, 120K relations, communities), in a database of its own
 without the HNSW index, which none of these queries uses, and with a checkpoint at its
 last message, as a conversation that is served and consolidated has. Each query runs as the
@@ -29,10 +29,9 @@ from typing import Any
 from sqlalchemy import text
 
 from bot.bench.common import bench_memory, median, percentile
-from bot.bench.forget import bulk_conversation
 from bot.progress import progress
 from bot.settings import Settings
-from memory import ConversationRef, Memory, Principal, about, provenance, stats
+from memory import ConversationRef, Memory, Principal, about, load_bulk_graph, provenance, resolve_conversation, stats
 
 OPERATOR = Principal.operator("bench")
 WARM_UP = 5
@@ -99,7 +98,8 @@ async def _timed(memory: Memory, call: Callable[[], Awaitable[Any]], calls: int,
 async def latency(memory: Memory, run: str, size: int, calls: int, seed: int) -> dict[str, Any]:
     ref = ConversationRef("bench-audit", run, f"latency-{size}")
     began = time.perf_counter()
-    conversation_id = await bulk_conversation(memory, ref, size)
+    await load_bulk_graph(memory, ref, size, principal=OPERATOR)
+    conversation_id = await resolve_conversation(memory, ref)
     async with memory.engine.begin() as connection:  # consolidated up to its last message, as a served one would be
         await connection.execute(
             text(

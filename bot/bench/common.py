@@ -4,23 +4,33 @@ percentiles."""
 
 from __future__ import annotations
 
+import argparse
 import glob
 import resource
 import statistics
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import AsyncIterator
+from typing import Any, AsyncIterator
 
 from sqlalchemy import func, select
 
 from bot import locomo
 from bot.runtime import build_embedder
 from bot.settings import Settings
-from memory import ConversationRef, OfflineExtractor, Principal, build_communities, consolidate, ingest
-from memory.core import Memory, open_memory
-from memory.models.embedder import Embedder
+from memory import (
+    ConversationRef,
+    Embedder,
+    Memory,
+    OfflineExtractor,
+    Principal,
+    build_communities,
+    consolidate,
+    drop_embedded_database,
+    ingest,
+    open_memory,
+    start_embedded,
+)
 from memory.store.conversations import find_conversation
-from memory.store.embedded import drop_embedded_database, start_embedded
 from memory.store.schema import Episode
 
 DEFAULT_LOCOMO = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "locomo"
@@ -32,7 +42,7 @@ REUSE_DATABASE = "stashbird_bench_retrieval_reuse"
 BENCH = Principal.operator("bench")
 
 
-def add_locomo_argument(parser) -> None:
+def add_locomo_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--locomo", type=Path, default=DEFAULT_LOCOMO, help="folder of LoCoMo files (default: ../shared/data/locomo)"
     )
@@ -81,7 +91,7 @@ async def locomo_conversation(
 
 @asynccontextmanager
 async def bench_memory(
-    settings: Settings, name: str, embedder: Embedder | None = None, *, keep: bool = False, **kwargs
+    settings: Settings, name: str, embedder: Embedder | None = None, *, keep: bool = False, **kwargs: Any
 ) -> AsyncIterator[Memory]:
     """A Memory on a fresh database of the embedded server (dropped first if left over;
     ``keep=True`` reuses it as left by the last run), or on DATABASE_URL when set, where

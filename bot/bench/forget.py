@@ -35,6 +35,7 @@ import time
 import uuid
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
+from typing import Any
 
 import numpy as np
 from sqlalchemy import BigInteger, DateTime, Integer, bindparam, select, text
@@ -147,7 +148,8 @@ def plan(conversation: locomo.Conversation, facts: list[Fact], per_kind: int, rn
 def random_vectors(rng: np.random.Generator, count: int, dim: int) -> list[list[float]]:
     vectors = rng.standard_normal((count, dim))
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    return vectors.tolist()
+    rows: list[list[float]] = vectors.tolist()
+    return rows
 
 
 @dataclass
@@ -161,12 +163,16 @@ async def build(
     memory: Memory, run: str, conversation: locomo.Conversation, facts: list[Fact], tag: str, rng: np.random.Generator
 ) -> Built:
     name = conversation.name
-    messages = [replace(t.message, text=f"{t.message.text} {marker(tag, 'e', name, turn_key(t.dia_id))}") for t in conversation.turns]
+    messages = [
+        replace(t.message, text=f"{t.message.text} {marker(tag, 'e', name, turn_key(t.dia_id))}") for t in conversation.turns
+    ]
     dim = memory.embedder.dim
     async with memory.sessions.begin() as session:
         cid = await ensure_conversation(session, ConversationRef("bench-forget", run, f"{name}-{tag}"))
         results = await append_messages(session, memory.embedder, cid, messages, random_vectors(rng, len(messages), dim))
-        episodes = {m.platform_message_id: r.episode_id for m, r in zip(messages, results)}
+        episodes = {
+            m.platform_message_id: r.episode_id for m, r in zip(messages, results, strict=True) if r.episode_id is not None
+        }
         texts = {m.platform_message_id: m.text for m in messages}
         vector = iter(random_vectors(rng, 3 * len(facts) + 4, dim))
         speakers: dict[str, int] = {}
@@ -177,10 +183,10 @@ async def build(
             )
         relations: dict[int, int] = {}
         for fact in facts:
-            support = [episodes[t] for t in fact.support]
+            fact_support = [episodes[t] for t in fact.support]
             topic = await create_entity(
                 session, cid, name=f"topic {marker(tag, 'n', name, f'q{fact.index}')}", type_="topic",
-                summary="", embedding=next(vector), episode_ids=support,
+                summary="", embedding=next(vector), episode_ids=fact_support,
             )
             fact_vector = next(vector)
             wordings = {
@@ -191,7 +197,7 @@ async def build(
             first = wordings[min(wordings)]
             relations[fact.index] = await create_relation(
                 session, cid, subject_id=speakers[fact.speaker], object_id=topic, predicate="said",
-                fact=first.fact, embedding=fact_vector, episode_ids=support, wordings=wordings,
+                fact=first.fact, embedding=fact_vector, episode_ids=fact_support, wordings=wordings,
             )
         await _communities(session, cid, facts, speakers, relations, tag, name, next(vector))
     return Built(cid, episodes, relations)
@@ -221,15 +227,21 @@ async def _communities(
 async def whole_graph(session: AsyncSession, cid: int) -> SupplyGraph:
     """The conversation's whole graph with full supports (the comparison policies need it)."""
     relation_support: dict[int, set[int]] = {}
-    for r, e in await session.execute(select(RelationProvenance.relation_id, RelationProvenance.episode_id).where(RelationProvenance.conversation_id == cid)):
+    for r, e in await session.execute(
+        select(RelationProvenance.relation_id, RelationProvenance.episode_id).where(RelationProvenance.conversation_id == cid)
+    ):
         relation_support.setdefault(r, set()).add(e)
     entity_support: dict[int, set[int]] = {}
-    for n, e in await session.execute(select(EntityProvenance.entity_id, EntityProvenance.episode_id).where(EntityProvenance.conversation_id == cid)):
+    for n, e in await session.execute(
+        select(EntityProvenance.entity_id, EntityProvenance.episode_id).where(EntityProvenance.conversation_id == cid)
+    ):
         entity_support.setdefault(n, set()).add(e)
     relations = {
         r: RelationFacts(s, o, frozenset(relation_support.get(r, ())), by if status == "superseded" else None)
         for r, s, o, status, by in await session.execute(
-            select(Relation.id, Relation.subject_id, Relation.object_id, Relation.status, Relation.superseded_by).where(Relation.conversation_id == cid)
+            select(Relation.id, Relation.subject_id, Relation.object_id, Relation.status, Relation.superseded_by).where(
+                Relation.conversation_id == cid
+            )
         )
     }
     entities = {
@@ -237,7 +249,9 @@ async def whole_graph(session: AsyncSession, cid: int) -> SupplyGraph:
         for e in (await session.execute(select(Entity.id).where(Entity.conversation_id == cid))).scalars()
     }
     members: dict[int, set[int]] = {}
-    for c, e in await session.execute(select(CommunityMember.community_id, CommunityMember.entity_id).where(CommunityMember.conversation_id == cid)):
+    for c, e in await session.execute(
+        select(CommunityMember.community_id, CommunityMember.entity_id).where(CommunityMember.conversation_id == cid)
+    ):
         members.setdefault(c, set()).add(e)
     return SupplyGraph(relations, entities, {c: frozenset(m) for c, m in members.items()})
 
@@ -291,7 +305,7 @@ async def measure(memory: Memory, built: Built, facts: list[Fact], deleted: set[
 
 async def run_policy(
     memory: Memory, policy: str, run: str, conversations: list[locomo.Conversation], per_kind: int, seed: int
-) -> dict:
+) -> dict[str, Any]:
     tag = TAGS[policy]
     by_kind = [{c: 0 for c in COLUMNS} for _ in KINDS]
     totals = {c: 0 for c in COLUMNS}
@@ -334,7 +348,7 @@ async def run_policy(
         found = set(await find_tokens(session, f"zq{tag}[a-z0-9]+"))
     return {
         "interventions": interventions,
-        "by_kind": dict(zip(KINDS, by_kind)),
+        "by_kind": dict(zip(KINDS, by_kind, strict=True)),
         **totals,
         "residue": len(expected_gone & found),
         "residue_checked": len(expected_gone),
@@ -373,9 +387,10 @@ async def bulk_conversation(memory: Memory, ref: ConversationRef, size: int) -> 
            WHERE e.id = w.id""",
         "ANALYZE episodes",
         f"""INSERT INTO entities (conversation_id, name, type, summary, attributes, embedding)
-           SELECT :cid, 'topic ' || t, 'topic', '', CAST('{{}}' AS jsonb), {vec('g.t', dim)}
+           SELECT :cid, 'topic ' || t, 'topic', '', CAST('{{}}' AS jsonb), {vec("g.t", dim)}
            FROM generate_series(0, :topics - 1) AS g(t)
-           UNION ALL SELECT :cid, display_name, 'person', '', CAST('{{}}' AS jsonb), {vec('s.id', dim)} FROM speakers s WHERE conversation_id = :cid""",
+           UNION ALL SELECT :cid, display_name, 'person', '', CAST('{{}}' AS jsonb), {vec("s.id", dim)}
+           FROM speakers s WHERE conversation_id = :cid""",
         "ANALYZE entities",
         """INSERT INTO entity_provenance (entity_id, episode_id, conversation_id, name, type)
            SELECT en.id, ep.id, :cid, en.name, en.type FROM episodes ep
@@ -387,7 +402,8 @@ async def bulk_conversation(memory: Memory, ref: ConversationRef, size: int) -> 
            SELECT :cid, s.id, o.id, 'relates_to', 'fact ' || i, 'active' FROM generate_series(0, :n - 1) AS i
            JOIN entities s ON s.conversation_id = :cid AND s.name = 'topic ' || (i / 5 % :topics)
            JOIN entities o ON o.conversation_id = :cid AND o.name = 'topic ' || ((i * 7 + 3) % :topics)
-           UNION ALL SELECT :cid, h.id, t.id, 'mentions', 'mentions ' || g.t, 'active' FROM generate_series(0, :topics - 1) AS g(t)
+           UNION ALL SELECT :cid, h.id, t.id, 'mentions', 'mentions ' || g.t, 'active'
+           FROM generate_series(0, :topics - 1) AS g(t)
            JOIN entities t ON t.conversation_id = :cid AND t.name = 'topic ' || g.t
            JOIN entities h ON h.conversation_id = :cid AND h.name = 'Speaker ' || (g.t % 2)""",
         "ANALYZE relations, entity_provenance",
@@ -409,10 +425,13 @@ async def bulk_conversation(memory: Memory, ref: ConversationRef, size: int) -> 
            JOIN communities c ON c.conversation_id = :cid AND c.label = 'community ' || (split_part(t.name, ' ', 2)::int / 20)
            WHERE t.conversation_id = :cid AND t.type = 'topic'""",
         f"""INSERT INTO search_documents (conversation_id, kind, ref_id, text, embedding, message_time)
-           SELECT :cid, 'episode', e.id, 'Speaker: ' || e.text, {vec('e.id', dim)}, e.message_time FROM episodes e WHERE e.conversation_id = :cid
+           SELECT :cid, 'episode', e.id, 'Speaker: ' || e.text, {vec("e.id", dim)}, e.message_time
+           FROM episodes e WHERE e.conversation_id = :cid
            UNION ALL SELECT :cid, 'entity', e.id, e.name, e.embedding, NULL FROM entities e WHERE e.conversation_id = :cid
-           UNION ALL SELECT :cid, 'relation', r.id, r.fact, {vec('r.id', dim)}, NULL FROM relations r WHERE r.conversation_id = :cid
-           UNION ALL SELECT :cid, 'community', c.id, c.summary, {vec('c.id', dim)}, NULL FROM communities c WHERE c.conversation_id = :cid""",
+           UNION ALL SELECT :cid, 'relation', r.id, r.fact, {vec("r.id", dim)}, NULL
+           FROM relations r WHERE r.conversation_id = :cid
+           UNION ALL SELECT :cid, 'community', c.id, c.summary, {vec("c.id", dim)}, NULL
+           FROM communities c WHERE c.conversation_id = :cid""",
         # Each message's own vector, so that a deletion recomputes its successor's
         # exchange vector as it does in a real conversation (memory.episodes.exchange_vectors).
         """UPDATE episodes e SET embedding = d.embedding FROM search_documents d
@@ -423,18 +442,33 @@ async def bulk_conversation(memory: Memory, ref: ConversationRef, size: int) -> 
         s0 = await ensure_speaker(session, cid, "u0", "Speaker 0", "user")
         s1 = await ensure_speaker(session, cid, "u1", "Speaker 1", "user")
         values = {"cid": cid, "s0": s0, "s1": s1, "n": size, "topics": topics, "t0": datetime(2026, 1, 1, tzinfo=timezone.utc)}
-        types = {"cid": BigInteger, "s0": BigInteger, "s1": BigInteger, "n": Integer, "topics": Integer, "t0": DateTime(timezone=True)}
+        types: dict[str, Any] = {
+            "cid": BigInteger,
+            "s0": BigInteger,
+            "s1": BigInteger,
+            "n": Integer,
+            "topics": Integer,
+            "t0": DateTime(timezone=True),
+        }
         for statement in statements:
             typed = [bindparam(k, type_=t) for k, t in types.items() if f":{k}" in statement]
             await session.execute(text(statement).bindparams(*typed), values)
     async with memory.engine.connect() as connection:
         await connection.execution_options(isolation_level="AUTOCOMMIT")
-        for table in ("episodes", "entities", "entity_provenance", "relations", "relation_provenance", "community_members", "search_documents"):
+        for table in (
+            "episodes",
+            "entities",
+            "entity_provenance",
+            "relations",
+            "relation_provenance",
+            "community_members",
+            "search_documents",
+        ):
             await connection.execute(text(f"VACUUM ANALYZE {table}"))  # steady state: no autovacuum mid-run
     return cid
 
 
-async def latency(memory: Memory, run: str, size: int, deletes: int, seed: int) -> dict:
+async def latency(memory: Memory, run: str, size: int, deletes: int, seed: int) -> dict[str, Any]:
     began = time.perf_counter()
     cid = await bulk_conversation(memory, ConversationRef("bench-forget", run, f"latency-{size}"), size)
     load_seconds = time.perf_counter() - began
@@ -461,10 +495,10 @@ async def latency(memory: Memory, run: str, size: int, deletes: int, seed: int) 
     }
 
 
-async def run(args: argparse.Namespace, settings: Settings) -> dict:
+async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     conversations = load_locomo(args.locomo)
     run_id = uuid.uuid4().hex[:6]
-    policies: dict[str, dict] = {}
+    policies: dict[str, dict[str, Any]] = {}
     async with bench_memory(settings, "stashbird_bench_forget") as memory:
         for policy in [p.strip() for p in str(args.policies).split(",") if p.strip()]:
             if policy not in TAGS:
@@ -484,7 +518,7 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict:
     }
 
 
-def render(result: dict) -> str:
+def render(result: dict[str, Any]) -> str:
     lines = [
         f"LoCoMo: {result['conversations']} conversations, {result['facts']} supplied facts",
         f"{'policy':<13} {'unsupported relations left':>27} {'supported relations lost':>25} "
@@ -500,7 +534,11 @@ def render(result: dict) -> str:
     if result["policies"]:
         checked = ", ".join(f"{p} {r['words_checked']}" for p, r in result["policies"].items())
         lines.append(f"word residue: words only deleted turns said, found in their conversation's rows (checked: {checked})")
-    lines.append("by intervention (interventions per policy: " + ", ".join(f"{p} {r['interventions']}" for p, r in result["policies"].items()) + ")")
+    lines.append(
+        "by intervention (interventions per policy: "
+        + ", ".join(f"{p} {r['interventions']}" for p, r in result["policies"].items())
+        + ")"
+    )
     for kind in KINDS:
         cells = "; ".join(
             f"{p}: " + "/".join(str(r["by_kind"][kind][c]) for c in COLUMNS) for p, r in result["policies"].items()

@@ -11,8 +11,7 @@ import argparse
 import time
 import uuid
 from datetime import datetime, timedelta, timezone
-
-from sqlalchemy import func, select
+from typing import Any
 
 from bot.bench.common import (
     add_locomo_argument,
@@ -23,13 +22,9 @@ from bot.bench.common import (
     percentile,
 )
 from bot.settings import Settings
-from memory import Principal, ingest
-from memory.episodes.append import Message, append_messages, validate_message
+from memory import ConversationRef, LocalEmbedder, Memory, Message, Principal, ingest, recall, validate_message
 
 BENCH = Principal.operator("bench")
-from memory.models.embedder import LocalEmbedder
-from memory.store.conversations import ConversationRef, ensure_conversation
-from memory.store.schema import SearchDocument
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -37,12 +32,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--singles", type=int, default=200, help="single messages timed one by one")
 
 
-async def _single_latencies(memory, count: int) -> list[float]:
+async def _single_latencies(memory: Memory, count: int) -> list[float]:
     """Store one message at a time, then find it by full-text search: the time until it
     is retrievable."""
     ref = ConversationRef("bench", "", f"singles-{uuid.uuid4().hex[:8]}")
-    async with memory.sessions.begin() as session:
-        conversation_id = await ensure_conversation(session, ref)
     start = datetime(2026, 1, 1, tzinfo=timezone.utc)
     latencies: list[float] = []
     for index in range(count):
@@ -50,24 +43,15 @@ async def _single_latencies(memory, count: int) -> list[float]:
         fields = {"id": f"s{index}", "author": "bench", "text": f"status update {marker}", "ts": start + timedelta(seconds=index)}
         began = time.perf_counter()
         message = validate_message(fields)
-        async with memory.sessions.begin() as session:
-            await append_messages(session, memory.embedder, conversation_id, [message])
-        async with memory.sessions() as session:
-            found = (
-                await session.execute(
-                    select(func.count()).where(
-                        SearchDocument.conversation_id == conversation_id,
-                        SearchDocument.tsv.op("@@")(func.plainto_tsquery("english", marker)),
-                    )
-                )
-            ).scalar_one()
+        await ingest(memory, ref, [message], principal=BENCH)
+        found = await recall(memory, ref, marker, principal=BENCH, k=1, search="full_text")
         latencies.append((time.perf_counter() - began) * 1000)
-        if found != 1:
+        if found.message_ids() != {f"s{index}"}:
             raise RuntimeError(f"message {index} was not searchable after it was stored")
     return latencies
 
 
-async def run(args: argparse.Namespace, settings: Settings) -> dict:
+async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     conversations = load_locomo(args.locomo)
     messages: list[tuple[str, list[Message]]] = [(c.name, [t.message for t in c.turns]) for c in conversations]
     texts = [m.document_text for _, batch in messages for m in batch]
@@ -107,7 +91,7 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict:
     }
 
 
-def render(result: dict) -> str:
+def render(result: dict[str, Any]) -> str:
     single = result["single_message_ms"]
     return "\n".join(
         [

@@ -44,12 +44,13 @@ from memory import (
     Message,
     Principal,
     backlog,
+    drop_embedded_database,
     forget,
     ingest,
     open_memory,
     resolve_conversation,
+    start_embedded,
 )
-from memory.store.embedded import drop_embedded_database, start_embedded
 
 BENCH = Principal.operator("bench")
 DATABASE = "stashbird_bench_jobs"

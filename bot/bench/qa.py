@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import uuid
 from datetime import timedelta
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
@@ -25,15 +25,10 @@ from bot.bench.common import add_locomo_argument, bench_memory, load_locomo
 from bot.progress import progress
 from bot.runtime import build_llm
 from bot.settings import Settings
-from memory import Principal, ingest
-from memory.consolidation.run import consolidate
-from memory.core import Memory
+from memory import ConfigurationError, ConversationRef, Memory, Principal, ask, consolidate, ingest
+from memory import usage as usage_of
 
 BENCH = Principal.operator("bench")
-from memory.errors import ConfigurationError
-from memory.retrieval.answering import answer
-from memory.store.conversations import ConversationRef
-from memory.store.ledger import record_usage, usage_totals
 
 ADVERSARIAL = 5
 
@@ -57,7 +52,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--questions", type=int, default=0, help="only the first N questions of each conversation (0: all)")
 
 
-async def judge(memory: Memory, conversation_id: int, question: locomo.Question, generated: str) -> bool:
+async def judge(memory: Memory, question: locomo.Question, generated: str, usage: list[dict[str, Any]]) -> bool:
+    """The LLM judge's verdict; its call is added to ``usage`` (the judge is the
+    benchmark's, not the conversation's: it stays out of the ledger)."""
+    assert memory.llm is not None
     result = await memory.llm.complete_json(
         system=JUDGE_SYSTEM,
         user=f"Question: {question.question}\nGold answer: {question.answer}\nGenerated answer: {generated}",
@@ -65,19 +63,24 @@ async def judge(memory: Memory, conversation_id: int, question: locomo.Question,
         phase="retrieval",
         operation="judge",
     )
-    async with memory.sessions.begin() as session:
-        await record_usage(session, conversation_id, result.usage)
+    spent = result.usage
+    usage.append(
+        {
+            "phase": spent.phase, "operation": spent.operation, "calls": spent.calls,
+            "prompt_tokens": spent.prompt_tokens, "completion_tokens": spent.completion_tokens,
+        }
+    )
     return result.value.label == "CORRECT"
 
 
-def _add_usage(totals: dict[tuple[str, str], dict[str, int]], rows: list[dict]) -> None:
+def _add_usage(totals: dict[tuple[str, str], dict[str, int]], rows: list[dict[str, Any]]) -> None:
     for row in rows:
         entry = totals.setdefault((row["phase"], row["operation"]), {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0})
         for name in entry:
             entry[name] += row[name]
 
 
-async def run(args: argparse.Namespace, settings: Settings) -> dict:
+async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     llm = build_llm(settings)
     if llm is None:
         raise ConfigurationError(
@@ -96,21 +99,21 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict:
             for conversation in conversations:
                 ref = ConversationRef("bench", run_id, f"qa-{conversation.name}")
                 await ingest(memory, ref, [t.message for t in conversation.turns], principal=BENCH)
-                report = await consolidate(memory, ref)
+                await consolidate(memory, ref, principal=BENCH)
+                judged: list[dict[str, Any]] = []
                 question_date = max(conversation.session_dates.values()) + timedelta(days=1)
                 questions = conversation.questions[: args.questions] if args.questions else conversation.questions
                 with progress(len(questions), f"qa {conversation.name}") as bar:
                     for question in questions:
-                        result = await answer(memory, ref, question.question, question_date, principal="bench")
+                        result = await ask(memory, ref, question.question, principal=BENCH, date=question_date)
                         counts = graded.setdefault(question.category, [0, 0])
                         counts[0] += 1
                         if question.category == ADVERSARIAL:
                             declined_adversarial += not result.in_memory
                         else:
-                            counts[1] += await judge(memory, report.conversation_id, question, result.answer)
+                            counts[1] += await judge(memory, question, result.answer, judged)
                         bar.update(1)
-                async with memory.sessions() as session:
-                    _add_usage(usage, await usage_totals(session, report.conversation_id))
+                _add_usage(usage, [*await usage_of(memory, ref, principal=BENCH), *judged])
     finally:
         await llm.close()
     scored = {c: counts for c, counts in graded.items() if c != ADVERSARIAL}
@@ -133,7 +136,7 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict:
     }
 
 
-def render(result: dict) -> str:
+def render(result: dict[str, Any]) -> str:
     accuracy = "n/a" if result["accuracy"] is None else f"{result['accuracy']:.1%}"
     lines = [
         f"LoCoMo QA with {result['model']}: {result['conversations']} conversations, {result['questions']} questions; "

@@ -10,7 +10,6 @@ or entity. Evidence ids are read as ``bot.locomo.evidence_ids`` normalises them;
 that name no turn count as misses.
 Questions without any evidence id cannot be scored and are reported apart. Tokens are
 the tiktoken count of the evidence exactly as the answerer's prompt shows it.
-
 With ``--communities`` the conversations' communities are built after consolidation and
 every question is retrieved twice, without community documents and with them (a
 community item cites the episodes supporting the relations between its members).
@@ -32,35 +31,40 @@ import argparse
 import random
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 import numpy as np
-from sqlalchemy import func, select, text
 
 from bot import locomo
 from bot.bench.common import (
-    REUSE_DATABASE,
     add_locomo_argument,
     bench_memory,
     load_locomo,
-    locomo_conversation,
     median,
     percentile,
-    reuse_run_id,
 )
 from bot.progress import progress
 from bot.settings import Settings
-from memory.core import Memory
-from memory.errors import ValidationError
-from memory.models.tokens import count_tokens
-from memory.retrieval.evidence import EvidenceItem, assemble, format_evidence
-from memory.retrieval.pipeline import retrieve
-from memory.retrieval.search import QueryVariant, search
-from memory.store.conversations import ConversationRef, ensure_conversation
-from memory.store.documents import KINDS
-from memory.store.schema import Episode
+from memory import (
+    ConversationRef,
+    Memory,
+    OfflineExtractor,
+    Principal,
+    UnknownConversation,
+    ValidationError,
+    build_communities,
+    consolidate,
+    ingest,
+    load_bulk_messages,
+    messages,
+    recall,
+    search_vector,
+)
+
+BENCH = Principal.operator("bench")
 
 KS = (10, 30)
 CATEGORIES = (1, 2, 3, 4)
@@ -69,10 +73,6 @@ CATEGORIES = (1, 2, 3, 4)
 def configure(parser: argparse.ArgumentParser) -> None:
     add_locomo_argument(parser)
     parser.add_argument("--no-consolidate", action="store_true", help="search raw turns only (skip the offline extractor)")
-    parser.add_argument(
-        "--communities", action="store_true",
-        help="also build communities and score retrieval with their documents and without, in the same run",
-    )
     parser.add_argument("--conversations", type=int, default=0, help="only the first N conversations (0: all)")
     parser.add_argument(
         "--only", default="", help="only these conversations, by file name, comma-separated (e.g. 26,30)"
@@ -82,6 +82,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="keep the benchmark database between runs and skip ingest and consolidation of a "
         "conversation it already holds (fast iterations on retrieval; not for ingest figures)",
+    )
+    parser.add_argument(
+        "--communities", action="store_true",
+        help="also build communities and score retrieval with their documents and without, in the same run",
     )
     parser.add_argument("--synthetic", type=int, default=100_000, help="episodes of the synthetic latency conversation (0: skip)")
     parser.add_argument("--synthetic-queries", type=int, default=300, help="queries timed on the synthetic conversation")
@@ -97,8 +101,8 @@ class Score:
     tokens: int = 0
     by_category: dict[int, list[int]] = field(default_factory=dict)
 
-    def add(self, category: int, gold: Sequence[int | None], context: set[int], tokens: int) -> None:
-        found = sum(1 for e in gold if e is not None and e in context)
+    def add(self, category: int, gold: Sequence[str], context: set[str], tokens: int) -> None:
+        found = sum(1 for e in gold if e in context)
         complete = found == len(gold)
         self.questions += 1
         self.all_found += complete
@@ -108,7 +112,7 @@ class Score:
         counts[0] += 1
         counts[1] += complete
 
-    def figures(self) -> dict:
+    def figures(self) -> dict[str, Any]:
         n = max(self.questions, 1)
         return {
             "questions": self.questions,
@@ -121,59 +125,51 @@ class Score:
         }
 
 
-def gold_episodes(question: locomo.Question, episode_of: dict[str, int]) -> list[int | None]:
-    """The evidence turns as episode ids; ``None`` for an id that names no turn (a miss)."""
-    return [episode_of.get(e) for e in question.evidence]
-
-
-def context_episodes(items: Sequence[EvidenceItem]) -> set[int]:
-    return {episode.episode_id for item in items for episode in item.episodes}
-
-
-async def _baseline(memory: Memory, conversation_id: int, question: str, vector: Sequence[float], method: str, k: int) -> list[EvidenceItem]:
-    async with memory.sessions.begin() as session:
-        found = await search(
-            session,
-            conversation_id,
-            [QueryVariant(question, vector)],
-            top=k,
-            kinds=("episode",),
-            methods=(method,),
-            common_terms=True,
-            exchange_vectors=False,
-        )
-        return await assemble(session, conversation_id, found.candidates, k, context_items=0)
+async def _ingest(
+    memory: Memory, conversation: locomo.Conversation, run_id: str, graph: bool, communities: bool = False
+) -> ConversationRef:
+    """Ingest and consolidate (both skipped for what the database already holds: the
+    ingest when every turn is stored, the consolidation past its checkpoint)."""
+    ref = ConversationRef("bench", run_id, f"locomo-{conversation.name}")
+    try:
+        stored = len(await messages(memory, ref, principal=BENCH))
+    except UnknownConversation:
+        stored = 0
+    if stored < len(conversation.turns):
+        await ingest(memory, ref, [t.message for t in conversation.turns], principal=BENCH)
+    if graph:
+        await consolidate(memory, ref, principal=BENCH, extractor=OfflineExtractor())
+    if communities:
+        await build_communities(memory, ref, principal=BENCH)
+    return ref
 
 
 async def _score(
-    memory: Memory, conversation_id: int, question: locomo.Question, gold: list[int | None], date: datetime,
-    kinds: Sequence[str], scores: dict[int, Score],
+    memory: Memory, ref: ConversationRef, question: locomo.Question, date: datetime, kinds: Sequence[str],
+    scores: dict[int, Score],
 ) -> float:
     """Retrieve as ``ask`` does offline over ``kinds``, score the top K; the latency (ms)."""
-    began = time.perf_counter()
-    retrieval = await retrieve(memory, conversation_id, question.question, date, kinds=kinds)
-    latency = (time.perf_counter() - began) * 1000
-    async with memory.sessions() as session:
-        items = await assemble(session, conversation_id, retrieval.candidates, max(KS))
+    found = await recall(memory, ref, question.question, principal=BENCH, date=date, k=max(KS), kinds=kinds)
+    gold = list(question.evidence)  # an id that names no turn is never found: a miss
     for k in KS:
-        shown = items[:k]
-        scores[k].add(question.category, gold, context_episodes(shown), count_tokens(format_evidence(shown)))
-    return latency
+        scores[k].add(question.category, gold, found.message_ids(k), found.tokens(k))
+    return found.search_ms
 
 
 async def _locomo(
-    memory: Memory, conversations: list[locomo.Conversation], consolidate: bool, run_id: str, communities: bool = False
-) -> dict:
+    memory: Memory, conversations: list[locomo.Conversation], graph: bool, run_id: str, communities: bool = False
+) -> dict[str, Any]:
     system = {k: Score() for k in KS}
     with_communities = {k: Score() for k in KS}
-    without = tuple(kind for kind in KINDS if kind != "community") if communities else KINDS
+    kinds = ("episode", "entity", "relation", "community")
+    without = tuple(kind for kind in kinds if kind != "community") if communities else kinds
     baselines = {"full_text": Score(), "vector": Score()}
     latencies: list[float] = []
     unscored = 0
     total = sum(1 for c in conversations for q in c.questions if q.category in CATEGORIES)
     with progress(total, "retrieval") as bar:
         for conversation in conversations:
-            conversation_id, episode_of = await locomo_conversation(memory, conversation, run_id, consolidate, communities)
+            ref = await _ingest(memory, conversation, run_id, graph, communities)
             question_date = max(conversation.session_dates.values()) + timedelta(days=1)
             for question in conversation.questions:
                 if question.category not in CATEGORIES:
@@ -182,19 +178,20 @@ async def _locomo(
                 if not question.evidence:
                     unscored += 1
                     continue
-                gold = gold_episodes(question, episode_of)
-                latencies.append(await _score(memory, conversation_id, question, gold, question_date, without, system))
+                latencies.append(await _score(memory, ref, question, question_date, without, system))
                 if communities:
-                    await _score(memory, conversation_id, question, gold, question_date, KINDS, with_communities)
-                vector = (await memory.embedder.embed([question.question])).vectors[0]
-                for name, method in (("full_text", "text"), ("vector", "vector")):
-                    shown = await _baseline(memory, conversation_id, question.question, vector, method, max(KS))
-                    baselines[name].add(question.category, gold, context_episodes(shown), count_tokens(format_evidence(shown)))
+                    await _score(memory, ref, question, question_date, kinds, with_communities)
+                gold = list(question.evidence)
+                for name in baselines:
+                    shown = await recall(
+                        memory, ref, question.question, principal=BENCH, date=question_date, k=max(KS), search=name
+                    )
+                    baselines[name].add(question.category, gold, shown.message_ids(), shown.tokens())
     return {
         "conversations": len(conversations),
         "questions_scored": system[KS[0]].questions,
         "questions_without_evidence": unscored,
-        "consolidated": consolidate,
+        "consolidated": graph,
         "system": {str(k): score.figures() for k, score in system.items()},
         **({"system_with_communities": {str(k): s.figures() for k, s in with_communities.items()}} if communities else {}),
         "baselines_k30": {name: score.figures() for name, score in baselines.items()},
@@ -202,102 +199,53 @@ async def _locomo(
     }
 
 
-def _latency(values: list[float]) -> dict:
+def _latency(values: list[float]) -> dict[str, Any]:
     return {"count": len(values), "median": round(median(values), 2), "p99": round(percentile(values, 0.99), 2)}
 
 
 def _unit_vectors(count: int, dim: int, rng: np.random.Generator) -> np.ndarray:
     vectors = rng.standard_normal((count, dim)).astype(np.float32)
-    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    unit: np.ndarray = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    return unit
 
 
-async def _synthetic(memory: Memory, texts: list[str], asked: list[str], size: int, queries: int) -> dict:
-    """Bulk-insert ``size`` episodes (the LoCoMo turns over and over) with their search
-    documents in batches of ``INSERT ... SELECT``, then time the hybrid search of
-    ``queries`` LoCoMo questions (random query vectors: the documents' are random too)."""
-    rng = np.random.default_rng(7)
-    ref = ConversationRef("bench", uuid.uuid4().hex[:6], "synthetic")
-    async with memory.sessions.begin() as session:
-        conversation_id = await ensure_conversation(session, ref)
-        speaker = (
-            await session.execute(
-                text(
-                    "INSERT INTO speakers (conversation_id, platform_user_id, display_name, role) "
-                    "VALUES (:c, 'synthetic', 'Sam', 'user') RETURNING id"
-                ),
-                {"c": conversation_id},
-            )
-        ).scalar_one()
-    began = time.perf_counter()
-    batch = 5_000
-    dim = memory.embedder.dim
+def _batches(
+    texts: list[str], size: int, dim: int, rng: np.random.Generator, batch: int = 5_000
+) -> Iterator[tuple[list[str], np.ndarray]]:
+    """``size`` messages (the LoCoMo texts over and over) with random unit vectors, in
+    batches (made as they are loaded: 100K vectors at once would not fit in memory)."""
     for start in range(0, size, batch):
         count = min(batch, size - start)
         vectors = _unit_vectors(count, dim, rng)
-        chosen = [texts[(start + i) % len(texts)] for i in range(count)]
-        async with memory.sessions.begin() as session:
-            await session.execute(
-                text(
-                    "WITH input AS (SELECT * FROM unnest(CAST(:texts AS text[]), CAST(:vectors AS text[]), "
-                    "CAST(:numbers AS bigint[])) AS t(body, vector, n)), "
-                    "stored AS (INSERT INTO episodes (conversation_id, speaker_id, role, text, message_time, platform_message_id) "
-                    "SELECT :c, :s, 'user', body, timestamptz '2020-01-01' + n * interval '1 minute', 's' || n FROM input "
-                    "RETURNING id, text, message_time, platform_message_id) "
-                    "INSERT INTO search_documents (conversation_id, kind, ref_id, text, embedding, message_time, is_current) "
-                    "SELECT :c, 'episode', stored.id, stored.text, CAST(input.vector AS vector), stored.message_time, true "
-                    "FROM stored JOIN input ON stored.platform_message_id = 's' || input.n"
-                ),
-                {
-                    "c": conversation_id,
-                    "s": speaker,
-                    "texts": chosen,
-                    "vectors": ["[" + ",".join(f"{x:.5f}" for x in v) + "]" for v in vectors],
-                    "numbers": list(range(start, start + count)),
-                },
-            )
-    async with memory.engine.begin() as connection:
-        # The chain, as ingestion would have linked it (retrieval reads it for neighbours).
-        await connection.execute(
-            text(
-                "UPDATE episodes e SET prev_id = c.prev, next_id = c.next FROM (SELECT id, "
-                "lag(id) OVER (ORDER BY message_time, id) AS prev, lead(id) OVER (ORDER BY message_time, id) AS next "
-                "FROM episodes WHERE conversation_id = :c) c WHERE e.id = c.id"
-            ),
-            {"c": conversation_id},
-        )
-    async with memory.engine.begin() as connection:
-        # Fresh planner statistics, as autovacuum would gather after such a load.
-        await connection.execute(text("ANALYZE search_documents"))
+        yield [texts[(start + i) % len(texts)] for i in range(count)], vectors
+
+
+async def _synthetic(memory: Memory, texts: list[str], asked: list[str], size: int, queries: int) -> dict[str, Any]:
+    """Bulk-load ``size`` messages, then time the hybrid search of ``queries`` LoCoMo
+    questions (random query vectors: the documents' are random too)."""
+    rng = np.random.default_rng(7)
+    ref = ConversationRef("bench", uuid.uuid4().hex[:6], "synthetic")
+    began = time.perf_counter()
+    await load_bulk_messages(memory, ref, "Sam", _batches(texts, size, memory.embedder.dim, rng), principal=BENCH)
     load_seconds = time.perf_counter() - began
     questions = random.Random(7).sample(asked, min(queries, len(asked)))
-    query_vectors = _unit_vectors(len(questions), dim, rng)
+    query_vectors = _unit_vectors(len(questions), memory.embedder.dim, rng)
     latencies: list[float] = []
     plan = None
-    for question, vector in zip(questions, query_vectors):
+    for question, vector in zip(questions, query_vectors, strict=True):
         began = time.perf_counter()
-        async with memory.sessions.begin() as session, memory.sessions() as text_session:
-            found = await search(
-                session,
-                conversation_id,
-                [QueryVariant(question, vector.tolist())],
-                top=memory.params.search_top,
-                rrf_k=memory.params.rrf_k,
-                chain_share=memory.params.chain_share,
-                text_session=text_session,
-            )
+        found = await search_vector(memory, ref, question, vector.tolist(), principal=BENCH)
         latencies.append((time.perf_counter() - began) * 1000)
         plan = found.plan
-    async with memory.sessions.begin() as session:
-        episodes = (await session.execute(select(func.count()).select_from(Episode).where(Episode.conversation_id == conversation_id))).scalar_one()
     return {
-        "episodes": episodes,
+        "episodes": len(await messages(memory, ref, principal=BENCH)),
         "load_seconds": round(load_seconds, 1),
         "plan": {"exact": list(plan.exact), "hnsw": list(plan.hnsw), "ef_search": plan.ef_search} if plan else None,
         "search_ms": _latency(latencies),
     }
 
 
-async def run(args: argparse.Namespace, settings: Settings) -> dict:
+async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     if args.reuse and args.synthetic:
         raise ValidationError("--reuse", "the synthetic latency conversation would pile up in a kept database; add --synthetic 0")
     conversations = load_locomo(args.locomo)
@@ -306,13 +254,16 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict:
         conversations = [c for c in conversations if c.name in wanted]
     if args.conversations:
         conversations = conversations[: args.conversations]
-    consolidate = not args.no_consolidate
-    run_id = reuse_run_id(consolidate) if args.reuse else uuid.uuid4().hex[:6]
-    database = REUSE_DATABASE if args.reuse else "stashbird_bench_retrieval"
+    graph = not args.no_consolidate
+    # A reused database keeps one copy of each conversation per graph setting.
+    run_id = ("reuse-graph" if graph else "reuse-raw") if args.reuse else uuid.uuid4().hex[:6]
+    # A database of its own, so that a normal run (which starts from a fresh one) never
+    # drops what --reuse keeps.
+    database = "stashbird_bench_retrieval_reuse" if args.reuse else "stashbird_bench_retrieval"
     async with bench_memory(settings, database, keep=args.reuse) as memory:
-        if args.communities and not consolidate:
+        if args.communities and not graph:
             raise ValidationError("--communities", "communities are built from the graph: drop --no-consolidate")
-        result = {"bench": "retrieval", **await _locomo(memory, conversations, consolidate, run_id, args.communities)}
+        result = {"bench": "retrieval", **await _locomo(memory, conversations, graph, run_id, args.communities)}
         if args.synthetic:
             texts = [t.message.text for c in conversations for t in c.turns]
             asked = [q.question for c in conversations for q in c.questions]
@@ -320,7 +271,7 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict:
     return result
 
 
-def _line(name: str, figures: dict) -> str:
+def _line(name: str, figures: dict[str, Any]) -> str:
     return (
         f"  {name:<22} all evidence {figures['all_evidence']:6.1%}   evidence turns {figures['evidence_turns']:6.1%}   "
         f"tokens/question {figures['tokens_per_question']:7.1f}   by category "
@@ -328,7 +279,7 @@ def _line(name: str, figures: dict) -> str:
     )
 
 
-def render(result: dict) -> str:
+def render(result: dict[str, Any]) -> str:
     lines = [
         f"LoCoMo: {result['conversations']} conversations, {result['questions_scored']} questions of categories 1-4 scored "
         f"({result['questions_without_evidence']} without evidence ids not scored); "

@@ -23,26 +23,27 @@ import re
 import uuid
 from collections import Counter
 from datetime import datetime, timedelta, timezone
-from typing import Any
-
-from sqlalchemy import select
-from sqlalchemy.orm import aliased
+from typing import Any, cast
 
 from bot import locomo
 from bot.bench.common import add_locomo_argument, bench_memory, load_locomo
 from bot.bench.correction_sequences import SEQUENCES
 from bot.runtime import build_embedder
 from bot.settings import Settings
-from memory import Principal, ingest
-from memory.consolidation.extraction import ReplayExtractor
-from memory.consolidation.run import consolidate
-from memory.core import Memory
-from memory.episodes.append import Message
+from memory import (
+    ConversationRef,
+    Memory,
+    Message,
+    Principal,
+    ReplayExtractor,
+    consolidate,
+    facts,
+    ingest,
+    normalize_name,
+    normalize_predicate,
+)
 
 BENCH = Principal.operator("bench")
-from memory.graph.reconcile import normalize_name, normalize_predicate
-from memory.store.conversations import ConversationRef, find_conversation
-from memory.store.schema import Entity, Episode, Relation, RelationProvenance
 
 Key = tuple[str, str, str]
 T0 = datetime(2025, 1, 6, 9, tzinfo=timezone.utc)
@@ -146,27 +147,12 @@ def expected(records: list[dict[str, Any]]) -> tuple[dict[Key, set[str]], set[Ke
     return stated, replaced
 
 
-async def actual(memory: Memory, conversation_id: int) -> list[dict[str, Any]]:
-    subject, obj = aliased(Entity), aliased(Entity)
-    async with memory.sessions() as session:
-        rows = await session.execute(
-            select(Relation.id, subject.name, Relation.predicate, obj.name, Relation.fact, Relation.status)
-            .join(subject, subject.id == Relation.subject_id)
-            .join(obj, obj.id == Relation.object_id)
-            .where(Relation.conversation_id == conversation_id)
-        )
-        relations = {
-            rid: {"key": key_of({"subject": s, "predicate": p, "object": o, "fact": f}), "status": status, "support": set()}
-            for rid, s, p, o, f, status in rows
-        }
-        support = await session.execute(
-            select(RelationProvenance.relation_id, Episode.platform_message_id)
-            .join(Episode, Episode.id == RelationProvenance.episode_id)
-            .where(RelationProvenance.conversation_id == conversation_id)
-        )
-        for rid, message_id in support:
-            relations[rid]["support"].add(message_id)
-    return list(relations.values())
+async def actual(memory: Memory, ref: ConversationRef) -> list[dict[str, Any]]:
+    """Every relation (superseded ones too) with its key, status and supporting messages."""
+    return [
+        {"key": key_of(fact), "status": fact["status"], "support": set(cast(list[str], fact["messages"]))}
+        for fact in await facts(memory, ref, principal=BENCH)
+    ]
 
 
 def checks(relations: list[dict[str, Any]], stated: dict[Key, set[str]], replaced: set[Key]) -> dict[str, Any]:
@@ -191,10 +177,10 @@ async def run_sequence(memory: Memory, sequence: UpdateSequence, run_id: str, re
     for batch in sequence.batches:
         await ingest(memory, ref, batch, principal=BENCH)
         # a fresh run per batch: all it knows comes from the saved checkpoint
-        await consolidate(memory, ref, ReplayExtractor.from_records(sequence.records), reconcile=reconcile)
-    async with memory.sessions() as session:
-        conversation_id = await find_conversation(session, ref)
-    relations = await actual(memory, conversation_id)
+        await consolidate(
+            memory, ref, principal=BENCH, extractor=ReplayExtractor.from_records(sequence.records), reconcile=reconcile
+        )
+    relations = await actual(memory, ref)
     stated, replaced = expected(sequence.records)
     result = checks(relations, stated, replaced)
     return {
@@ -208,7 +194,7 @@ async def run_sequence(memory: Memory, sequence: UpdateSequence, run_id: str, re
     }
 
 
-async def run(args: argparse.Namespace, settings: Settings) -> dict:
+async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     sequences = [locomo_sequence(c) for c in load_locomo(args.locomo)]
     sequences += [correction_sequence(name, sessions) for name, sessions in SEQUENCES.items()]
     run_id = uuid.uuid4().hex[:6]
@@ -224,7 +210,7 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict:
     }
 
 
-def render(result: dict) -> str:
+def render(result: dict[str, Any]) -> str:
     mark = {True: "pass", False: "FAIL"}
     lines = [
         f"update reconciliation ({'on' if result['reconcile'] else 'OFF'}): sequence, batches, facts, relations, "
@@ -233,11 +219,14 @@ def render(result: dict) -> str:
     for r in result["sequences"]:
         lines.append(
             f"  {r['sequence']:<22} {r['batches']:>3} {r['facts']:>4} {r['relations']:>4} {r['superseded']:>3} | "
-            f"{mark[r['no_duplicate_active']]:<4} ({r['duplicate_active']}) | {mark[r['no_stale_active']]:<4} ({r['stale_active']}) | "
-            f"{mark[r['provenance_exact']]:<4} ({r['wrong_provenance']} wrong, {r['missing_facts']} missing) -> {mark[r['passed']]}"
+            f"{mark[r['no_duplicate_active']]:<4} ({r['duplicate_active']}) | "
+            f"{mark[r['no_stale_active']]:<4} ({r['stale_active']}) | "
+            f"{mark[r['provenance_exact']]:<4} ({r['wrong_provenance']} wrong, {r['missing_facts']} missing) "
+            f"-> {mark[r['passed']]}"
         )
     lines.append(
         f"passed {result['passed']}/{result['total']} "
-        f"(paper: {result['reference']['paper_with_reconciliation']} with reconciliation, {result['reference']['paper_without']} without)"
+        f"(paper: {result['reference']['paper_with_reconciliation']} with reconciliation, "
+        f"{result['reference']['paper_without']} without)"
     )
     return "\n".join(lines)

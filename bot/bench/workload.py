@@ -15,6 +15,7 @@ import argparse
 import time
 import uuid
 from collections import defaultdict
+from typing import Any
 
 from bot.bench.common import add_locomo_argument, bench_memory, load_locomo
 from bot.progress import progress
@@ -22,13 +23,10 @@ from bot.runtime import build_embedder
 from bot.settings import Settings
 from bot.testing.scripted_llm import ScriptedLLMServer
 from bot.testing.scripted_memory import HANDLERS
-from memory import Principal, ingest
-from memory.consolidation.run import consolidate
+from memory import ConversationRef, LLMClient, Principal, consolidate, ingest
+from memory import usage as usage_of
 
 BENCH = Principal.operator("bench")
-from memory.models.llm import LLMClient
-from memory.store.conversations import ConversationRef
-from memory.store.ledger import usage_totals
 
 REFERENCE = {"paper": {"calls": 57, "prompt_tokens": 484_000}, "graphiti": {"calls": 18_000, "prompt_tokens": 37_000_000}}
 
@@ -37,7 +35,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add_locomo_argument(parser)
 
 
-async def run(args: argparse.Namespace, settings: Settings) -> dict:
+async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     conversations = load_locomo(args.locomo)
     run_id = uuid.uuid4().hex[:6]
     rows = []
@@ -50,23 +48,22 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict:
                 await ingest(memory, ref, [t.message for t in conversation.turns], principal=BENCH)
                 began = time.perf_counter()
                 with progress(len(conversation.turns), f"consolidate {conversation.name}") as bar:
-                    report = await consolidate(memory, ref, on_progress=bar.update)
+                    report = await consolidate(memory, ref, principal=BENCH, on_progress=bar.update)
                 seconds = time.perf_counter() - began
-                async with memory.sessions() as session:
-                    usage = [
-                        u for u in await usage_totals(session, report.conversation_id)
-                        if u["phase"] == "ingestion" and not str(u["operation"]).startswith("embed")
-                    ]
+                usage = [
+                    u for u in await usage_of(memory, ref, principal=BENCH)
+                    if u["phase"] == "ingestion" and not str(u["operation"]).startswith("embed")
+                ]
                 for u in usage:
                     for field in ("calls", "prompt_tokens", "completion_tokens"):
-                        operations[str(u["operation"])][field] += int(u[field])
+                        operations[str(u["operation"])][field] += int(str(u[field]))
                 rows.append({
                     "conversation": conversation.name,
                     "turns": len(conversation.turns),
                     "chunks": report.chunks,
-                    "calls": sum(int(u["calls"]) for u in usage),
-                    "prompt_tokens": sum(int(u["prompt_tokens"]) for u in usage),
-                    "completion_tokens": sum(int(u["completion_tokens"]) for u in usage),
+                    "calls": sum(int(str(u["calls"])) for u in usage),
+                    "prompt_tokens": sum(int(str(u["prompt_tokens"])) for u in usage),
+                    "completion_tokens": sum(int(str(u["completion_tokens"])) for u in usage),
                     "entities": report.entities_created,
                     "relations": report.relations_created,
                     "seconds": round(seconds, 1),
@@ -82,16 +79,20 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict:
     }
 
 
-def render(result: dict) -> str:
-    lines = ["ingestion LLM workload (scripted LLM, default parameters): conversation, turns, chunks, calls, prompt, completion tokens"]
+def render(result: dict[str, Any]) -> str:
+    lines = [
+        "ingestion LLM workload (scripted LLM, default parameters): conversation, turns, chunks, calls, prompt, completion tokens"
+    ]
     for r in result["conversations"]:
         lines.append(
-            f"  {r['conversation']:>4} {r['turns']:>5} {r['chunks']:>3} {r['calls']:>4} {r['prompt_tokens']:>9} {r['completion_tokens']:>8}"
+            f"  {r['conversation']:>4} {r['turns']:>5} {r['chunks']:>3} {r['calls']:>4} "
+            f"{r['prompt_tokens']:>9} {r['completion_tokens']:>8}"
             f"   ({r['entities']} entities, {r['relations']} relations, {r['seconds']} s)"
         )
     total = result["total"]
     lines.append(
-        f"  total {total['turns']:>5} {total['chunks']:>3} {total['calls']:>4} {total['prompt_tokens']:>9} {total['completion_tokens']:>8}"
+        f"  total {total['turns']:>5} {total['chunks']:>3} {total['calls']:>4} "
+        f"{total['prompt_tokens']:>9} {total['completion_tokens']:>8}"
     )
     lines.append("  by operation: " + ", ".join(
         f"{op} {u['calls']} calls / {u['prompt_tokens']} prompt" for op, u in sorted(result["operations"].items())

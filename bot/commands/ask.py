@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 from datetime import datetime, timezone
+from typing import Any
 
 from bot.runtime import memory_from_settings
 from bot.settings import Settings
@@ -28,7 +29,7 @@ def parse_date(value: str | None) -> datetime | None:
         raise ValidationError("date", f"expected YYYY-MM-DD, got {value!r}") from None
 
 
-async def run(args: argparse.Namespace, settings: Settings) -> dict:
+async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     question_date = parse_date(args.date)
     async with memory_from_settings(settings) as memory:
         result: Answer = await ask(
@@ -42,7 +43,7 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict:
     return {"conversation": args.conversation, **result.to_dict()}
 
 
-def _cited_line(message: dict) -> str:
+def _cited_line(message: dict[str, Any]) -> str:
     link = f" {message['link']}" if message.get("link") else ""
     line = f"   - {message['speaker']}, {str(message['message_time'])[:16]} (message {message['platform_message_id']}{link})"
     if message["outdated"]:
@@ -53,7 +54,7 @@ def _cited_line(message: dict) -> str:
     return line
 
 
-def render_answer(result: dict) -> list[str]:
+def render_answer(result: dict[str, Any]) -> list[str]:
     """The reply as a chat shows it: the answer line, then the cited messages (shared
     with ``stashbird demo``)."""
     reply = result["reply"]
@@ -64,7 +65,7 @@ def render_answer(result: dict) -> list[str]:
     return lines
 
 
-def render(result: dict) -> str:
+def render(result: dict[str, Any]) -> str:
     lines = render_answer(result)
     if result["sub_queries"]:
         lines.append("sub-queries: " + "; ".join(result["sub_queries"]))

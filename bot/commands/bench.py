@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+from typing import Any
 
 from bot.settings import Settings
 
@@ -12,7 +13,7 @@ BENCHMARKS = {
     "update": "replayed extractions session by session: duplicates, stale facts and provenance per sequence",
     "workload": "LLM calls and tokens to consolidate the ten LoCoMo conversations through the scripted LLM server",
     "retrieval": "LoCoMo evidence recall and tokens at K=10/30 with no LLM, baselines, retrieval latency",
-    "answers": "offline LoCoMo answers: first citation an evidence turn, abstention on category 5, by split, against the baseline",
+    "answers": "offline LoCoMo answers: first citation an evidence turn, category 5 abstention, by split, against the baseline",
     "qa": "LoCoMo question answering with an LLM, graded by an LLM judge: accuracy by category, usage",
     "jobs": "scheduler processes sharing one database under steady load: consolidation and regeneration lag, duplicate work, CPU",
     "forget": "LoCoMo deletion interventions per policy (what each leaves or loses, residue scan), deletion latency",
@@ -31,9 +32,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
         sub.set_defaults(bench_module=module)
 
 
-async def run(args: argparse.Namespace, settings: Settings) -> dict:
-    return await args.bench_module.run(args, settings)
+async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
+    result: dict[str, Any] = await args.bench_module.run(args, settings)
+    return result
 
 
-def render(result: dict) -> str:
-    return importlib.import_module(f"bot.bench.{result['bench']}").render(result)
+def render(result: dict[str, Any]) -> str:
+    text: str = importlib.import_module(f"bot.bench.{result['bench']}").render(result)
+    return text

@@ -19,7 +19,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     ref = ConversationRef.parse(args.conversation)
-    principal = Principal.operator()
+    principal = Principal.operator("cli")
     async with memory_from_settings(settings) as memory:
         report = await build_communities(memory, ref, principal=principal) if args.rebuild else None
         listed = await communities(memory, ref, principal=principal)

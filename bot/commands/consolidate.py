@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 from bot.progress import progress
 from bot.runtime import memory_from_settings
@@ -26,11 +27,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     source.add_argument("--offline", action="store_true", help="use the offline extractor even when an LLM is configured")
 
 
-async def run(args: argparse.Namespace, settings: Settings) -> dict:
+async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     ref = ConversationRef.parse(args.conversation)
     extractor = ReplayExtractor.from_file(args.extractions) if args.extractions else OfflineExtractor() if args.offline else None
     async with memory_from_settings(settings) as memory:
-        principal = Principal.operator()
+        principal = Principal.operator("cli")
         total = await pending(memory, ref, principal=principal)
         with progress(total, "consolidate") as bar:
             report = await consolidate(memory, ref, principal=principal, extractor=extractor, on_progress=bar.update)
@@ -38,7 +39,7 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict:
     return {"conversation": str(ref), "extractor": mode, **report.as_dict()}
 
 
-def render(result: dict) -> str:
+def render(result: dict[str, Any]) -> str:
     lines = [
         f"{result['conversation']}: consolidated {result['episodes']} episodes in {result['chunks']} chunks "
         f"({result['extractor']} extractor)",

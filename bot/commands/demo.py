@@ -11,6 +11,7 @@ import argparse
 from datetime import datetime, timezone
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from bot.commands.ask import render_answer
 from bot.importers import read_jsonl
@@ -43,7 +44,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--conversation", default="demo", help="where to store the sample (default: demo)")
 
 
-async def run(args: argparse.Namespace, settings: Settings) -> dict:
+async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     ref = ConversationRef.parse(args.conversation)
     with resources.as_file(resources.files("bot") / "data" / SAMPLE) as path:
         parsed = read_jsonl(Path(path))
@@ -70,7 +71,7 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict:
     }
 
 
-def render(result: dict) -> str:
+def render(result: dict[str, Any]) -> str:
     lines = [
         f"Stored the sample conversation as {result['conversation']!r}: {result['ingested']} episodes "
         "(each embedded and indexed for search), in chain order:",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import asdict
+from typing import Any
 
 from bot.commands.forget import add_message_arguments, render_counts, render_vacuum
 from bot.runtime import memory_from_settings
@@ -29,7 +30,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-consolidate", action="store_true", help="only queue the edit for consolidation")
 
 
-async def run(args: argparse.Namespace, settings: Settings) -> dict:
+async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     async with memory_from_settings(settings) as memory:
         ref, principal = ConversationRef.parse(args.conversation), Principal.operator(args.principal)
         report = await edit(memory, ref, args.message, args.text, principal=principal)
@@ -43,7 +44,7 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict:
     }
 
 
-def render(result: dict) -> str:
+def render(result: dict[str, Any]) -> str:
     lines = [f"{result['conversation']} message {result['platform_message_id']}: {STATUS[result['status']]}"]
     if result["status"] != "edited":
         return lines[0]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import asdict
+from typing import Any
 
 from bot.runtime import memory_from_settings
 from bot.settings import Settings
@@ -32,7 +33,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add_message_arguments(parser)
 
 
-async def run(args: argparse.Namespace, settings: Settings) -> dict:
+async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     async with memory_from_settings(settings) as memory:
         principal = Principal.operator(args.principal)
         report = await forget(memory, ConversationRef.parse(args.conversation), args.message, principal=principal)
@@ -40,12 +41,12 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict:
     return {"conversation": args.conversation, **report.as_dict(), "vacuum": asdict(vacuumed) if vacuumed else None}
 
 
-def render_vacuum(result: dict) -> list[str]:
+def render_vacuum(result: dict[str, Any]) -> list[str]:
     done = result.get("vacuum")
     return [f"  VACUUM of the memory tables: {done['seconds']} s (lock: {done['lock']})"] if done else []
 
 
-def render_counts(result: dict) -> list[str]:
+def render_counts(result: dict[str, Any]) -> list[str]:
     """The retraction part of a delete or edit report, one line per kind of record."""
     c = result["counts"]
     lines = [
@@ -59,10 +60,13 @@ def render_counts(result: dict) -> list[str]:
         f"answers withdrawn: {c['answers_withdrawn']}",
     ]
     if c["summary_cleared"]:
-        lines.append("  conversation summary: " + ("rebuilt from the surviving messages" if result["summary_rebuilt"] else "cleared, to be rebuilt"))
+        lines.append(
+            "  conversation summary: "
+            + ("rebuilt from the surviving messages" if result["summary_rebuilt"] else "cleared, to be rebuilt")
+        )
     return lines
 
 
-def render(result: dict) -> str:
+def render(result: dict[str, Any]) -> str:
     head = f"{result['conversation']} message {result['platform_message_id']}: {STATUS[result['status']]}"
     return "\n".join([head, *(render_counts(result) if result["status"] == "deleted" else []), *render_vacuum(result)])

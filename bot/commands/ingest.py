@@ -25,13 +25,13 @@ def _parse(args: argparse.Namespace) -> ParsedFile:
     return read_locomo(args.locomo) if args.locomo else read_jsonl(args.file)
 
 
-async def run(args: argparse.Namespace, settings: Settings) -> dict:
+async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     ref = ConversationRef.parse(args.conversation)
     parsed = _parse(args)
     async with memory_from_settings(settings) as memory:
         with progress(len(parsed.messages), "ingest") as bar:
             report = await ingest(
-                memory, ref, parsed.messages, principal=Principal.operator(), on_batch=lambda r: bar.update(len(r))
+                memory, ref, parsed.messages, principal=Principal.operator("cli"), on_batch=lambda r: bar.update(len(r))
             )
     refused = [{"line": parsed.lines[r.index], "field": "database", "reason": r.reason} for r in report.rejected]
     stopped = None
@@ -47,7 +47,7 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict:
     }
 
 
-def render(result: dict) -> str:
+def render(result: dict[str, Any]) -> str:
     lines = [
         f"{result['conversation']}: ingested {result['ingested']}, duplicates skipped {result['duplicates']}, "
         f"refused as deleted {result['tombstoned']}, rejected {len(result['rejected'])}"

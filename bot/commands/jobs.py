@@ -22,7 +22,7 @@ from bot.settings import Settings
 from jobs import Scheduler, claims
 from memory import ConversationRef, Memory, Principal, backlog, resolve_conversation
 
-OPERATOR = Principal.operator()
+OPERATOR = Principal.operator("cli")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

@@ -21,7 +21,7 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict[str, dict[st
     ref = ConversationRef.parse(args.conversation) if args.conversation else None
     async with memory_from_settings(settings) as memory:
         with progress(0, "reindex") as bar:
-            done = await reindex(memory, ref, principal=Principal.operator(), on_batch=bar.update)
+            done = await reindex(memory, ref, principal=Principal.operator("cli"), on_batch=bar.update)
     return {"reindexed": done}
 
 

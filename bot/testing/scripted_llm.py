@@ -29,8 +29,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from memory.models.llm import OPERATION_HEADER
-from memory.models.tokens import count_tokens
+from memory import OPERATION_HEADER, count_tokens
 
 DEFAULT_TEXT_REPLY = "OK."
 MALFORMED_CONTENT = '{"malformed": [1, 2,'
@@ -61,7 +60,7 @@ class ChatRequest:
 
     @property
     def json_mode(self) -> bool:
-        return bool(self.response_format) and self.response_format.get("type") in {"json_object", "json_schema"}
+        return self.response_format is not None and self.response_format.get("type") in {"json_object", "json_schema"}
 
 
 @dataclass(frozen=True)
@@ -133,7 +132,7 @@ def hashed_embedding(text: str, dim: int) -> list[float]:
     words = _WORD.findall(text.lower()) or [""]
     vector = np.sum([_word_vector(word, dim) for word in words], axis=0)
     norm = float(np.linalg.norm(vector))
-    return (vector / norm).tolist() if norm else _word_vector("", dim).tolist()
+    return [float(x) for x in (vector / norm if norm else _word_vector("", dim))]
 
 
 class ScriptedLLMServer:
@@ -223,7 +222,8 @@ class ScriptedLLMServer:
     def fail_next(
         self, n: int = 1, status: int = 500, retry_after: float | None = None, *, operation: str | None = None
     ) -> None:
-        """Answer the next ``n`` chat requests (of ``operation``, if given) with HTTP ``status``."""
+        """Answer the next ``n`` chat requests (of ``operation``, if given; embeddings
+        requests only with ``operation="embeddings"``) with HTTP ``status``."""
         self._add_fault(_Fault("status", n, operation, status=status, retry_after=retry_after))
 
     def timeout_next(self, n: int = 1, seconds: float = 5.0, *, operation: str | None = None) -> None:
@@ -240,10 +240,12 @@ class ScriptedLLMServer:
         with self._lock:
             self._faults.append(fault)
 
-    def _take_fault(self, operation: str | None) -> _Fault | None:
+    def _take_fault(self, operation: str | None, *, exact: bool = False) -> _Fault | None:
+        """The next fault for a request of ``operation`` (with ``exact``, only one scripted
+        for that operation by name: embeddings fail only when asked to by name)."""
         with self._lock:
             for fault in self._faults:
-                if fault.remaining > 0 and fault.operation in (None, operation):
+                if fault.remaining > 0 and (fault.operation == operation or (not exact and fault.operation is None)):
                     fault.remaining -= 1
                     return fault
             return None
@@ -336,6 +338,15 @@ class ScriptedLLMServer:
         }
         return 200, body, {}, delay
 
+    def embedding_fault(self, request: EmbeddingRequest) -> tuple[int, dict[str, Any]] | None:
+        """A scripted HTTP failure for this embeddings request (``fail_next(...,
+        operation="embeddings")``), recorded; None when it is to be answered."""
+        fault = self._take_fault(request.operation, exact=True)
+        if fault is None or fault.kind != "status":
+            return None
+        self._record(request)
+        return fault.status, _error_body(fault.status, "scripted failure")
+
     def embeddings(self, request: EmbeddingRequest, encoding_format: str | None) -> dict[str, Any]:
         self._record(request)
         data = []
@@ -417,6 +428,10 @@ def _make_handler(server: ScriptedLLMServer) -> type[BaseHTTPRequestHandler]:
                 self._send(400, _error_body(400, str(error)))
                 return
             request = EmbeddingRequest(operation or "embeddings", str(body.get("model", "")), inputs, body)
+            failure = server.embedding_fault(request)
+            if failure is not None:
+                self._send(*failure)
+                return
             self._send(200, server.embeddings(request, body.get("encoding_format")))
 
         def _send(self, status: int, payload: dict[str, Any], headers: Mapping[str, str] | None = None) -> None:

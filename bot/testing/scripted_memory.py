@@ -14,8 +14,7 @@ import re
 from typing import Any
 
 from bot.testing.scripted_llm import ChatRequest, Handler
-from memory.consolidation.extraction.offline import analyse
-from memory.graph.reconcile import name_ratio
+from memory import name_ratio, offline_findings
 
 _LINE = re.compile(r"^L(\d+) \[[^\]]*\] ([^:]+): (.*)$", re.MULTILINE)
 _FIRST_NEW = re.compile(r"extract from L(\d+) on")
@@ -30,9 +29,11 @@ def extract(request: ChatRequest) -> dict[str, Any]:
     lines = [(int(n), speaker, text) for n, speaker, text in _LINE.findall(prompt) if int(n) >= start]
     entities: dict[str, dict[str, Any]] = {}
     relations = []
-    for (number, _, _), found in zip(lines, analyse([(speaker, text) for _, speaker, text in lines])):
+    for (number, _, _), found in zip(lines, offline_findings([(speaker, text) for _, speaker, text in lines]), strict=False):
         for name, type_ in found.entities:
-            entities.setdefault(name.casefold(), {"name": name, "type": type_, "summary": "", "lines": []})["lines"].append(number)
+            entities.setdefault(name.casefold(), {"name": name, "type": type_, "summary": "", "lines": []})["lines"].append(
+                number
+            )
         relations += [
             {"subject": s, "predicate": p, "object": o, "fact": f, "lines": [number], "decision": None}
             for s, p, o, f in found.relations

@@ -64,7 +64,7 @@ async def backfill(
     channel_id: str,
     bot_id: str,
     since: datetime | None = None,
-    on_page: Callable[[int], None] | None = None,
+    on_page: Callable[[int], object] | None = None,
 ) -> BackfillReport:
     """Import a channel's history from ``since`` (or its start), resuming a previous run;
     ``bot_id``'s own messages are skipped, as the live stream skips them."""

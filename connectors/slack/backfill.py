@@ -73,7 +73,7 @@ class SlackBackfill:
                 chats.append(ChatMessage(chat.id, author, chat.text, chat.time, chat.thread_id, chat.reply_to))
         return chats, deleted
 
-    async def run(self, since: datetime | None = None, on_page: Callable[[int], None] | None = None) -> BackfillReport:
+    async def run(self, since: datetime | None = None, on_page: Callable[[int], object] | None = None) -> BackfillReport:
         memory = self.service.memory
         floor = slack_ts(since) if since else "0"
         cursor = await read_cursor(memory, self.conversation, CURSOR, principal=BACKFILL)

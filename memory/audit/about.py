@@ -96,7 +96,7 @@ async def _name_scores(session: AsyncSession, conversation_id: int, name: str) -
 
 
 async def _similarities(session: AsyncSession, conversation_id: int, embedded: EmbeddingBatch) -> dict[int, float]:
-    await record_usage(session, conversation_id, Usage("audit", "embed_query", embedded.model, 1, embedded.prompt_tokens))
+    await record_usage(session, conversation_id, Usage.embedding("audit", "embed_query", embedded))
     distance = Entity.embedding.cosine_distance(list(embedded.vectors[0]))
     rows = await session.execute(
         select(Entity.id, 1 - distance)

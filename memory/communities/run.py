@@ -292,7 +292,7 @@ async def _summarise(memory: Memory, inputs: CommunityInputs) -> tuple[Summary, 
     else:
         summary = offline_summary(inputs, params.community_facts)
     batch = await memory.embedder.embed([summary.document_text])
-    usage = [*summary.usage, Usage("community", "embed_community", batch.model, 1, batch.prompt_tokens)]
+    usage = [*summary.usage, Usage.embedding("community", "embed_community", batch)]
     return summary, list(batch.vectors[0]), usage
 
 

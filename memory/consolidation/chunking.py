@@ -23,7 +23,7 @@ class Cut(Generic[T]):
 def _tail(items: Sequence[T], sizes: Sequence[int], limit: int) -> list[T]:
     kept: list[T] = []
     used = 0
-    for item, size in zip(reversed(items), reversed(sizes)):
+    for item, size in zip(reversed(items), reversed(sizes), strict=False):
         if used + size > limit:
             break
         kept.append(item)

@@ -19,16 +19,18 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Callable, Sequence
+from typing import Any, cast
 
 from pydantic import BaseModel, Field
-from sqlalchemy import func, select
+from sqlalchemy import Select, func, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from memory.consolidation.chunking import cut_chunks
+from memory.consolidation.checkpoints import CheckpointUpdate, changed_since_read, next_checkpoint
+from memory.consolidation.chunking import Cut, cut_chunks
 from memory.consolidation.context_store import in_order, load_context, save_context
 from memory.consolidation.extraction import (
     Chunk,
@@ -48,12 +50,13 @@ from memory.consolidation.rolling_context import (
     render_context,
     without_episodes,
 )
-from memory.consolidation.summary import SummaryLine, offline_summary, summary_lines
+from memory.consolidation.summary import SYSTEM as SUMMARY_SYSTEM
+from memory.consolidation.summary import SummaryLine, offline_summary, rebuild_summary, summary_lines
 from memory.core import Memory
-from memory.errors import ValidationError
 from memory.graph import writes as graph
 from memory.graph.reconcile import (
     EntityCandidate,
+    FactDecision,
     NewFact,
     RelationBook,
     RelationState,
@@ -64,7 +67,7 @@ from memory.graph.reconcile import (
 from memory.graph.wording import EntityWitness, FactWording
 from memory.models.llm import LLMError
 from memory.models.tokens import count_tokens, truncate_tokens
-from memory.store.conversations import ConversationRef, find_conversation
+from memory.params import MemoryParams
 from memory.store.ledger import Usage, record_usage
 from memory.store.locks import LockPurpose, lock_conversation
 from memory.store.schema import Checkpoint, Entity, Episode, Relation, Speaker
@@ -219,7 +222,7 @@ async def _ensure_checkpoint(memory: Memory, conversation_id: int) -> None:
         )
 
 
-def _episode_query(conversation_id: int):
+def _episode_query(conversation_id: int) -> Select[int, str, str, str, str, datetime, datetime | None]:
     return (
         select(Episode.id, Episode.platform_message_id, Speaker.display_name, Episode.role, Episode.text,
                Episode.message_time, Episode.edited_at)
@@ -228,7 +231,9 @@ def _episode_query(conversation_id: int):
     )
 
 
-async def _work(session: AsyncSession, conversation_id: int, checkpoint: Checkpoint, overlap_tokens: int):
+async def _work(
+    session: AsyncSession, conversation_id: int, checkpoint: Checkpoint, overlap_tokens: int
+) -> tuple[list[_Episode], list[_Episode]]:
     """The episodes to consolidate (id order) and the tail of consolidated ones before them."""
     pending = list(checkpoint.pending_episode_ids or [])
     new_rows = await session.execute(
@@ -251,7 +256,9 @@ def _line_size(episode: _Episode) -> int:
     return count_tokens(f"{episode.speaker}: {episode.text}") + 8  # + line number and time
 
 
-def _chunk(conversation_id: int, context: Sequence[_Episode], new: Sequence[_Episode], summary: str, rolling: list) -> Chunk:
+def _chunk(
+    conversation_id: int, context: Sequence[_Episode], new: Sequence[_Episode], summary: str, rolling: list[dict[str, Any]]
+) -> Chunk:
     ordered_new = sorted(new, key=lambda e: (e.time, e.id))
     lines = [
         ChunkLine(number, e.id, e.message_id, e.speaker, e.role, e.text, e.time)
@@ -315,7 +322,9 @@ def _entity_text(mention: _Mention, name: str, type_: str) -> str:
     return graph.entity_document_text(name, type_, mention.summary)
 
 
-def _context_updates(mentions: dict[str, _Mention], relations: Sequence[ExtractedRelation], names: dict[str, tuple[str, str]]) -> list[dict]:
+def _context_updates(
+    mentions: dict[str, _Mention], relations: Sequence[ExtractedRelation], names: dict[str, tuple[str, str]]
+) -> list[dict[str, Any]]:
     """Rolling-context entries for the entities this chunk touched, with their newest facts."""
     facts: dict[str, list[ExtractedRelation]] = {}
     for r in relations:
@@ -328,7 +337,8 @@ def _context_updates(mentions: dict[str, _Mention], relations: Sequence[Extracte
         if own:
             text += " Facts: " + "; ".join(r.fact for r in own)
         episodes = set(mention.episodes).union(*(r.episode_ids for r in own)) if own else set(mention.episodes)
-        updates.append(entry(mention.entity_id if mention.decision == "merge" else mention.context_key, name, text, episodes))
+        key_id = mention.entity_id if mention.decision == "merge" and mention.entity_id is not None else mention.context_key
+        updates.append(entry(key_id, name, text, episodes))
     return updates
 
 
@@ -337,16 +347,6 @@ def _context_updates(mentions: dict[str, _Mention], relations: Sequence[Extracte
 
 def default_extractor(memory: Memory) -> Extractor:
     return LLMExtractor(memory.llm) if memory.llm is not None else OfflineExtractor()
-
-
-async def resolve_conversation(memory: Memory, conversation: ConversationRef | int) -> int:
-    if isinstance(conversation, int):
-        return conversation
-    async with memory.sessions() as session:
-        conversation_id = await find_conversation(session, conversation)
-    if conversation_id is None:
-        raise ValidationError("conversation", f"no conversation {conversation} in this store")
-    return conversation_id
 
 
 async def unconsolidated_count(session: AsyncSession, conversation_id: int) -> int:
@@ -362,11 +362,66 @@ async def unconsolidated_count(session: AsyncSession, conversation_id: int) -> i
     ).scalar_one()
 
 
+@dataclass
+class RunState:
+    """What a run carries from one saved chunk to the next: the checkpoint as this run
+    last saved it (``last``: its watermark, to detect another run), and offline, the
+    summary lines the next offline summary extends."""
+
+    last: int
+    summary: str
+    summary_ids: list[int]
+    rolling: list[dict[str, Any]]
+    summary_lines: list[SummaryLine]
+
+    def saved(self, update: CheckpointUpdate, rolling: list[dict[str, Any]], chunk: Chunk, offline: bool) -> None:
+        self.last, self.summary, self.summary_ids = update.last_episode_id, update.summary, update.summary_episode_ids
+        self.rolling = rolling
+        if offline:
+            self.summary_lines += [SummaryLine(line.episode_id, f"{line.speaker}: {line.text}") for line in chunk.new_lines]
+
+
+@dataclass
+class _Prepared:
+    """A chunk resolved and embedded, with its summary and rolling context: everything
+    decided outside the write transaction (the LLM calls included)."""
+
+    mentions: dict[str, _Mention]
+    relations: list[ExtractedRelation]
+    name_vectors: dict[str, list[float]]
+    fact_vectors: list[list[float]]
+    doc_vectors: dict[str, list[float]]
+    summary: str
+    summary_ids: list[int]
+    rolling: list[dict[str, Any]]
+
+
+async def _start(memory: Memory, conversation_id: int) -> tuple[RunState, list[Cut[_Episode]]]:
+    """The run state from the saved checkpoint, and the work cut into chunks."""
+    params = memory.params
+    await _ensure_checkpoint(memory, conversation_id)
+    async with memory.sessions() as session:
+        checkpoint = await session.get(Checkpoint, conversation_id)
+        assert checkpoint is not None
+        episodes, lead = await _work(session, conversation_id, checkpoint, int(params.chunk_tokens * params.chunk_overlap))
+        summary_ids = list(checkpoint.summary_episode_ids or [])
+        lines = await summary_lines(session, conversation_id, summary_ids) if memory.llm is None else []
+        state = RunState(
+            checkpoint.last_episode_id, checkpoint.summary, summary_ids, in_order(await load_context(session, conversation_id)),
+            lines,
+        )
+    cuts = cut_chunks(
+        episodes, [_line_size(e) for e in episodes], params.chunk_tokens, params.chunk_overlap,
+        lead, [_line_size(e) for e in lead],
+    )
+    return state, cuts
+
+
 async def consolidate(
     memory: Memory,
-    conversation: ConversationRef | int,
+    conversation_id: int,
     extractor: Extractor | None = None,
-    on_progress: Callable[[int], None] | None = None,
+    on_progress: Callable[[int], object] | None = None,
     *,
     reconcile: bool = True,
 ) -> ConsolidationReport:
@@ -377,48 +432,24 @@ async def consolidate(
     propagates after the chunks before it were saved; the failed chunk's episodes stay
     unconsolidated and are retried by the next run.
     """
-    conversation_id = await resolve_conversation(memory, conversation)
     extractor = extractor or default_extractor(memory)
-    params = memory.params
     report = ConsolidationReport(conversation_id)
-    await _ensure_checkpoint(memory, conversation_id)
-    async with memory.sessions() as session:
-        checkpoint = await session.get(Checkpoint, conversation_id)
-        assert checkpoint is not None
-        episodes, lead = await _work(session, conversation_id, checkpoint, int(params.chunk_tokens * params.chunk_overlap))
-        state = {
-            "last": checkpoint.last_episode_id,
-            "summary": checkpoint.summary,
-            "summary_ids": list(checkpoint.summary_episode_ids or []),
-            "rolling": in_order(await load_context(session, conversation_id)),
-        }
-        previous_summary_lines = (
-            await summary_lines(session, conversation_id, state["summary_ids"]) if memory.llm is None else []
-        )
-    cuts = cut_chunks(
-        episodes, [_line_size(e) for e in episodes], params.chunk_tokens, params.chunk_overlap,
-        lead, [_line_size(e) for e in lead],
-    )
+    state, cuts = await _start(memory, conversation_id)
     for cut in cuts:
-        chunk = _chunk(conversation_id, cut.context, cut.new, state["summary"], state["rolling"])
+        chunk = _chunk(conversation_id, cut.context, cut.new, state.summary, state.rolling)
         usage: list[Usage] = []
         try:
             extraction = await extractor.extract(chunk)
             usage += extraction.usage
+            prepared = await _prepare(memory, chunk, extraction, state, usage, reconcile)
             read_edits = {e.id: e.edited_at for e in [*cut.context, *cut.new]}
-            saved = await _consolidate_chunk(
-                memory, chunk, extraction, state, previous_summary_lines, read_edits, usage, report, reconcile
-            )
+            saved = await _save(memory, chunk, prepared, state, read_edits, usage, report, reconcile)
         except LLMError as error:
             await _record_failed(memory, conversation_id, usage, error)
             raise
         if not saved:
             report.stopped = "another consolidation run saved this chunk first"
             break
-        if memory.llm is None:
-            previous_summary_lines = [
-                *previous_summary_lines, *(SummaryLine(line.episode_id, f"{line.speaker}: {line.text}") for line in chunk.new_lines)
-            ]
         report.chunks += 1
         report.episodes += len(cut.new)
         if on_progress:
@@ -435,148 +466,178 @@ async def _record_failed(memory: Memory, conversation_id: int, usage: list[Usage
                 await record_usage(session, conversation_id, item)
 
 
-async def _consolidate_chunk(
+async def _embed(memory: Memory, texts: list[str], usage: list[Usage]) -> list[list[float]]:
+    """The texts' vectors (none for no texts); the call goes into ``usage``."""
+    if not texts:
+        return []
+    batch = await memory.embedder.embed(texts)
+    usage.append(Usage.embedding("ingestion", "embed_graph", batch))
+    return batch.vectors
+
+
+async def _resolve_entities(
+    memory: Memory, conversation_id: int, mentions: dict[str, _Mention], name_vectors: dict[str, list[float]], usage: list[Usage]
+) -> None:
+    """Entity resolution: candidates (read), decisions (pure), adjudication of the
+    doubtful ones (one batched LLM call)."""
+    params = memory.params
+    async with memory.sessions() as session:
+        for key, mention in mentions.items():
+            found = await _candidates(session, conversation_id, name_vectors[key], params.entity_neighbours)
+            decision = entity_decision(mention.name, found, params)
+            if decision.kind == "merge":
+                mention.decision, mention.entity_id = "merge", decision.entity_id
+                mention.name = next(c.name for c in found if c.entity_id == decision.entity_id)
+            elif decision.kind == "adjudicate":
+                mention.candidates = decision.candidates
+    await _adjudicate(memory, list(mentions.values()), usage)
+    for mention in mentions.values():
+        if mention.decision == "merge" and mention.candidates:
+            mention.name = next(c.name for c in mention.candidates if c.entity_id == mention.entity_id)
+
+
+async def _prepare(
+    memory: Memory, chunk: Chunk, extraction: Extraction, state: RunState, usage: list[Usage], reconcile: bool
+) -> _Prepared:
+    """Everything before the write: evidence, mentions, embeddings (names for resolution,
+    relation facts, entity documents), resolution, summary and rolling context."""
+    evidence_ids = {line.episode_id for line in chunk.lines if line.role != "bot"}
+    entities, relations = _evidence(extraction, evidence_ids)
+    mentions = _mentions(entities, relations)
+    keys = list(mentions)
+    # Names and facts in one call (none without a mention: a relation always has two).
+    vectors = await _embed(memory, [mentions[k].name for k in keys] + [r.fact for r in relations], usage) if keys else []
+    name_vectors = dict(zip(keys, vectors[: len(keys)], strict=True))
+    fact_vectors = vectors[len(keys):]
+    if reconcile and keys:
+        await _resolve_entities(memory, chunk.conversation_id, mentions, name_vectors, usage)
+    names = {k: (m.name, m.type) for k, m in mentions.items()}
+    doc_texts = {k: _entity_text(m, m.name, m.type) for k, m in mentions.items()}
+    doc_vectors = dict(zip(doc_texts, await _embed(memory, list(doc_texts.values()), usage), strict=True))
+    summary, summary_ids = await _next_summary(memory, chunk, extraction, state, usage)
+    rolling = merge_context(state.rolling, _context_updates(mentions, relations, names))
+    rolling = await _compress(memory, rolling, usage)
+    return _Prepared(mentions, relations, name_vectors, fact_vectors, doc_vectors, summary, summary_ids, rolling)
+
+
+async def _alive(
+    session: AsyncSession, conversation_id: int, ids: Iterable[int]
+) -> dict[int, datetime | None]:
+    """Which of ``ids`` still exist, with their current ``edited_at``."""
+    rows = await session.execute(
+        select(Episode.id, Episode.edited_at).where(Episode.conversation_id == conversation_id, Episode.id.in_(list(ids)))
+    )
+    return {episode_id: edited_at for episode_id, edited_at in rows.all()}
+
+
+def _final_rolling(
+    rolling: list[dict[str, Any]], mentions: dict[str, _Mention], vanished: dict[int, int | None], gone: set[int], budget: int
+) -> list[dict[str, Any]]:
+    """The rolling context to save: without what rests on gone episodes, placeholder ids
+    replaced by the written entities' (dropped when none was written), within budget."""
+    rolling = without_episodes(rolling, gone)
+    placeholders = {m.context_key: m.entity_id for m in mentions.values()} | vanished
+    rolling = [{**item, "entity_id": placeholders.get(item["entity_id"], item["entity_id"])} for item in rolling]
+    rolling = [item for item in rolling if item["entity_id"] is not None and item["entity_id"] > 0]
+    return fit_context(rolling, budget)
+
+
+async def _save(
     memory: Memory,
     chunk: Chunk,
-    extraction: Extraction,
-    state: dict[str, Any],
-    previous_summary_lines: list[SummaryLine],
+    prepared: _Prepared,
+    state: RunState,
     read_edits: dict[int, datetime | None],
     usage: list[Usage],
     report: ConsolidationReport,
     reconcile: bool,
 ) -> bool:
-    """Resolve, reconcile and save one chunk with its checkpoint. False when another run
-    moved the checkpoint meanwhile (its work stands; this chunk is not written twice)."""
-    params = memory.params
-    conversation_id = chunk.conversation_id
-    evidence_ids = {line.episode_id for line in chunk.lines if line.role != "bot"}
-    entities, relations = _evidence(extraction, evidence_ids)
-    mentions = _mentions(entities, relations)
-
-    # embeddings: names (for resolution), entity documents, relation facts
-    keys = list(mentions)
-    name_texts = [mentions[k].name for k in keys]
-    batch = await memory.embedder.embed(name_texts + [r.fact for r in relations]) if keys else None
-    name_vectors = dict(zip(keys, batch.vectors[: len(keys)])) if batch else {}
-    fact_vectors = list(batch.vectors[len(keys):]) if batch else []
-    if batch:
-        usage.append(Usage("ingestion", "embed_graph", batch.model, 1, batch.prompt_tokens))
-
-    # entity resolution: candidates (read), decisions (pure), adjudication (LLM, batched)
-    if reconcile and keys:
-        async with memory.sessions() as session:
-            for key in keys:
-                mention = mentions[key]
-                found = await _candidates(session, conversation_id, name_vectors[key], params.entity_neighbours)
-                decision = entity_decision(mention.name, found, params)
-                if decision.kind == "merge":
-                    mention.decision, mention.entity_id = "merge", decision.entity_id
-                    mention.name = next(c.name for c in found if c.entity_id == decision.entity_id)
-                elif decision.kind == "adjudicate":
-                    mention.candidates = decision.candidates
-        await _adjudicate(memory, list(mentions.values()), usage)
-        for mention in mentions.values():
-            if mention.decision == "merge" and mention.candidates:
-                mention.name = next(c.name for c in mention.candidates if c.entity_id == mention.entity_id)
-    names = {k: (m.name, m.type) for k, m in mentions.items()}
-    doc_texts = {k: _entity_text(m, m.name, m.type) for k, m in mentions.items()}
-    doc_batch = await memory.embedder.embed(list(doc_texts.values())) if doc_texts else None
-    doc_vectors = dict(zip(doc_texts, doc_batch.vectors)) if doc_batch else {}
-    if doc_batch:
-        usage.append(Usage("ingestion", "embed_graph", doc_batch.model, 1, doc_batch.prompt_tokens))
-
-    # summary and rolling context, prepared before the write (LLM calls stay outside it)
-    summary, summary_ids = await _next_summary(memory, chunk, extraction, state, previous_summary_lines, usage)
-    rolling = merge_context(state["rolling"], _context_updates(mentions, relations, names))
-    rolling = await _compress(memory, rolling, usage)
-
+    """Write one chunk with its checkpoint, in one transaction under the graph lock.
+    False when another run moved the checkpoint meanwhile (its work stands; this chunk
+    is not written twice)."""
+    conversation_id, params = chunk.conversation_id, memory.params
     chunk_ids = [line.episode_id for line in chunk.new_lines]
     async with memory.sessions.begin() as session:
         await lock_conversation(session, conversation_id, LockPurpose.GRAPH)
         checkpoint = await session.get(Checkpoint, conversation_id, with_for_update=True)
         assert checkpoint is not None
-        if checkpoint.last_episode_id != state["last"]:
+        if checkpoint.last_episode_id != state.last:
             return False
         # The rolling context and summary carried from earlier chunks may rest on episodes
         # deleted since this run read them: check those too, or they would be written back.
-        carried = {e for item in rolling for e in item["episode_ids"]} | set(summary_ids)
-        alive = dict(
-            (await session.execute(select(Episode.id, Episode.edited_at).where(Episode.id.in_(list(set(read_edits) | carried))))).all()
-        )
-        deleted = {i for i in set(read_edits) | carried if i not in alive}
-        edited = {i for i in read_edits if i in alive and alive[i] != read_edits[i]}
+        carried = {e for item in prepared.rolling for e in item["episode_ids"]} | set(prepared.summary_ids)
+        alive = await _alive(session, conversation_id, set(read_edits) | carried)
+        deleted, edited = changed_since_read(read_edits, carried, alive)
         gone = deleted | edited
         report.skipped_deleted += len(gone & set(chunk_ids))
-        for mention in mentions.values():
+        for mention in prepared.mentions.values():
             mention.episodes -= gone
             if mention.summary_episodes & gone:
                 mention.summary, mention.summary_episodes = "", set()
-        vanished = await _write_entities(session, conversation_id, mentions, name_vectors, doc_vectors, report)
-        await _write_relations(
-            session, conversation_id, chunk, relations, fact_vectors, mentions, gone, params, reconcile, report
+        vanished = await _write_entities(
+            session, conversation_id, prepared.mentions, prepared.name_vectors, prepared.doc_vectors, report
         )
-        rolling = without_episodes(rolling, gone)
-        placeholders = {m.context_key: m.entity_id for m in mentions.values()} | vanished
-        rolling = [{**item, "entity_id": placeholders.get(item["entity_id"], item["entity_id"])} for item in rolling]
-        rolling = [item for item in rolling if item["entity_id"] is not None and item["entity_id"] > 0]
-        rolling = fit_context(rolling, params.context_tokens)
-
-        processed_pending = {i for i in chunk_ids if i <= state["last"]} - edited
-        pending = (set(checkpoint.pending_episode_ids or []) - processed_pending - deleted) | (edited & set(chunk_ids))
-        checkpoint.last_episode_id = max([state["last"], *chunk_ids])
-        checkpoint.pending_episode_ids = sorted(pending)
-        stale_summary = bool(gone & set(summary_ids))
-        if stale_summary:  # it may quote a deleted message: cleared now, regenerated below
-            summary, summary_ids = "", []
-            checkpoint.summary_dirty = True
-        checkpoint.summary = summary
-        checkpoint.summary_episode_ids = sorted(set(summary_ids))
-        await save_context(session, conversation_id, await load_context(session, conversation_id), rolling)
-        checkpoint.entity_count = (
-            await session.execute(select(func.count()).select_from(Entity).where(Entity.conversation_id == conversation_id))
-        ).scalar_one()
-        checkpoint.updated_at = func.now()
+        await _write_relations(
+            session, conversation_id, chunk, prepared.relations, prepared.fact_vectors, prepared.mentions, gone, params,
+            reconcile, report,
+        )
+        rolling = _final_rolling(prepared.rolling, prepared.mentions, vanished, gone, params.context_tokens)
+        update = next_checkpoint(
+            state.last, checkpoint.pending_episode_ids or [], chunk_ids, deleted, edited, prepared.summary,
+            prepared.summary_ids,
+        )
+        await _write_checkpoint(session, checkpoint, update, rolling)
         for item in usage:
             await record_usage(session, conversation_id, item)
             report.count_usage(item)
-    if stale_summary:
-        from memory.consolidation.summary import rebuild_summary
-
+    if update.summary_stale:  # it may have quoted a deleted message: cleared above, regenerated now
         async with memory.sessions.begin() as session:
             await lock_conversation(session, conversation_id, LockPurpose.GRAPH)
             await rebuild_summary(memory, session, conversation_id)
-    state.update(
-        last=max([state["last"], *chunk_ids]), summary=summary, summary_ids=sorted(set(summary_ids)),
-        rolling=rolling,
-    )
+    state.saved(update, rolling, chunk, offline=memory.llm is None)
     return True
 
 
+async def _write_checkpoint(
+    session: AsyncSession, checkpoint: Checkpoint, update: CheckpointUpdate, rolling: list[dict[str, Any]]
+) -> None:
+    checkpoint.last_episode_id = update.last_episode_id
+    checkpoint.pending_episode_ids = update.pending_episode_ids
+    if update.summary_stale:
+        checkpoint.summary_dirty = True
+    checkpoint.summary = update.summary
+    checkpoint.summary_episode_ids = update.summary_episode_ids
+    await save_context(session, checkpoint.conversation_id, await load_context(session, checkpoint.conversation_id), rolling)
+    checkpoint.entity_count = (
+        await session.execute(
+            select(func.count()).select_from(Entity).where(Entity.conversation_id == checkpoint.conversation_id)
+        )
+    ).scalar_one()
+    checkpoint.updated_at = func.now()
+
+
 async def _next_summary(
-    memory: Memory,
-    chunk: Chunk,
-    extraction: Extraction,
-    state: dict[str, Any],
-    previous_lines: list[SummaryLine],
-    usage: list[Usage],
+    memory: Memory, chunk: Chunk, extraction: Extraction, state: RunState, usage: list[Usage]
 ) -> tuple[str, list[int]]:
-    all_ids = [*state["summary_ids"], *(line.episode_id for line in chunk.lines)]
+    """The conversation summary after this chunk, with the episodes it rests on: the
+    extractor's, else the LLM's, else the offline one (the newest lines that fit)."""
+    all_ids = [*state.summary_ids, *(line.episode_id for line in chunk.lines)]
     if extraction.summary is not None:
         return truncate_tokens(extraction.summary, memory.params.summary_tokens), all_ids
     if memory.llm is not None:
         prompt = f"Summary so far:\n{chunk.summary or '(none)'}\n\nNew messages:\n" + "\n".join(
             f"{line.speaker}: {line.text}" for line in chunk.new_lines
         )
-        from memory.consolidation.summary import SYSTEM
-
         result = await memory.llm.complete_text(
-            system=SYSTEM, user=truncate_tokens(prompt, memory.params.summary_tokens, keep="tail"),
+            system=SUMMARY_SYSTEM, user=truncate_tokens(prompt, memory.params.summary_tokens, keep="tail"),
             phase="ingestion", operation="summary",
         )
         usage.append(result.usage)
         return truncate_tokens(result.value.strip(), memory.params.summary_tokens), all_ids
-    lines = [*previous_lines, *(SummaryLine(line.episode_id, f"{line.speaker}: {' '.join(line.text.split())}") for line in chunk.new_lines)]
+    lines = [
+        *state.summary_lines,
+        *(SummaryLine(line.episode_id, f"{line.speaker}: {' '.join(line.text.split())}") for line in chunk.new_lines),
+    ]
     return offline_summary(lines, memory.params.offline_summary_tokens)
 
 
@@ -584,8 +645,8 @@ async def _write_entities(
     session: AsyncSession,
     conversation_id: int,
     mentions: dict[str, _Mention],
-    name_vectors: dict[str, Sequence[float]],
-    doc_vectors: dict[str, Sequence[float]],
+    name_vectors: Mapping[str, Sequence[float]],
+    doc_vectors: Mapping[str, Sequence[float]],
     report: ConsolidationReport,
 ) -> dict[int, int | None]:
     """Merge into or create the mentioned entities. Returns, for merge targets deleted
@@ -598,13 +659,13 @@ async def _write_entities(
     )
     vanished: dict[int, int | None] = {}
     for key, mention in mentions.items():
-        if mention.decision == "merge" and mention.entity_id not in existing:
+        if mention.decision == "merge" and mention.entity_id is not None and mention.entity_id not in existing:
             vanished[mention.entity_id] = None
             mention.decision = "new"
         if not mention.episodes:
             mention.entity_id = None
             continue
-        if mention.decision == "merge":
+        if mention.decision == "merge" and mention.entity_id is not None:
             await graph.add_entity_support(session, conversation_id, mention.entity_id, mention.witnesses())
             if mention.summary:
                 await graph.update_entity_summary(
@@ -634,21 +695,23 @@ async def _write_relations(
     vectors: Sequence[Sequence[float]],
     mentions: dict[str, _Mention],
     gone: set[int],
-    params,
+    params: MemoryParams,
     reconcile: bool,
     report: ConsolidationReport,
 ) -> None:
     times = {line.episode_id: line.time for line in chunk.lines}
     facts: list[tuple[NewFact, Sequence[float]]] = []
-    for relation, vector in zip(relations, vectors):
+    for relation, vector in zip(relations, vectors, strict=False):
         episodes = relation.episode_ids - gone
         subject = mentions[normalize_name(relation.subject)].entity_id
         obj = mentions[normalize_name(relation.object)].entity_id
         if not episodes or subject is None or obj is None:
             continue
         valid_from = relation.valid_from or min(times[e] for e in episodes)
-        decision = relation.decision if relation.decision in ("new", "duplicate", "contradiction") else None
-        facts.append((NewFact(subject, obj, relation.predicate, relation.fact, frozenset(episodes), valid_from, decision), vector))
+        decision = cast(FactDecision, relation.decision) if relation.decision in ("new", "duplicate", "contradiction") else None
+        facts.append(
+            (NewFact(subject, obj, relation.predicate, relation.fact, frozenset(episodes), valid_from, decision), vector)
+        )
     if not facts:
         return
     subjects = {fact.subject_id for fact, _ in facts}
@@ -658,22 +721,33 @@ async def _write_relations(
         )
     ) if reconcile else None
     book = RelationBook.of(
-        RelationState(r.id, r.subject_id, r.object_id, r.predicate, r.fact, frozenset(), r.status, r.superseded_by, r.valid_from, r.invalid_at)
+        RelationState(
+            r.id,
+            r.subject_id,
+            r.object_id,
+            r.predicate,
+            r.fact,
+            frozenset(),
+            r.status,
+            r.superseded_by,
+            r.valid_from,
+            r.invalid_at,
+        )
         for r in (rows.scalars() if rows is not None else [])
     )
     vector_of: dict[int, Sequence[float]] = {}
     wordings: dict[int, dict[int, FactWording]] = {}  # relation (book id) -> episode -> its wording
     for fact, vector in facts:
-        decision = apply_relation(book, fact, params, reconcile)
-        if decision.kind == "duplicate":
-            assert decision.target_id is not None
-            target = decision.target_id
+        outcome = apply_relation(book, fact, params, reconcile)
+        if outcome.kind == "duplicate":
+            assert outcome.target_id is not None
+            target = outcome.target_id
             report.relations_duplicate += 1
         else:
             target = book.inserted[-1]
             vector_of[target] = vector
             report.relations_created += 1
-            report.relations_superseded += decision.kind == "contradiction"
+            report.relations_superseded += outcome.kind == "contradiction"
         wording = FactWording(fact.fact, fact.valid_from, fact.episodes, vector)
         for episode in fact.episodes:
             wordings.setdefault(target, {}).setdefault(episode, wording)
@@ -685,10 +759,8 @@ async def _write_relations(
             predicate=state.predicate, fact=state.fact, embedding=vector_of[temp_id],
             episode_ids=state.provenance, valid_from=state.valid_from, wordings=wordings[temp_id],
         )
-    for relation_id, episodes in book.supported.items():
-        await graph.add_relation_support(
-            session, conversation_id, relation_id, {e: wordings[relation_id][e] for e in episodes}
-        )
+    for relation_id, added in book.supported.items():
+        await graph.add_relation_support(session, conversation_id, relation_id, {e: wordings[relation_id][e] for e in added})
     for old_id in book.superseded:
         old = book.relations[old_id]
         assert old.superseded_by is not None

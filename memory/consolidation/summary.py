@@ -71,7 +71,9 @@ async def summary_lines(
     return [SummaryLine(episode_id, f"{name}: {' '.join(text.split())}") for episode_id, name, text in rows]
 
 
-async def llm_summary(memory: Memory, session: AsyncSession, conversation_id: int, lines: Sequence[SummaryLine]) -> tuple[str, list[int]]:
+async def llm_summary(
+    memory: Memory, session: AsyncSession, conversation_id: int, lines: Sequence[SummaryLine]
+) -> tuple[str, list[int]]:
     """Summarise the newest lines within the summary window with the LLM; records usage."""
     assert memory.llm is not None
     window = newest_within(lines, memory.params.summary_tokens)

@@ -161,7 +161,7 @@ async def append_messages(
         await record_usage(
             session,
             conversation_id,
-            Usage("ingestion", "embed_episode", batch.model, 1, batch.prompt_tokens),
+            Usage.embedding("ingestion", "embed_episode", batch),
         )
     speakers = {
         key: await ensure_speaker(session, conversation_id, *key)
@@ -197,6 +197,7 @@ async def append_messages(
         inserted = {message_id: episode_id for message_id, episode_id in rows}
     results: list[AppendResult] = []
     documents: list[Document] = []
+    new_links: list[tuple[datetime, int]] = []
     for message, vector in zip(messages, vectors, strict=True):
         message_id = message.platform_message_id
         if message_id in refused:
@@ -204,12 +205,11 @@ async def append_messages(
         elif message_id in inserted:  # the first of repeated ids in one batch is the one stored
             episode_id = inserted.pop(message_id)
             documents.append(Document("episode", episode_id, message.document_text, vector, message.message_time))
+            new_links.append((message.message_time, episode_id))
             results.append(AppendResult(message_id, "stored", episode_id))
         else:
             results.append(AppendResult(message_id, "duplicate", None))
-    prev_of, successors = await _link_new(
-        session, conversation_id, sorted((d.message_time, d.ref_id) for d in documents)
-    )
+    prev_of, successors = await _link_new(session, conversation_id, sorted(new_links))
     # Each document is written once, with the vector it is searched by: an index entry
     # per write is most of what a write costs.
     searched = await exchange_vectors_of(session, {d.ref_id: d.embedding for d in documents}, prev_of)

@@ -45,7 +45,8 @@ def exchange_vector(own: Sequence[float], previous: Sequence[float] | None) -> l
     ``_REFRESH`` computes the same in SQL."""
     if previous is None:
         return list(own)
-    return (np.asarray(own, dtype=np.float64) + PREVIOUS_SHARE * np.asarray(previous, dtype=np.float64)).tolist()
+    combined = np.asarray(own, dtype=np.float64) + PREVIOUS_SHARE * np.asarray(previous, dtype=np.float64)
+    return [float(x) for x in combined]
 
 
 async def exchange_vectors_of(
@@ -56,13 +57,14 @@ async def exchange_vectors_of(
     or, for predecessors outside it, from the database: computed before the documents
     are written, so that each is written once."""
     stored_ids = {p for p in prev_of.values() if p is not None and p not in own}
-    stored = (
+    stored: dict[int, Sequence[float]] = (
         dict((await session.execute(select(Episode.id, Episode.embedding).where(Episode.id.in_(stored_ids)))).all())
         if stored_ids
         else {}
     )
     vectors = {**stored, **own}
-    return {e: exchange_vector(vector, vectors.get(prev_of.get(e))) for e, vector in own.items()}
+    previous = {e: vectors.get(p) if p is not None else None for e, p in prev_of.items()}
+    return {e: exchange_vector(vector, previous.get(e)) for e, vector in own.items()}
 
 
 async def refresh_exchange_vectors(session: AsyncSession, conversation_id: int, episode_ids: Iterable[int]) -> None:

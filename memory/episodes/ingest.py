@@ -75,7 +75,7 @@ async def ingest_messages(
     conversation_id: int,
     messages: Sequence[Message],
     batch_size: int = 64,
-    on_batch: Callable[[list[AppendResult]], None] | None = None,
+    on_batch: Callable[[list[AppendResult]], object] | None = None,
 ) -> IngestRun:
     """Append messages; one result per message (stored, duplicate, tombstoned, rejected)."""
     batches = [messages[i:i + batch_size] for i in range(0, len(messages), batch_size)]
@@ -93,7 +93,7 @@ async def ingest_messages(
                 if index + 1 < len(batches)
                 else None
             )
-            usage = Usage("ingestion", "embed_episode", embedded.model, 1, embedded.prompt_tokens)
+            usage = Usage.embedding("ingestion", "embed_episode", embedded)
             results = await _store(memory, conversation_id, batch, embedded.vectors, usage)
             run.results += results
             if on_batch:

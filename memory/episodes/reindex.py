@@ -32,7 +32,7 @@ async def vectors_are_stale(session: AsyncSession) -> bool:
 
 
 async def reindex_episodes(
-    memory: Memory, conversation_id: int, on_batch: Callable[[int], None] | None = None, batch: int = BATCH
+    memory: Memory, conversation_id: int, on_batch: Callable[[int], object] | None = None, batch: int = BATCH
 ) -> int:
     """Embed every message of the conversation again; returns how many were."""
     last, done = 0, 0

@@ -62,7 +62,6 @@ from memory.episodes.exchange_vectors import (
     exchange_vectors_of,
     refresh_exchange_vectors,
 )
-from memory.errors import ValidationError
 from memory.forgetting.rewording import RewordPlan, plan_rewording, write_rewording
 from memory.forgetting.rules import (
     ContextChange,
@@ -75,29 +74,22 @@ from memory.forgetting.rules import (
 )
 from memory.graph.writes import entity_document_text
 from memory.models.embedder import Embedder, EmbeddingBatch
-from memory.store.conversations import (
-    ConversationRef,
-    ensure_conversation,
-    find_conversation,
-)
+from memory.store.audit import write_audit
 from memory.store.documents import Document, episode_document_text, upsert_documents
 from memory.store.ledger import Usage, record_usage
 from memory.store.locks import LockPurpose, lock_conversation
 from memory.store.schema import (
     AnswerEvidence,
     AnswerTrace,
-    AuditEntry,
     Checkpoint,
     Community,
     CommunityMember,
-    Conversation,
     Entity,
     EntityProvenance,
     Episode,
     Relation,
     RelationProvenance,
     SearchDocument,
-    Speaker,
     Tombstone,
 )
 from memory.validation import check_text, normalize_id
@@ -267,7 +259,7 @@ async def _with_documents(
         select(func.count()).select_from(documents).scalar_subquery(),
         select(func.count()).select_from(records).scalar_subquery(),
     )
-    return (await session.execute(counts)).one()[0]
+    return int((await session.execute(counts)).one()[0])
 
 
 async def apply_decision(session: AsyncSession, conversation_id: int, decision: Decision) -> int:
@@ -507,15 +499,6 @@ async def remove_episode(
 # --- the commands --------------------------------------------------------------------
 
 
-async def _conversation_id(session: AsyncSession, conversation: ConversationRef | int, create: bool) -> int | None:
-    if isinstance(conversation, ConversationRef):
-        return await ensure_conversation(session, conversation) if create else await find_conversation(session, conversation)
-    found = (await session.execute(select(Conversation.id).where(Conversation.id == conversation))).scalar()
-    if found is None:
-        raise ValidationError("conversation", f"no conversation with id {conversation}")
-    return found
-
-
 async def _find_episode(session: AsyncSession, conversation_id: int, platform_message_id: str) -> Episode | None:
     return (
         await session.execute(
@@ -538,22 +521,11 @@ async def _tombstoned(session: AsyncSession, conversation_id: int, platform_mess
     ).scalar_one()
 
 
-async def _lock(session: AsyncSession, conversation_id: int) -> None:
-    """CHAIN then GRAPH (the same order in every command that takes both), in one round
-    trip: a deletion's latency is mostly round trips."""
-    await session.execute(
-        text("SELECT pg_advisory_xact_lock(:chain, :conversation), pg_advisory_xact_lock(:graph, :conversation)"),
-        {"chain": int(LockPurpose.CHAIN), "graph": int(LockPurpose.GRAPH), "conversation": int(conversation_id)},
-    )
-
-
 async def _audit(session: AsyncSession, conversation_id: int, principal: str, action: str, report: Any) -> None:
     details = report.as_dict()
     details.pop("retraction")  # the counts carry it; ids below
     details["ids"] = {k: v for k, v in asdict(report.retraction).items() if isinstance(v, list)}
-    await session.execute(
-        insert(AuditEntry).values(conversation_id=conversation_id, principal=principal, action=action, details=details)
-    )
+    await write_audit(session, conversation_id, principal, action, details)
 
 
 async def _rebuild_summary_if_cleared(memory: Memory, conversation_id: int, retraction: Retraction) -> bool:
@@ -567,20 +539,14 @@ async def _rebuild_summary_if_cleared(memory: Memory, conversation_id: int, retr
     return True
 
 
-async def delete_episode(
-    memory: Memory, conversation: ConversationRef | int, platform_message_id: str, principal: str = "cli"
-) -> DeletionReport:
-    """Delete one message and everything that rested only on it, in one transaction."""
+async def delete_episode(memory: Memory, conversation_id: int, platform_message_id: str, *, principal: str) -> DeletionReport:
+    """Delete one message and everything that rested only on it, in one transaction (a
+    message not stored yet leaves a tombstone)."""
     message_id = normalize_id(platform_message_id, "message")
     async with memory.sessions.begin() as session:
-        if isinstance(conversation, ConversationRef):
-            conversation_id = await ensure_conversation(session, conversation)
-        else:
-            conversation_id = conversation  # checked below, only if a tombstone must refer to it
-        await _lock(session, conversation_id)
+        await lock_conversation(session, conversation_id, LockPurpose.CHAIN, LockPurpose.GRAPH)
         episode = await _find_episode(session, conversation_id, message_id)
         if episode is None:
-            await _conversation_id(session, conversation_id, create=False)
             status = "already_deleted" if await _tombstoned(session, conversation_id, message_id) else "tombstoned"
             if status == "tombstoned":
                 await session.execute(
@@ -599,10 +565,11 @@ async def delete_episode(
 
 async def edit_episode(
     memory: Memory,
-    conversation: ConversationRef | int,
+    conversation_id: int,
     platform_message_id: str,
     new_text: str,
-    principal: str = "cli",
+    *,
+    principal: str,
     edited_at: datetime | None = None,
 ) -> EditReport:
     """A changed message is a correction: the old version's derived state is retracted as
@@ -611,15 +578,12 @@ async def edit_episode(
     message_id = normalize_id(platform_message_id, "message")
     check_text(new_text, "text")
     async with memory.sessions() as session:
-        conversation_id = await _conversation_id(session, conversation, create=False)
-        if conversation_id is None:
-            raise ValidationError("conversation", f"no conversation {conversation}")
         stored = await _find_episode(session, conversation_id, message_id) is not None
     # Embed before taking the locks (an API embedder may be slow); under them only if
     # the message arrived meanwhile.
     embedded = await _embed_episode(memory, new_text) if stored else None
     async with memory.sessions.begin() as session:
-        await _lock(session, conversation_id)
+        await lock_conversation(session, conversation_id, LockPurpose.CHAIN, LockPurpose.GRAPH)
         episode = await _find_episode(session, conversation_id, message_id)
         if episode is None:
             status = "deleted" if await _tombstoned(session, conversation_id, message_id) else "unknown"
@@ -647,7 +611,7 @@ async def edit_episode(
                 await session.flush()  # the successor's vector is recomputed from the new own vector
                 await refresh_exchange_vectors(session, conversation_id, [episode.next_id])
             await record_usage(
-                session, conversation_id, Usage("ingestion", "embed_episode", batch.model, 1, batch.prompt_tokens)
+                session, conversation_id, Usage.embedding("ingestion", "embed_episode", batch)
             )
             report = EditReport(conversation_id, message_id, "edited", episode.id, retraction)
         await _audit(session, conversation_id, principal, "edit_episode", report)

@@ -11,7 +11,9 @@ from memory.store.schema import Entity, Episode, Relation, RelationProvenance
 
 
 async def list_facts(session: AsyncSession, conversation_id: int, include_superseded: bool = True) -> list[dict[str, object]]:
-    """Relations in creation order, each with its status and supporting message ids."""
+    """Relations in creation order, each with its status and supporting message ids (none
+    for a relation that lost its support: the store must never hold one, and a check
+    must be able to see it if it did)."""
     subject, obj = aliased(Entity), aliased(Entity)
     query = (
         select(
@@ -25,8 +27,8 @@ async def list_facts(session: AsyncSession, conversation_id: int, include_supers
         )
         .join(subject, subject.id == Relation.subject_id)
         .join(obj, obj.id == Relation.object_id)
-        .join(RelationProvenance, RelationProvenance.relation_id == Relation.id)
-        .join(Episode, Episode.id == RelationProvenance.episode_id)
+        .outerjoin(RelationProvenance, RelationProvenance.relation_id == Relation.id)
+        .outerjoin(Episode, Episode.id == RelationProvenance.episode_id)
         .where(Relation.conversation_id == conversation_id)
         .group_by(Relation.id, subject.name, obj.name)
         .order_by(Relation.id)
@@ -41,7 +43,7 @@ async def list_facts(session: AsyncSession, conversation_id: int, include_supers
             "object": object_name,
             "fact": fact,
             "status": status,
-            "messages": sorted(messages),
+            "messages": sorted(m for m in messages if m is not None),
         }
         for relation_id, subject_name, predicate, object_name, fact, status, messages in await session.execute(query)
     ]

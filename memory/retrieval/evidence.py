@@ -23,7 +23,7 @@ from datetime import datetime, timezone
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
-from sqlalchemy.orm import aliased
+from sqlalchemy.orm import InstrumentedAttribute, aliased
 
 from memory.models.tokens import count_tokens
 from memory.retrieval.search import Candidate
@@ -142,7 +142,11 @@ async def _chain_window(
 
 
 async def _provenance(
-    session: AsyncSession, conversation_id: int, table, column, ref_ids: Sequence[int]
+    session: AsyncSession,
+    conversation_id: int,
+    table: type[EntityProvenance] | type[RelationProvenance],
+    column: InstrumentedAttribute[int],
+    ref_ids: Sequence[int],
 ) -> dict[int, list[int]]:
     if not ref_ids:
         return {}

@@ -24,11 +24,16 @@ _COMPOUND = re.compile(
     re.IGNORECASE,
 )
 _NAME = re.compile(r"\b[A-Z][a-z]+(?:\s+[A-Z][a-z]+)*")
-_QUESTION_WORDS = {"What", "When", "Where", "Who", "Why", "How", "Which", "Did", "Does", "Do", "Is", "Are", "Was", "Were", "Has", "Have", "Would", "Could", "Can", "Should", "Will", "The", "A", "An", "In", "On", "I"}
+_QUESTION_WORDS = {
+    "What", "When", "Where", "Who", "Why", "How", "Which", "Did", "Does", "Do", "Is", "Are", "Was", "Were",
+    "Has", "Have", "Would", "Could", "Can", "Should", "Will", "The", "A", "An", "In", "On", "I",
+}
 
 
 class SubQueries(BaseModel):
-    queries: list[str] = Field(default_factory=list, description="focused search queries; empty when the question is already focused")
+    queries: list[str] = Field(
+        default_factory=list, description="focused search queries; empty when the question is already focused"
+    )
 
 
 class ScoredCandidate(BaseModel):

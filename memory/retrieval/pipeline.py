@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memory.core import Memory
-from memory.retrieval.search import Candidate, QueryVariant, VectorPlan, search
+from memory.params import MemoryParams
+from memory.retrieval.search import Candidate, QueryVariant, SearchConfig, SearchHints, VectorPlan, search
 from memory.retrieval.timeparse import (
     AnchoredOffset,
     TimeRange,
@@ -30,6 +31,13 @@ from memory.store.ledger import Usage
 from memory.store.schema import Speaker
 
 ANCHOR_KINDS = ("episode", "relation")
+
+
+def service_configs(params: MemoryParams) -> tuple[SearchConfig, SearchConfig]:
+    """The service's two searches: the hybrid search of every kind (with the chain
+    spread), and the search for an anchor event's time (messages and facts)."""
+    hybrid = SearchConfig(top=params.search_top, rrf_k=params.rrf_k, chain_share=params.chain_share)
+    return hybrid, SearchConfig(top=params.search_top, kinds=ANCHOR_KINDS)
 
 
 @dataclass
@@ -76,37 +84,28 @@ async def retrieve(
     anchors = [r for r in parsed if isinstance(r, AnchoredOffset)]
     texts = [question, *sub_queries, *(a.anchor for a in anchors)]
     batch = await memory.embedder.embed(texts)
-    usage = Usage("retrieval", "embed_query", batch.model, 1, batch.prompt_tokens)
+    usage = Usage.embedding("retrieval", "embed_query", batch)
     variants = [QueryVariant(t, v) for t, v in zip(texts, batch.vectors, strict=True)]
-    params = memory.params
+    hybrid, anchor = service_configs(memory.params)
+    hybrid = replace(hybrid, kinds=tuple(kinds))
     # A second connection reads the full-text lists while the first reads the vector ones.
     async with memory.sessions.begin() as session, memory.sessions() as text_session:
-        for anchor, variant in zip(anchors, variants[len(texts) - len(anchors):]):
+        for offset, variant in zip(anchors, variants[len(texts) - len(anchors):], strict=False):
             # When did the anchor event happen? The best dated match says; if nothing
             # matches, the anchor phrase is still searched but there is no time boost.
-            found = await search(
-                session, conversation_id, [variant], top=params.search_top, kinds=ANCHOR_KINDS, text_session=text_session
-            )
-            dated = next((c for c in found.candidates if c.message_time is not None), None)
-            when = dated.message_time if dated is not None else None
-            anchored = resolve_anchor(anchor, when) if when is not None else None
+            found = await search(session, conversation_id, [variant], anchor, text_session=text_session)
+            dated = next((c.message_time for c in found.candidates if c.message_time is not None), None)
+            anchored = resolve_anchor(offset, dated) if dated is not None else None
             if anchored is not None:
                 ranges.append(anchored)
         prefer_current = not asks_about_past(question, parsed, question_date)
-        result = await search(
-            session,
-            conversation_id,
-            variants,
-            top=params.search_top,
-            rrf_k=params.rrf_k,
-            time_ranges=ranges,
+        hints = SearchHints(
+            time_ranges=tuple(ranges),
             prefer_current=prefer_current,
             asks_when=asks_when(question),
             named_speaker=named_speaker(question, await speaker_names(session, conversation_id)),
-            chain_share=params.chain_share,
-            text_session=text_session,
-            kinds=kinds,
         )
+        result = await search(session, conversation_id, variants, hybrid, hints, text_session=text_session)
     return Retrieval(
         question, list(sub_queries), ranges, prefer_current, result.candidates, result.plan, [usage],
         list(batch.vectors[0]),

@@ -15,7 +15,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from memory.retrieval.evidence import EpisodeRef, EvidenceItem, load_episodes
 from memory.retrieval.pipeline import named_speaker
-from memory.retrieval.search import _term_shares
+from memory.retrieval.search import TERM_SAMPLE
+from memory.retrieval.search_sql import term_shares
 from memory.retrieval.selection import Cues, Seen, answer_type, term_weights
 from memory.retrieval.timeparse import MONTHS, WEEKDAYS
 from memory.store.schema import Relation, RelationProvenance
@@ -84,7 +85,7 @@ async def _unknown(session: AsyncSession, conversation_id: int, names: Sequence[
 
 
 async def question_cues(session: AsyncSession, conversation_id: int, question: str, speakers: Sequence[str]) -> Cues:
-    shares, sampled = await _term_shares(session, conversation_id, question)
+    shares, sampled = await term_shares(session, conversation_id, question, TERM_SAMPLE)
     name_terms = (
         await session.execute(
             text("SELECT unnest(tsvector_to_array(to_tsvector('english', :names)))"), {"names": " ".join(speakers)}

@@ -27,7 +27,7 @@ from __future__ import annotations
 import calendar
 import re
 from dataclasses import dataclass
-from datetime import date, datetime, time, timedelta, timezone
+from datetime import date, datetime, time, timedelta, timezone, tzinfo
 
 MONTHS = {name.lower(): index for index, name in enumerate(calendar.month_name) if name}
 MONTHS.update({name.lower(): index for index, name in enumerate(calendar.month_abbr) if name})
@@ -75,11 +75,11 @@ def _aware(moment: datetime) -> datetime:
     return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
 
 
-def _day_start(day: date, tz) -> datetime:
+def _day_start(day: date, tz: tzinfo | None) -> datetime:
     return datetime.combine(day, time(), tzinfo=tz)
 
 
-def _days(start: date, end: date, tz, expression: str) -> TimeRange:
+def _days(start: date, end: date, tz: tzinfo | None, expression: str) -> TimeRange:
     return TimeRange(_day_start(start, tz), _day_start(end, tz), expression)
 
 
@@ -91,7 +91,7 @@ def _month_start(year: int, month: int) -> date:
     return date(year, month, 1)
 
 
-def _month(year: int, month: int, tz, expression: str) -> TimeRange:
+def _month(year: int, month: int, tz: tzinfo | None, expression: str) -> TimeRange:
     return _days(_month_start(year, month), _month_start(year, month + 1), tz, expression)
 
 
@@ -99,7 +99,7 @@ def _number(value: str) -> int:
     return int(value) if value.isdigit() else NUMBERS[value.lower()]
 
 
-def _unit_range(today: date, unit: str, back: int, tz, expression: str) -> TimeRange:
+def _unit_range(today: date, unit: str, back: int, tz: tzinfo | None, expression: str) -> TimeRange:
     """The calendar ``unit`` that lies ``back`` units before the one holding ``today``."""
     if unit == "day":
         day = today - timedelta(days=back)
@@ -112,7 +112,7 @@ def _unit_range(today: date, unit: str, back: int, tz, expression: str) -> TimeR
     return _days(date(today.year - back, 1, 1), date(today.year - back + 1, 1, 1), tz, expression)
 
 
-def _span_back(today: date, unit: str, count: int, tz, expression: str) -> TimeRange:
+def _span_back(today: date, unit: str, count: int, tz: tzinfo | None, expression: str) -> TimeRange:
     """From ``count`` units before ``today`` up to the end of today."""
     if unit == "day":
         start = today - timedelta(days=count)
@@ -122,7 +122,11 @@ def _span_back(today: date, unit: str, count: int, tz, expression: str) -> TimeR
         first = _month_start(today.year, today.month - count)
         start = first.replace(day=min(today.day, calendar.monthrange(first.year, first.month)[1]))
     else:
-        start = today.replace(year=today.year - count) if not (today.month == 2 and today.day == 29) else date(today.year - count, 2, 28)
+        start = (
+            today.replace(year=today.year - count)
+            if not (today.month == 2 and today.day == 29)
+            else date(today.year - count, 2, 28)
+        )
     return _days(start, today + timedelta(days=1), tz, expression)
 
 
@@ -133,8 +137,25 @@ _RULES: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"\b" + _MONTH + r",?\s+(?P<year>\d{4})\b", re.I), "month_year"),
     (re.compile(r"\b(?P<day>\d{1,2})(st|nd|rd|th)?\s+of\s+" + _MONTH + r"\b", re.I), "day_month"),
     (re.compile(r"\b" + _MONTH + r"\s+(?P<day>\d{1,2})(st|nd|rd|th)?\b", re.I), "day_month"),
-    (re.compile(r"\b" + _NUMBER + r"\s+" + _UNIT + r"\s+(?P<dir>before|after)\s+(?P<anchor>(the|my|his|her|their|our|a|an)\s+[\w' -]+?)(?=[?.!,;]|$)", re.I), "anchored"),
-    (re.compile(r"\b(the\s+)?(?P<dir>day|week|month|year)\s+(?P<rel>before|after)\s+(?P<anchor>(the|my|his|her|their|our|a|an)\s+[\w' -]+?)(?=[?.!,;]|$)", re.I), "anchored_unit"),
+    (
+        re.compile(
+            r"\b"
+            + _NUMBER
+            + r"\s+"
+            + _UNIT
+            + r"\s+(?P<dir>before|after)\s+(?P<anchor>(the|my|his|her|their|our|a|an)\s+[\w' -]+?)(?=[?.!,;]|$)",
+            re.I,
+        ),
+        "anchored",
+    ),
+    (
+        re.compile(
+            r"\b(the\s+)?(?P<dir>day|week|month|year)\s+(?P<rel>before|after)\s+"
+            r"(?P<anchor>(the|my|his|her|their|our|a|an)\s+[\w' -]+?)(?=[?.!,;]|$)",
+            re.I,
+        ),
+        "anchored_unit",
+    ),
     (re.compile(r"\bthe day before yesterday\b", re.I), "before_yesterday"),
     (re.compile(r"\byesterday\b", re.I), "yesterday"),
     (re.compile(r"\btoday\b|\btonight\b|\bthis (morning|afternoon|evening)\b", re.I), "today"),

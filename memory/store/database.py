@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import logging
-
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
@@ -16,6 +17,10 @@ from sqlalchemy.ext.asyncio import (
 )
 
 from memory.errors import ConfigurationError
+from memory.store.locks import lock_migrations
+
+if TYPE_CHECKING:
+    from alembic.config import Config
 
 MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "alembic"
 
@@ -42,7 +47,7 @@ def session_factory(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:
     return async_sessionmaker(engine, expire_on_commit=False)
 
 
-def _alembic_config(connection: Connection, embedding_dim: int):
+def _alembic_config(connection: Connection, embedding_dim: int) -> Config:
     from alembic.config import Config
 
     config = Config()
@@ -52,14 +57,14 @@ def _alembic_config(connection: Connection, embedding_dim: int):
     return config
 
 
-async def _run_migration(engine: AsyncEngine, embedding_dim: int, step) -> None:
+async def _run_migration(engine: AsyncEngine, embedding_dim: int, step: Callable[[Config], None]) -> None:
     """Run one alembic command on a connection of ours.
 
     A transaction-level advisory lock keeps two processes from migrating at once.
     """
 
     def run(connection: Connection) -> None:
-        connection.execute(text("SELECT pg_advisory_xact_lock(727274)"))
+        lock_migrations(connection)
         step(_alembic_config(connection, embedding_dim))
 
     async with engine.begin() as connection:

@@ -61,7 +61,7 @@ async def remove_documents(session: AsyncSession, kind: str, ref_ids: Iterable[i
     result = await session.execute(
         delete(SearchDocument).where(SearchDocument.kind == kind, SearchDocument.ref_id.in_(ids))
     )
-    return result.rowcount or 0
+    return int(getattr(result, "rowcount", 0) or 0)
 
 
 def episode_document_text(text: str) -> str:

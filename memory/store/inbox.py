@@ -27,12 +27,13 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import Text, delete, func, literal, select, text, update
+from sqlalchemy import Text, delete, func, literal, select, update
 from sqlalchemy.dialects.postgresql import JSONB, insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 from memory.store.conversations import ConversationRef, ensure_conversation
-from memory.store.locks import LockPurpose
+from memory.store.locks import LockPurpose, try_hold
+from memory.store.locks import release as unlock
 from memory.store.schema import ConnectorCursor, Conversation, InboxEvent
 from memory.validation import normalize_id
 
@@ -201,22 +202,12 @@ class InboxClaim:
 async def try_claim(connection: AsyncConnection, conversation_id: int) -> InboxClaim | None:
     """The conversation's inbox if no other process holds it (session-level lock on
     ``connection``: released by ``release`` or when the connection closes)."""
-    claimed = (
-        await connection.execute(
-            text("SELECT pg_try_advisory_lock(:purpose, :conversation)"),
-            {"purpose": int(LockPurpose.INBOX), "conversation": conversation_id},
-        )
-    ).scalar()
-    await connection.commit()
+    claimed = await try_hold(connection, conversation_id, LockPurpose.INBOX)
     return InboxClaim(connection, conversation_id) if claimed else None
 
 
 async def release(claim: InboxClaim) -> None:
-    await claim.connection.execute(
-        text("SELECT pg_advisory_unlock(:purpose, :conversation)"),
-        {"purpose": int(LockPurpose.INBOX), "conversation": claim.conversation_id},
-    )
-    await claim.connection.commit()
+    await unlock(claim.connection, claim.conversation_id, LockPurpose.INBOX)
 
 
 async def backlog(session: AsyncSession) -> InboxBacklog:

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from sqlalchemy import func, insert, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memory.store.schema import UsageEntry
+
+if TYPE_CHECKING:
+    from memory.models.embedder import EmbeddingBatch
 
 
 @dataclass(frozen=True)
@@ -18,6 +22,11 @@ class Usage:
     calls: int = 1
     prompt_tokens: int = 0
     completion_tokens: int = 0
+
+    @classmethod
+    def embedding(cls, phase: str, operation: str, batch: EmbeddingBatch) -> Usage:
+        """One embedding call (a batch of texts is one call)."""
+        return cls(phase, operation, batch.model, calls=1, prompt_tokens=batch.prompt_tokens)
 
 
 async def record_usage(session: AsyncSession, conversation_id: int | None, usage: Usage) -> None:

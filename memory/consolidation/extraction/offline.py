@@ -18,9 +18,7 @@ Rules, per clause (a verb that is the root of a sentence or a conjunct):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
-
-from spacy.tokens import Doc, Span, Token
+from typing import TYPE_CHECKING, Sequence
 
 from memory.consolidation.extraction.base import (
     Chunk,
@@ -31,13 +29,19 @@ from memory.consolidation.extraction.base import (
 from memory.consolidation.extraction.nlp import ENTITY_TYPES, parse
 from memory.graph.reconcile import normalize_name
 
+if TYPE_CHECKING:
+    from spacy.tokens import Doc, Span, Token
+
 FIRST_PERSON = {"i"}
 VAGUE = {
     "thing", "things", "lot", "lots", "time", "times", "way", "one", "bit", "kind", "sort", "something",
     "anything", "everything", "nothing", "fun", "idea", "day", "week", "month", "year", "moment", "stuff",
 }
 _IRREGULAR_THIRD = {"have": "has", "do": "does", "be": "is", "go": "goes"}
-_FIRST_PERSON_WORDS = {"am": "is", "'m": "is", "’m": "is", "my": "{s}'s", "myself": "themself", "me": "{s}", "'ve": "has", "’ve": "has"}
+_FIRST_PERSON_WORDS = {
+    "am": "is", "'m": "is", "’m": "is", "my": "{s}'s", "myself": "themself", "me": "{s}", "'ve": "has",
+    "’ve": "has",
+}
 
 
 @dataclass
@@ -125,6 +129,7 @@ def findings(doc: Doc, speaker: str) -> LineFindings:
         subject_token = next((c for c in verb.children if c.dep_ == "nsubj"), None)
         if subject_token is None:
             continue
+        subject: tuple[str, str] | None
         first_person = subject_token.lower_ in FIRST_PERSON
         if first_person:
             subject = (speaker, "person")
@@ -151,7 +156,7 @@ def findings(doc: Doc, speaker: str) -> LineFindings:
 
 def analyse(lines: Sequence[tuple[str, str]]) -> list[LineFindings]:
     """Findings per (speaker, text) line."""
-    return [findings(doc, speaker) for doc, (speaker, _) in zip(parse(text for _, text in lines), lines)]
+    return [findings(doc, speaker) for doc, (speaker, _) in zip(parse(text for _, text in lines), lines, strict=False)]
 
 
 class OfflineExtractor:
@@ -161,7 +166,7 @@ class OfflineExtractor:
         lines = [line for line in chunk.new_lines if line.role != "bot"]
         entities: dict[str, ExtractedEntity] = {}
         relations: list[ExtractedRelation] = []
-        for line, found in zip(lines, analyse([(line.speaker, line.text) for line in lines])):
+        for line, found in zip(lines, analyse([(line.speaker, line.text) for line in lines]), strict=False):
             episode = frozenset({line.episode_id})
             for name, type_ in found.entities:
                 key = normalize_name(name)

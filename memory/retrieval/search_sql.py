@@ -1,0 +1,213 @@
+"""The statements of the hybrid search (memory/retrieval/search.py explains the plan).
+
+Every value is bound, document kinds included (one parameter per kind of a ``UNION
+ALL``); only the statement's shape varies, with the number of kinds and time ranges and
+the exact-scan ``+ 0`` that keeps the planner off the HNSW index. Every statement
+filters on ``conversation_id``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from pgvector.sqlalchemy import Vector
+from sqlalchemy import bindparam, text
+from sqlalchemy.ext.asyncio import AsyncSession
+
+Key = tuple[str, int]  # (kind, ref_id)
+
+
+@dataclass
+class Row:
+    """A document as the ranked lists found it, with the best scores any list gave it."""
+
+    kind: str
+    ref_id: int
+    text: str
+    message_time: datetime | None
+    is_current: bool
+    similarity: float = 0.0
+    text_rank: float = 0.0
+
+
+_COLUMNS = "kind, ref_id, text, message_time, is_current"
+# Documents are ranked by ``embedding`` (for an episode, its exchange: see
+# memory.episodes.exchange_vectors); the similarity reported is that of the message's own vector,
+# which is what says whether this message itself bears on the question. It is looked up
+# for the hits only, after the limit.
+_HITS = "hits.kind, hits.ref_id, hits.text, hits.message_time, hits.is_current"
+_OWN_SIMILARITY = (
+    "1 - (coalesce((SELECT ep.embedding FROM episodes ep WHERE hits.kind = 'episode' AND ep.id = hits.ref_id), "
+    "hits.embedding) <=> :q)"
+)
+
+
+def kind_params(kinds: Sequence[str]) -> dict[str, str]:
+    """The bound kinds of a ``UNION ALL`` over kinds: ``kind0``, ``kind1``, ..."""
+    return {f"kind{i}": kind for i, kind in enumerate(kinds)}
+
+
+def _with_own_similarity(hits_sql: str) -> str:
+    """``hits_sql`` (rows of _COLUMNS, embedding and distance, nearest first) with the
+    own similarity as score, in the same order."""
+    return f"(SELECT {_HITS}, {_OWN_SIMILARITY} AS score FROM ({hits_sql}) AS hits ORDER BY hits.distance)"
+
+
+def vector_sql(kinds: Sequence[str], exact: bool, own_vectors: bool = False) -> str:
+    """Nearest documents of each kind (``:kind0``...), ``:n`` each."""
+    parts = []
+    for i in range(len(kinds)):
+        if own_vectors:
+            hits = (
+                "SELECT d.kind, d.ref_id, d.text, d.message_time, d.is_current, d.embedding, "
+                "coalesce(ep.embedding, d.embedding) <=> :q AS distance FROM search_documents d "
+                "LEFT JOIN episodes ep ON d.kind = 'episode' AND ep.id = d.ref_id "
+                f"WHERE d.conversation_id = :c AND d.kind = :kind{i} ORDER BY distance LIMIT :n"
+            )
+        else:
+            order = "(embedding <=> :q) + 0" if exact else "embedding <=> :q"
+            hits = (
+                f"SELECT {_COLUMNS}, embedding, embedding <=> :q AS distance FROM search_documents "
+                f"WHERE conversation_id = :c AND kind = :kind{i} ORDER BY {order} LIMIT :n"
+            )
+        parts.append(_with_own_similarity(hits))
+    return " UNION ALL ".join(parts)
+
+
+def in_range_sql(ranges: int) -> str:
+    """Nearest messages among those sent in the asked-about time ranges (``:start0``,
+    ``:end0``...; at most ``:cap`` of them compared, so a wide range stays cheap)."""
+    inside = " OR ".join(f"(message_time >= :start{i} AND message_time < :end{i})" for i in range(ranges))
+    return _with_own_similarity(
+        f"SELECT {_COLUMNS}, embedding, embedding <=> :q AS distance FROM (SELECT {_COLUMNS}, embedding "
+        f"FROM search_documents WHERE conversation_id = :c AND kind = 'episode' AND ({inside}) LIMIT :cap) AS dated "
+        "ORDER BY distance LIMIT :n"
+    )
+
+
+# Nearest messages among the named speaker's (``:name``) most recent ``:cap``.
+BY_SPEAKER_SQL = _with_own_similarity(
+    f"SELECT {_COLUMNS}, embedding, embedding <=> :q AS distance FROM (SELECT d.kind, d.ref_id, d.text, "
+    "d.message_time, d.is_current, d.embedding FROM search_documents d JOIN episodes e ON e.id = d.ref_id "
+    "AND e.conversation_id = :c JOIN speakers s ON s.id = e.speaker_id AND s.display_name = :name "
+    "WHERE d.conversation_id = :c AND d.kind = 'episode' ORDER BY d.message_time DESC LIMIT :cap) AS theirs "
+    "ORDER BY distance LIMIT :n"
+)
+
+
+def text_sql(kinds: Sequence[str]) -> str:
+    """Matches ranked by the summed weight of the query terms they hold, ties by
+    ts_rank_cd (terms close together), which is the score returned. Ranks at most
+    ``:cap`` matches per kind (NULL: all of them). A large conversation passes
+    ``TEXT_MATCH_ROWS``, the number its terms were chosen to match: the sampled shares
+    can underestimate a term, and ranking four times as many matches made the slowest
+    searches of 100K messages twice as slow (the vector side still sees everything)."""
+    parts = [
+        f"(SELECT {_COLUMNS}, ts_rank_cd(tsv, CAST(:t AS tsquery)) AS score FROM "
+        f"(SELECT {_COLUMNS}, tsv FROM search_documents WHERE conversation_id = :c AND kind = :kind{i} "
+        "AND tsv @@ CAST(:t AS tsquery) LIMIT :cap) AS matches "
+        "ORDER BY (SELECT sum(q.w) FROM unnest(CAST(:terms AS text[]), CAST(:weights AS float8[])) AS q(term, w) "
+        "WHERE q.term = ANY(tsvector_to_array(matches.tsv))) DESC, score DESC LIMIT :n)"
+        for i in range(len(kinds))
+    ]
+    return " UNION ALL ".join(parts)
+
+
+_TERM_SHARES = text(
+    "WITH sample AS MATERIALIZED (SELECT tsvector_to_array(tsv) AS lexemes FROM search_documents "
+    "WHERE conversation_id = :c AND kind = 'episode' LIMIT :n), "
+    "terms AS (SELECT DISTINCT lexeme FROM unnest(to_tsvector('english', :q))) "
+    "SELECT terms.lexeme, (SELECT count(*) FROM sample WHERE terms.lexeme = ANY(sample.lexemes)), "
+    "(SELECT count(*) FROM sample) FROM terms"
+)
+_CAPPED_COUNTS = text(
+    "SELECT k.kind, (SELECT count(*) FROM (SELECT 1 FROM search_documents d "
+    "WHERE d.conversation_id = :c AND d.kind = k.kind LIMIT :cap) s) "
+    "FROM unnest(CAST(:kinds AS text[])) AS k(kind)"
+)
+_STATISTICS = text(
+    "SELECT c.reltuples, "
+    "(SELECT m.f FROM pg_stats s, unnest(s.most_common_vals::text::bigint[], s.most_common_freqs) "
+    "AS m(v, f) WHERE s.tablename = 'search_documents' AND s.attname = 'conversation_id' AND m.v = :c), "
+    "(SELECT json_object_agg(m.v, m.f) FROM pg_stats s, unnest(s.most_common_vals::text::text[], "
+    "s.most_common_freqs) AS m(v, f) WHERE s.tablename = 'search_documents' AND s.attname = 'kind') "
+    "FROM pg_class c WHERE c.oid = 'search_documents'::regclass"
+)
+_CHAIN_NEIGHBOURS = text(
+    "SELECT e.id, d.kind, d.ref_id, d.text, d.message_time, d.is_current FROM episodes e "
+    "CROSS JOIN LATERAL (VALUES (e.prev_id), (e.next_id)) AS nb(id) "
+    "JOIN search_documents d ON d.kind = 'episode' AND d.ref_id = nb.id AND d.conversation_id = :c "
+    "WHERE e.conversation_id = :c AND e.id = ANY(:ids)"
+)
+_BY_SPEAKER = text(
+    "SELECT e.id FROM episodes e JOIN speakers s ON s.id = e.speaker_id "
+    "WHERE e.conversation_id = :c AND e.id = ANY(:ids) AND s.display_name = :name"
+)
+_SET_EF_SEARCH = text("SELECT set_config('hnsw.ef_search', :ef, true)")
+
+
+async def term_shares(session: AsyncSession, conversation_id: int, question: str, sample: int) -> tuple[dict[str, float], int]:
+    """Each English lexeme of ``question`` and the share of the conversation's messages
+    (a sample of at most ``sample``) that contain it, and the sample's size. Lexemes
+    are compared whole (a hyphenated lexeme is not split again)."""
+    rows = (await session.execute(_TERM_SHARES, {"c": conversation_id, "n": sample, "q": question})).all()
+    sampled = rows[0][2] if rows else 0
+    return {lexeme: (found / total if total else 0.0) for lexeme, found, total in rows}, sampled
+
+
+async def capped_counts(session: AsyncSession, conversation_id: int, kinds: Sequence[str], cap: int) -> dict[str, int]:
+    """Documents per kind of the conversation, counted up to ``cap`` (index-only)."""
+    rows = await session.execute(_CAPPED_COUNTS, {"c": conversation_id, "kinds": list(kinds), "cap": cap})
+    return {kind: int(count) for kind, count in rows.all()}
+
+
+async def size_statistics(session: AsyncSession, conversation_id: int) -> tuple[float, float | None, dict[str, float]]:
+    """The planner's statistics: the table's rows, the conversation's share of them and
+    each kind's share (None or missing without statistics)."""
+    table_rows, conversation_share, kind_shares = (await session.execute(_STATISTICS, {"c": conversation_id})).one()
+    return table_rows, conversation_share, kind_shares or {}
+
+
+async def set_ef_search(session: AsyncSession, ef_search: int) -> None:
+    """``hnsw.ef_search`` for the rest of this transaction."""
+    await session.execute(_SET_EF_SEARCH, {"ef": str(ef_search)})
+
+
+async def ranked_lists(
+    session: AsyncSession, sql: str, params: dict[str, Any], rows: dict[Key, Row], field_name: str, vector: bool
+) -> dict[str, list[Key]]:
+    """Run one ranking statement: its keys per kind in rank order; each document's best
+    score so far is kept in ``rows[key].<field_name>``."""
+    statement = text(sql)
+    if vector:
+        statement = statement.bindparams(bindparam("q", type_=Vector()))
+    lists: dict[str, list[Key]] = {}
+    for kind, ref_id, doc_text, message_time, is_current, score in await session.execute(statement, params):
+        key = (kind, ref_id)
+        row = rows.setdefault(key, Row(kind, ref_id, doc_text, message_time, is_current))
+        setattr(row, field_name, max(getattr(row, field_name), float(score)))
+        lists.setdefault(kind, []).append(key)
+    return lists
+
+
+async def chain_neighbours(
+    session: AsyncSession, conversation_id: int, episode_ids: Sequence[int], rows: dict[Key, Row]
+) -> dict[Key, list[Key]]:
+    """The messages just before and after each of ``episode_ids`` in the chain (one
+    query through the primary key and the documents' unique ref index); their documents
+    are added to ``rows``."""
+    neighbours: dict[Key, list[Key]] = {}
+    result = await session.execute(_CHAIN_NEIGHBOURS, {"c": conversation_id, "ids": list(episode_ids)})
+    for episode_id, kind, ref_id, doc_text, message_time, is_current in result:
+        rows.setdefault((kind, ref_id), Row(kind, ref_id, doc_text, message_time, is_current))
+        neighbours.setdefault(("episode", episode_id), []).append((kind, ref_id))
+    return neighbours
+
+
+async def written_by(session: AsyncSession, conversation_id: int, episode_ids: Sequence[int], name: str) -> list[int]:
+    """Which of ``episode_ids`` the speaker called ``name`` wrote."""
+    result = await session.execute(_BY_SPEAKER, {"c": conversation_id, "ids": list(episode_ids), "name": name})
+    return list(result.scalars())

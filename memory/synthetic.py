@@ -1,0 +1,262 @@
+"""Synthetic loads for the benchmarks: records written as given, without extraction or
+embedding, so that a benchmark measures one thing (deletion, search) on a known state.
+
+- ``supply_graph``: messages with given vectors, and entities, relations and communities
+  with given supports (the forgetting benchmark's supplied extractions);
+- ``bulk_messages``: many messages and their search documents in batches of
+  ``INSERT ... SELECT`` (the retrieval benchmark's latency conversation);
+- ``bulk_graph``: a conversation of ``size`` messages and a proportional graph, written
+  by SQL on the server (the forgetting benchmark's latency conversations).
+
+Never used by the service: nothing here checks what it is given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import BigInteger, DateTime, Integer, bindparam, text
+
+from memory.core import Memory
+from memory.episodes.append import Message, append_messages
+from memory.graph.writes import create_entity, create_relation
+from memory.store.conversations import ensure_speaker
+from memory.store.documents import Document, upsert_documents
+from memory.store.schema import Community, CommunityMember
+
+
+@dataclass(frozen=True)
+class SuppliedEntity:
+    name: str
+    type: str
+    message_ids: frozenset[str]
+
+
+@dataclass(frozen=True)
+class SuppliedRelation:
+    subject: str  # keys of SuppliedGraph.entities
+    object: str
+    predicate: str
+    fact: str
+    message_ids: frozenset[str]
+
+
+@dataclass(frozen=True)
+class SuppliedCommunity:
+    label: str
+    summary: str
+    members: tuple[str, ...]  # keys of SuppliedGraph.entities
+
+
+@dataclass
+class SuppliedGraph:
+    """What an extractor would have found, stated directly. Records are written in the
+    order given (entities, then relations, then communities)."""
+
+    entities: dict[str, SuppliedEntity] = field(default_factory=dict)
+    relations: list[SuppliedRelation] = field(default_factory=list)
+    communities: list[SuppliedCommunity] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class SuppliedIds:
+    """The ids the supplied records were stored under (opaque handles, e.g. to compare
+    with ``memory.integrity``)."""
+
+    episodes: dict[str, int]  # platform message id -> episode id
+    entities: dict[str, int]
+    relations: list[int]  # in SuppliedGraph.relations order
+
+
+async def supply_graph(
+    memory: Memory,
+    conversation_id: int,
+    messages: Sequence[Message],
+    message_vectors: Sequence[Sequence[float]],
+    graph: SuppliedGraph,
+    vectors: Iterator[Sequence[float]],
+) -> SuppliedIds:
+    """Store the messages with their given vectors and the graph with its supports, in
+    one transaction; each entity, relation and community takes the next of ``vectors``."""
+    async with memory.sessions.begin() as session:
+        results = await append_messages(session, memory.embedder, conversation_id, messages, message_vectors)
+        episodes = {r.platform_message_id: r.episode_id for r in results if r.episode_id is not None}
+        entities: dict[str, int] = {}
+        for key, entity in graph.entities.items():
+            entities[key] = await create_entity(
+                session, conversation_id, name=entity.name, type_=entity.type, summary="", embedding=next(vectors),
+                episode_ids={episodes[m] for m in entity.message_ids},
+            )
+        relations = [
+            await create_relation(
+                session, conversation_id, subject_id=entities[r.subject], object_id=entities[r.object],
+                predicate=r.predicate, fact=r.fact, embedding=next(vectors), episode_ids={episodes[m] for m in r.message_ids},
+            )
+            for r in graph.relations
+        ]
+        for supplied in graph.communities:
+            community = Community(conversation_id=conversation_id, label=supplied.label, summary=supplied.summary, dirty=False)
+            session.add(community)
+            await session.flush()
+            members = {entities[key] for key in supplied.members}
+            session.add_all(
+                [CommunityMember(community_id=community.id, entity_id=e, conversation_id=conversation_id) for e in members]
+            )
+            document = Document("community", community.id, supplied.summary, next(vectors))
+            await upsert_documents(session, conversation_id, [document])
+    return SuppliedIds(episodes, entities, relations)
+
+
+_BULK_MESSAGES = text(
+    "WITH input AS (SELECT * FROM unnest(CAST(:texts AS text[]), CAST(:vectors AS text[]), "
+    "CAST(:numbers AS bigint[])) AS t(body, vector, n)), "
+    "stored AS (INSERT INTO episodes "
+    "(conversation_id, speaker_id, role, text, message_time, platform_message_id) "
+    "SELECT :c, :s, 'user', body, timestamptz '2020-01-01' + n * interval '1 minute', 's' || n FROM input "
+    "RETURNING id, text, message_time, platform_message_id) "
+    "INSERT INTO search_documents (conversation_id, kind, ref_id, text, embedding, message_time, is_current) "
+    "SELECT :c, 'episode', stored.id, :prefix || stored.text, "
+    "CAST(input.vector AS vector), stored.message_time, true "
+    "FROM stored JOIN input ON stored.platform_message_id = 's' || input.n"
+)
+_CHAIN_ALL = text(
+    "UPDATE episodes e SET prev_id = c.prev, next_id = c.next FROM (SELECT id, "
+    "lag(id) OVER (ORDER BY message_time, id) AS prev, lead(id) OVER (ORDER BY message_time, id) AS next "
+    "FROM episodes WHERE conversation_id = :c) c WHERE e.id = c.id"
+)
+
+
+async def bulk_messages(
+    memory: Memory, conversation_id: int, speaker: str, batches: Iterable[tuple[Sequence[str], Iterable[Iterable[float]]]]
+) -> None:
+    """Messages of one speaker a minute apart, numbered ``s0``, ``s1``..., each batch of
+    (texts, vectors) in one statement; then the chain, and fresh planner statistics as
+    autovacuum would gather after such a load."""
+    async with memory.sessions.begin() as session:
+        speaker_id = await ensure_speaker(session, conversation_id, "synthetic", speaker, "user")
+    start = 0
+    for texts, vectors in batches:
+        async with memory.sessions.begin() as session:
+            await session.execute(
+                _BULK_MESSAGES,
+                {
+                    "c": conversation_id,
+                    "s": speaker_id,
+                    "prefix": f"{speaker}: ",
+                    "texts": list(texts),
+                    "vectors": ["[" + ",".join(f"{x:.5f}" for x in v) + "]" for v in vectors],
+                    "numbers": list(range(start, start + len(texts))),
+                },
+            )
+        start += len(texts)
+    async with memory.engine.begin() as connection:
+        await connection.execute(_CHAIN_ALL, {"c": conversation_id})
+    async with memory.engine.begin() as connection:
+        await connection.execute(text("ANALYZE search_documents"))
+
+
+def _random_vector_sql(column: str) -> str:
+    """A random vector per row of ``:dim`` dimensions (the WHERE ties the subquery to the
+    row so it is not run once)."""
+    return f"ARRAY(SELECT random() - 0.5 FROM generate_series(1, :dim) WHERE {column} IS NOT NULL)::vector"
+
+
+def _bulk_graph_statements() -> list[str]:
+    vec = _random_vector_sql
+    return [
+        """INSERT INTO episodes (conversation_id, speaker_id, role, text, message_time, platform_message_id)
+           SELECT :cid, CASE WHEN i % 2 = 0 THEN :s0 ELSE :s1 END, 'user',
+                  'bulk message ' || i || ' about topic ' || (i / 5), :t0 + make_interval(secs => i), 'b' || i
+           FROM generate_series(0, :n - 1) AS i""",
+        """UPDATE episodes e SET prev_id = w.prev, next_id = w.next
+           FROM (SELECT id, lag(id) OVER o AS prev, lead(id) OVER o AS next FROM episodes
+                 WHERE conversation_id = :cid WINDOW o AS (ORDER BY message_time, id)) w
+           WHERE e.id = w.id""",
+        "ANALYZE episodes",
+        f"""INSERT INTO entities (conversation_id, name, type, summary, attributes, embedding)
+           SELECT :cid, 'topic ' || t, 'topic', '', CAST('{{}}' AS jsonb), {vec("g.t")}
+           FROM generate_series(0, :topics - 1) AS g(t)
+           UNION ALL SELECT :cid, display_name, 'person', '', CAST('{{}}' AS jsonb), {vec("s.id")}
+           FROM speakers s WHERE conversation_id = :cid""",
+        "ANALYZE entities",
+        """INSERT INTO entity_provenance (entity_id, episode_id, conversation_id)
+           SELECT en.id, ep.id, :cid FROM episodes ep
+           JOIN entities en ON en.conversation_id = :cid AND en.name = 'topic ' || (substr(ep.platform_message_id, 2)::int / 5)
+           WHERE ep.conversation_id = :cid
+           UNION ALL SELECT en.id, ep.id, :cid FROM episodes ep JOIN speakers sp ON sp.id = ep.speaker_id
+           JOIN entities en ON en.conversation_id = :cid AND en.name = sp.display_name WHERE ep.conversation_id = :cid""",
+        """INSERT INTO relations (conversation_id, subject_id, object_id, predicate, fact, status)
+           SELECT :cid, s.id, o.id, 'relates_to', 'fact ' || i, 'active' FROM generate_series(0, :n - 1) AS i
+           JOIN entities s ON s.conversation_id = :cid AND s.name = 'topic ' || (i / 5 % :topics)
+           JOIN entities o ON o.conversation_id = :cid AND o.name = 'topic ' || ((i * 7 + 3) % :topics)
+           UNION ALL SELECT :cid, h.id, t.id, 'mentions', 'mentions ' || g.t, 'active'
+           FROM generate_series(0, :topics - 1) AS g(t)
+           JOIN entities t ON t.conversation_id = :cid AND t.name = 'topic ' || g.t
+           JOIN entities h ON h.conversation_id = :cid AND h.name = 'Speaker ' || (g.t % 2)""",
+        "ANALYZE relations, entity_provenance",
+        """INSERT INTO relation_provenance (relation_id, episode_id, conversation_id)
+           SELECT r.id, ep.id, :cid FROM relations r
+           JOIN episodes ep ON ep.conversation_id = :cid AND ep.platform_message_id = 'b' || split_part(r.fact, ' ', 2)
+           WHERE r.conversation_id = :cid AND r.predicate = 'relates_to'
+           UNION ALL SELECT r.id, ep.id, :cid FROM relations r
+           JOIN episodes ep ON ep.conversation_id = :cid AND ep.platform_message_id = 'b' || (split_part(r.fact, ' ', 2)::int + 1)
+           WHERE r.conversation_id = :cid AND r.predicate = 'relates_to' AND split_part(r.fact, ' ', 2)::int % 3 = 0
+           UNION ALL SELECT r.id, p.episode_id, :cid FROM relations r
+           JOIN entity_provenance p ON p.entity_id = r.object_id
+           WHERE r.conversation_id = :cid AND r.predicate = 'mentions'""",
+        """INSERT INTO communities (conversation_id, label, summary, dirty)
+           SELECT :cid, 'community ' || c, 'community ' || c, false FROM generate_series(0, (:topics - 1) / 20) AS c""",
+        "ANALYZE communities",
+        """INSERT INTO community_members (community_id, entity_id, conversation_id)
+           SELECT c.id, t.id, :cid FROM entities t
+           JOIN communities c ON c.conversation_id = :cid AND c.label = 'community ' || (split_part(t.name, ' ', 2)::int / 20)
+           WHERE t.conversation_id = :cid AND t.type = 'topic'""",
+        f"""INSERT INTO search_documents (conversation_id, kind, ref_id, text, embedding, message_time)
+           SELECT :cid, 'episode', e.id, 'Speaker: ' || e.text, {vec("e.id")}, e.message_time
+           FROM episodes e WHERE e.conversation_id = :cid
+           UNION ALL SELECT :cid, 'entity', e.id, e.name, e.embedding, NULL FROM entities e WHERE e.conversation_id = :cid
+           UNION ALL SELECT :cid, 'relation', r.id, r.fact, {vec("r.id")}, NULL
+           FROM relations r WHERE r.conversation_id = :cid
+           UNION ALL SELECT :cid, 'community', c.id, c.summary, {vec("c.id")}, NULL
+           FROM communities c WHERE c.conversation_id = :cid""",
+        # Each message's own vector, so that a deletion recomputes its successor's
+        # exchange vector as it does in a real conversation (memory.episodes.exchange_vectors).
+        """UPDATE episodes e SET embedding = d.embedding FROM search_documents d
+           WHERE d.kind = 'episode' AND d.ref_id = e.id AND e.conversation_id = :cid""",
+    ]
+
+
+_BULK_TYPES: dict[str, Any] = {
+    "cid": BigInteger, "s0": BigInteger, "s1": BigInteger, "n": Integer, "topics": Integer, "dim": Integer,
+    "t0": DateTime(timezone=True),
+}
+_VACUUMED = (
+    "episodes", "entities", "entity_provenance", "relations", "relation_provenance", "community_members", "search_documents"
+)
+
+
+async def bulk_graph(memory: Memory, conversation_id: int, size: int) -> None:
+    """``size`` messages (``b0``, ``b1``...) and a proportional graph, written by SQL on
+    the server (with statistics refreshed between steps so that the joins hash instead of
+    looping): a topic entity per 5 messages, a relation per message between topics
+    (every third supported by two messages), two speaker hubs supported by all their
+    messages with a relation to each topic, a community per 20 topics; search documents
+    for all of them with random vectors. Vacuumed at the end: a steady state, with no
+    autovacuum mid-run."""
+    async with memory.sessions.begin() as session:
+        s0 = await ensure_speaker(session, conversation_id, "u0", "Speaker 0", "user")
+        s1 = await ensure_speaker(session, conversation_id, "u1", "Speaker 1", "user")
+        values = {
+            "cid": conversation_id, "s0": s0, "s1": s1, "n": size, "topics": max(2, size // 5),
+            "dim": memory.embedder.dim, "t0": datetime(2026, 1, 1, tzinfo=UTC),
+        }
+        for statement in _bulk_graph_statements():
+            typed = [bindparam(k, type_=t) for k, t in _BULK_TYPES.items() if f":{k}" in statement]
+            await session.execute(text(statement).bindparams(*typed), values)
+    async with memory.engine.connect() as connection:
+        await connection.execution_options(isolation_level="AUTOCOMMIT")
+        for table in _VACUUMED:
+            await connection.execute(text(f'VACUUM ANALYZE "{table}"'))

@@ -1,0 +1,46 @@
+"""Code outside the memory core (bot/, jobs/, connectors/) imports only its public names:
+``from memory import <name in memory.__all__>``, never a module behind them."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import memory
+
+ROOT = Path(__file__).resolve().parents[1]
+OUTSIDE = ("bot", "jobs", "connectors")
+# Known and to be converted: the forgetting benchmark's supplied graph with per-turn
+# wordings and its word-level residue scan landed (issue 11) while the rest moved to the
+# public API (memory.load_supplied, integrity, residue and forget(policy=...) are there).
+NOT_YET = {"bot/bench/forget.py", "bot/bench/common.py"}  # common: locomo_conversation (bench answers, issue 15)
+
+
+def private_imports(source: str) -> list[str]:
+    """The imports of ``source`` that reach past ``memory.__all__``. Pure."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found += [alias.name for alias in node.names if alias.name.startswith("memory.")]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            if node.module.startswith("memory."):
+                found.append(node.module)
+            elif node.module == "memory":
+                found += [f"memory.{a.name}" for a in node.names if a.name not in memory.__all__]
+    return found
+
+
+def test_the_check_sees_private_imports() -> None:
+    source = "import memory.core\nfrom memory.store import schema\nfrom memory import api, ask\nimport memoryless\n"
+    assert private_imports(source) == ["memory.core", "memory.store", "memory.api"]
+
+
+def test_nothing_outside_the_core_imports_its_private_modules() -> None:
+    modules = sorted(p for package in OUTSIDE for p in (ROOT / package).rglob("*.py"))
+    assert len(modules) > 20, "the packages were not found"
+    offenders = {
+        str(path.relative_to(ROOT)): names
+        for path in modules
+        if str(path.relative_to(ROOT)) not in NOT_YET and (names := private_imports(path.read_text(encoding="utf-8")))
+    }
+    assert offenders == {}
