@@ -1,0 +1,78 @@
+"""Pure rules of answering, summaries and LLM replies, tested without a database or a
+server: extractive answers, citations, the offline summary, JSON reply parsing."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import pytest
+from pydantic import BaseModel
+
+from memory.consolidation.summary import SummaryLine, offline_summary
+from memory.models.llm import parse_reply
+from memory.models.retry import Retryable
+from memory.models.tokens import count_tokens
+from memory.retrieval.answering import NOT_IN_MEMORY, cite, extractive_answer
+from memory.retrieval.evidence import EpisodeRef, EvidenceItem
+
+T = datetime(2024, 5, 6, 9, tzinfo=timezone.utc)
+
+
+def episode(n: int, speaker: str = "ann", role: str = "user") -> EpisodeRef:
+    return EpisodeRef(n, f"m{n}", speaker, role, T, f"message {n}")
+
+
+def item(label: str, kind: str = "episode", *, own: EpisodeRef | None = None, supporting: tuple[EpisodeRef, ...] = (),
+         context: tuple[EpisodeRef, ...] = (), current: bool = True) -> EvidenceItem:
+    return EvidenceItem(label, kind, 1, "text", 1.0, 0.9, 0.0, current, own, supporting, context)
+
+
+def test_extractive_answer_quotes_the_best_relevant_non_bot_items() -> None:
+    items = [
+        item("E1", own=episode(1, "stashbird", "bot")),
+        item("E2", own=episode(2, "tom")),
+        item("E3", "relation", supporting=(episode(3), episode(4, "bob")), current=False),
+        item("E4", own=episode(5)),
+        item("E5", own=episode(6)),
+    ]
+    text, labels = extractive_answer(items, {"E1", "E2", "E3", "E4", "E5"})
+    assert labels == ["E2", "E3", "E4"]  # the bot's message is never quoted; at most three
+    first, second, _ = text.split("\n")
+    assert first == 'tom said on 06 May 2024: "message 2" [E2]'
+    assert second == "Also: text (this has since been superseded) (from what ann on 06 May 2024, bob on 06 May 2024 said) [E3]"
+    assert extractive_answer(items, set()) == (NOT_IN_MEMORY, [])
+
+
+def test_citations_name_each_non_bot_message_once_in_citation_order() -> None:
+    items = [
+        item("E1", own=episode(1), context=(episode(7, "stashbird", "bot"), episode(8, "bob"))),
+        item("E2", "relation", supporting=(episode(1), episode(2))),
+    ]
+    cited = cite(items, ["[E2]", "E1", "E1.2", "E1.1", "E9"])
+    assert [(c.label, c.platform_message_id) for c in cited] == [("E2", "m1"), ("E2", "m2"), ("E1.2", "m8")]
+
+
+def test_offline_summary_keeps_the_newest_lines_that_fit() -> None:
+    lines = [SummaryLine(i, f"ann: line number {i} about the launch") for i in range(1, 7)]
+    size = count_tokens(lines[0].text) + 1
+    text, ids = offline_summary(lines, 3 * size)
+    assert ids == [4, 5, 6] and text.split("\n") == [line.text for line in lines[3:]]
+    assert offline_summary(lines, size - 1) == ("", [])
+
+
+class Fact(BaseModel):
+    subject: str
+    count: int
+
+
+def test_json_replies_are_parsed_or_refused_naming_what_is_wrong() -> None:
+    assert parse_reply('{"subject": "Ana", "count": 2}', Fact) == Fact(subject="Ana", count=2)
+    for reply, problem in (
+        ("", "malformed JSON: empty reply"),
+        ("{not json", "malformed JSON"),
+        ('{"subject": "Ana"}', "schema errors (Fact): count: Field required"),
+        ('{"subject": "Ana", "count": "many"}', "count: Input should be a valid integer"),
+    ):
+        with pytest.raises(Retryable) as refused:
+            parse_reply(reply, Fact)
+        assert problem in refused.value.cause
