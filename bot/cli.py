@@ -14,15 +14,10 @@ Only the command being run is imported (with the memory core behind it): ``stash
 from __future__ import annotations
 
 import argparse
-import asyncio
 import importlib
-import json
 import os
 import sys
 from typing import Sequence
-
-from bot.settings import load_settings
-from memory import StashbirdError
 
 COMMANDS = {
     "demo": "ingest a bundled sample conversation and show what was stored",
@@ -65,6 +60,8 @@ def build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
 def error_line(error: Exception) -> tuple[str, int]:
     """One line saying what is wrong, and the exit code: 2 for what a user can fix, 1
     for anything else (a defect: ``--debug`` shows its traceback)."""
+    from memory import StashbirdError  # imported with the command, never for --help
+
     if isinstance(error, StashbirdError):
         text, code = str(error), 2
     elif isinstance(error, OSError) and error.filename is not None:
@@ -79,6 +76,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser(argv).parse_args(argv)
+    import asyncio
+    import json
+
+    from bot.settings import load_settings
 
     try:
         result = asyncio.run(args.module.run(args, load_settings()))

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import AliasChoices, Field
 from pydantic import ValidationError as SettingsError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from jobs import JobSettings
 from memory import ConfigurationError, default_data_dir
+
+if TYPE_CHECKING:
+    from jobs import JobSettings
 
 
 def _env(*names: str) -> AliasChoices:
@@ -60,6 +63,8 @@ class Settings(BaseSettings):
     community_rebuild_share: float = Field(0.2, ge=0, le=1, validation_alias=_env("STASHBIRD_COMMUNITY_REBUILD_SHARE"))
 
     def job_settings(self) -> JobSettings:
+        from jobs import JobSettings  # the scheduler's package, imported by the commands that run it
+
         return JobSettings(
             interval_seconds=self.jobs_interval,
             consolidate_tokens=self.consolidate_tokens,

@@ -20,8 +20,10 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
-import networkx as nx
+if TYPE_CHECKING:  # networkx is imported when communities are built, not by every command
+    import networkx as nx
 
 MAX_ROUNDS = 50
 
@@ -29,6 +31,8 @@ MAX_ROUNDS = 50
 def weighted_graph(nodes: Iterable[int], edges: Iterable[tuple[int, int]]) -> nx.Graph:
     """One node per entity, one edge per connected pair weighted by its relation count
     (self-loops carry no information about communities and are dropped)."""
+    import networkx as nx
+
     graph = nx.Graph()
     graph.add_nodes_from(nodes)
     for a, b in edges:
