@@ -1,5 +1,5 @@
 """Pure rules of answering, summaries and LLM replies, tested without a database or a
-server: extractive answers, citations, the offline summary, JSON reply parsing."""
+server: citations, the offline summary, JSON reply parsing."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from memory.consolidation.summary import SummaryLine, offline_summary
 from memory.models.llm import parse_reply
 from memory.models.retry import Retryable
 from memory.models.tokens import count_tokens
-from memory.retrieval.answering import NOT_IN_MEMORY, cite, extractive_answer
+from memory.retrieval.answering import cite
 from memory.retrieval.evidence import EpisodeRef, EvidenceItem
 
 T = datetime(2024, 5, 6, 9, tzinfo=timezone.utc)
@@ -25,22 +25,6 @@ def episode(n: int, speaker: str = "ann", role: str = "user") -> EpisodeRef:
 def item(label: str, kind: str = "episode", *, own: EpisodeRef | None = None, supporting: tuple[EpisodeRef, ...] = (),
          context: tuple[EpisodeRef, ...] = (), current: bool = True) -> EvidenceItem:
     return EvidenceItem(label, kind, 1, "text", 1.0, 0.9, 0.0, current, own, supporting, context)
-
-
-def test_extractive_answer_quotes_the_best_relevant_non_bot_items() -> None:
-    items = [
-        item("E1", own=episode(1, "stashbird", "bot")),
-        item("E2", own=episode(2, "tom")),
-        item("E3", "relation", supporting=(episode(3), episode(4, "bob")), current=False),
-        item("E4", own=episode(5)),
-        item("E5", own=episode(6)),
-    ]
-    text, labels = extractive_answer(items, {"E1", "E2", "E3", "E4", "E5"})
-    assert labels == ["E2", "E3", "E4"]  # the bot's message is never quoted; at most three
-    first, second, _ = text.split("\n")
-    assert first == 'tom said on 06 May 2024: "message 2" [E2]'
-    assert second == "Also: text (this has since been superseded) (from what ann on 06 May 2024, bob on 06 May 2024 said) [E3]"
-    assert extractive_answer(items, set()) == (NOT_IN_MEMORY, [])
 
 
 def test_citations_name_each_non_bot_message_once_in_citation_order() -> None:
