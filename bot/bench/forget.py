@@ -55,7 +55,8 @@ from memory.core import Memory
 from memory.episodes.append import append_messages
 from memory.errors import ValidationError
 from memory.forgetting.commands import apply_decision, delete_episode, remove_episode
-from memory.forgetting.rules import POLICIES, EntityFacts, RelationFacts, SupplyGraph
+from memory.forgetting.policies import whole_graph
+from memory.forgetting.rules import POLICIES
 from memory.graph.wording import FactWording
 from memory.graph.writes import create_entity, create_relation
 from memory.store.conversations import (
@@ -69,8 +70,6 @@ from memory.store.residue import find_tokens, find_words, surviving_texts, uniqu
 from memory.store.schema import (
     Community,
     CommunityMember,
-    Entity,
-    EntityProvenance,
     Episode,
     Relation,
     RelationProvenance,
@@ -223,37 +222,6 @@ async def _communities(
 
 # --- applying a policy ----------------------------------------------------------------
 
-
-async def whole_graph(session: AsyncSession, cid: int) -> SupplyGraph:
-    """The conversation's whole graph with full supports (the comparison policies need it)."""
-    relation_support: dict[int, set[int]] = {}
-    for r, e in await session.execute(
-        select(RelationProvenance.relation_id, RelationProvenance.episode_id).where(RelationProvenance.conversation_id == cid)
-    ):
-        relation_support.setdefault(r, set()).add(e)
-    entity_support: dict[int, set[int]] = {}
-    for n, e in await session.execute(
-        select(EntityProvenance.entity_id, EntityProvenance.episode_id).where(EntityProvenance.conversation_id == cid)
-    ):
-        entity_support.setdefault(n, set()).add(e)
-    relations = {
-        r: RelationFacts(s, o, frozenset(relation_support.get(r, ())), by if status == "superseded" else None)
-        for r, s, o, status, by in await session.execute(
-            select(Relation.id, Relation.subject_id, Relation.object_id, Relation.status, Relation.superseded_by).where(
-                Relation.conversation_id == cid
-            )
-        )
-    }
-    entities = {
-        e: EntityFacts(frozenset(entity_support.get(e, ())))
-        for e in (await session.execute(select(Entity.id).where(Entity.conversation_id == cid))).scalars()
-    }
-    members: dict[int, set[int]] = {}
-    for c, e in await session.execute(
-        select(CommunityMember.community_id, CommunityMember.entity_id).where(CommunityMember.conversation_id == cid)
-    ):
-        members.setdefault(c, set()).add(e)
-    return SupplyGraph(relations, entities, {c: frozenset(m) for c, m in members.items()})
 
 
 async def delete_with(memory: Memory, policy: str, cid: int, dia_id: str) -> None:
