@@ -10,6 +10,8 @@ import uuid
 from datetime import datetime, timezone
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from sqlalchemy import select
 
 from bot.commands.audit import table
@@ -35,7 +37,7 @@ from memory import (
     stats,
     validate_message,
 )
-from memory.audit.about import best_matches
+from memory.audit.about import best_matches, shown_relations
 from memory.audit.access import may_audit, may_list
 from memory.audit.forgotten import requester
 from memory.audit.messages import permalink
@@ -75,6 +77,28 @@ def test_best_matches_by_name_or_meaning() -> None:
     found = best_matches({1: 95.0, 2: 60.0, 3: 81.0}, {2: 0.9, 4: 0.3, 3: 0.5}, limit=5)
     assert found == [(1, 0.95), (2, 0.9), (3, 0.81)]
     assert best_matches({1: 95.0, 2: 90.0}, {}, limit=1) == [(1, 0.95)]
+
+
+relation_ends = st.lists(
+    st.tuples(st.integers(1, 3), st.integers(1, 3), st.booleans()), max_size=60, unique_by=lambda t: (t[0], t[1])
+)
+
+
+@given(relation_ends, st.integers(1, 5))
+def test_shown_relations_lose_nothing_to_the_per_end_limits(ends: list[tuple[int, int, bool]], limit: int) -> None:
+    """Relations ``(subject, object, current)`` numbered by position: the candidates the
+    query returns (per entity, end and status, the newest ``limit``) rank to the same
+    relations as ranking each entity's whole list."""
+    relations = list(enumerate(ends, start=1))
+    candidates = []
+    for entity in (1, 2, 3):
+        for end in (0, 1):
+            for current in (True, False):
+                group = sorted((r for r, e in relations if e[end] == entity and e[2] is current), reverse=True)
+                candidates += [(entity, r, current) for r in group[:limit]]
+    for entity in (1, 2, 3):
+        whole = sorted({r for r, e in relations if entity in e[:2]}, key=lambda r: (not ends[r - 1][2], -r))
+        assert shown_relations(candidates, limit).get(entity, []) == whole[:limit]
 
 
 def test_table_lines_up_columns() -> None:

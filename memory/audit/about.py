@@ -9,11 +9,13 @@ Anchors have no name left to match; they show up as the ends of relations.
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from rapidfuzz import fuzz, process, utils
-from sqlalchemy import Text, cast, func, select, union_all
+from sqlalchemy import Text, cast, func, select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memory.audit.facts import FactView, load_facts
@@ -21,7 +23,7 @@ from memory.core import Memory
 from memory.models.embedder import EmbeddingBatch
 from memory.store.conversations import ConversationRef
 from memory.store.ledger import Usage, record_usage
-from memory.store.schema import Entity, EntityProvenance, Relation
+from memory.store.schema import Entity, EntityProvenance
 
 MATCHES = 5
 NAME_SCORE = 80  # rapidfuzz WRatio, 0-100
@@ -77,63 +79,107 @@ def best_matches(name_scores: dict[int, float], similarities: dict[int, float], 
     return sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:limit]
 
 
-async def _name_scores(session: AsyncSession, conversation_id: int, name: str) -> dict[int, float]:
-    """Scores of the conversation's entity names. The names come as one text (an
-    index-only scan, ``ix_entities_names``): 20K rows of a large conversation cost the
-    client more than the matching."""
-    listed = (
-        await session.execute(
-            select(func.string_agg(cast(Entity.id, Text) + "\t" + func.replace(Entity.name, "\n", " "), "\n")).where(
-                Entity.conversation_id == conversation_id, Entity.is_anchor.is_(False)
+async def _names(memory: Memory, conversation_id: int) -> dict[int, str]:
+    """The conversation's entity names. They come as one text (an index-only scan,
+    ``ix_entities_names``): 20K rows of a large conversation cost the client more than
+    the matching."""
+    async with memory.sessions() as session:
+        listed = (
+            await session.execute(
+                select(func.string_agg(cast(Entity.id, Text) + "\t" + func.replace(Entity.name, "\n", " "), "\n")).where(
+                    Entity.conversation_id == conversation_id, Entity.is_anchor.is_(False)
+                )
             )
-        )
-    ).scalar()
-    names = {int(key): value for key, _, value in (line.partition("\t") for line in (listed or "").split("\n") if line)}
+        ).scalar()
+    return {int(key): value for key, _, value in (line.partition("\t") for line in (listed or "").split("\n") if line)}
+
+
+def _name_scores(names: dict[int, str], name: str) -> dict[int, float]:
     found = process.extract(
         name, names, scorer=fuzz.WRatio, processor=utils.default_process, limit=MATCHES, score_cutoff=NAME_SCORE
     )
     return {key: float(score) for _, score, key in found}
 
 
-async def _similarities(session: AsyncSession, conversation_id: int, embedded: EmbeddingBatch) -> dict[int, float]:
-    await record_usage(session, conversation_id, Usage.embedding("audit", "embed_query", embedded))
+async def _matched_by_name(memory: Memory, conversation_id: int, name: str) -> dict[int, float]:
+    """Matching runs in a thread, so the vector scan proceeds in the database meanwhile."""
+    return await asyncio.to_thread(_name_scores, await _names(memory, conversation_id), name)
+
+
+async def _matched_by_meaning(memory: Memory, conversation_id: int, embedded: EmbeddingBatch) -> dict[int, float]:
     distance = Entity.embedding.cosine_distance(list(embedded.vectors[0]))
-    rows = await session.execute(
-        select(Entity.id, 1 - distance)
-        .where(Entity.conversation_id == conversation_id, Entity.embedding.is_not(None))
-        .order_by(distance)
-        .limit(MATCHES)
-    )
-    return {e: float(similarity) for e, similarity in rows}
+    async with memory.sessions.begin() as session:
+        await record_usage(session, conversation_id, Usage.embedding("audit", "embed_query", embedded))
+        rows = await session.execute(
+            select(Entity.id, 1 - distance)
+            .where(Entity.conversation_id == conversation_id, Entity.embedding.is_not(None))
+            .order_by(distance)
+            .limit(MATCHES)
+        )
+        return {e: float(similarity) for e, similarity in rows}
+
+
+# Per entity and end (subject or object): its newest current relations and its newest
+# others, each at most RELATIONS_PER_ENTITY, by index (a speaker is the end of thousands
+# of relations; ranking them all cost more than the rest of ``about``); and how many it has.
+_SHOWN = text(
+    """
+    SELECT e.id, r.id, r.current
+    FROM unnest(CAST(:ids AS bigint[])) AS e(id)
+    CROSS JOIN LATERAL (
+        (SELECT id, true AS current FROM relations
+         WHERE conversation_id = :conversation AND subject_id = e.id AND status = 'active'
+         ORDER BY id DESC LIMIT :limit)
+        UNION ALL
+        (SELECT id, true FROM relations
+         WHERE conversation_id = :conversation AND object_id = e.id AND status = 'active'
+         ORDER BY id DESC LIMIT :limit)
+        UNION ALL
+        (SELECT id, false FROM relations
+         WHERE conversation_id = :conversation AND subject_id = e.id AND status <> 'active'
+         ORDER BY id DESC LIMIT :limit)
+        UNION ALL
+        (SELECT id, false FROM relations
+         WHERE conversation_id = :conversation AND object_id = e.id AND status <> 'active'
+         ORDER BY id DESC LIMIT :limit)
+    ) AS r
+    """
+)
+_COUNTED = text(
+    """
+    SELECT e.id,
+           (SELECT count(*) FROM relations WHERE conversation_id = :conversation AND subject_id = e.id)
+         + (SELECT count(*) FROM relations
+            WHERE conversation_id = :conversation AND object_id = e.id AND subject_id <> e.id)
+    FROM unnest(CAST(:ids AS bigint[])) AS e(id)
+    """
+)
+
+
+def shown_relations(candidates: Iterable[tuple[int, int, bool]], limit: int) -> dict[int, list[int]]:
+    """Each entity's relations to show from ``(entity, relation, current)`` candidates:
+    current first, newest first, each once (a relation of an entity with itself comes
+    from both ends), at most ``limit``."""
+    ranked: dict[int, dict[int, bool]] = {}
+    for entity_id, relation_id, current in candidates:
+        ranked.setdefault(entity_id, {})[relation_id] = current
+    return {
+        entity_id: sorted(relations, key=lambda r: (not relations[r], -r))[:limit]
+        for entity_id, relations in ranked.items()
+    }
 
 
 async def _relations(session: AsyncSession, conversation_id: int, ids: list[int]) -> dict[int, tuple[list[int], int]]:
-    """Each entity's relations to show (current first, newest first) and how many it has."""
-    ends = union_all(
-        *(
-            select(end.label("entity"), Relation.id.label("relation"), Relation.status.label("status")).where(
-                Relation.conversation_id == conversation_id, end.in_(ids)
-            )
-            for end in (Relation.subject_id, Relation.object_id)
-        )
-    ).subquery()
-    ranked = select(
-        ends.c.entity,
-        ends.c.relation,
-        func.row_number()
-        .over(partition_by=ends.c.entity, order_by=((ends.c.status == "active").desc(), ends.c.relation.desc()))
-        .label("rank"),
-        func.count().over(partition_by=ends.c.entity).label("total"),
-    ).subquery()
-    rows = await session.execute(
-        select(ranked.c.entity, ranked.c.relation, ranked.c.total).where(ranked.c.rank <= RELATIONS_PER_ENTITY)
+    """Each entity's relations to show and how many it has."""
+    arguments = {"ids": ids, "conversation": conversation_id, "limit": RELATIONS_PER_ENTITY}
+    shown = shown_relations(
+        ((e, r, current) for e, r, current in await session.execute(_SHOWN, arguments)), RELATIONS_PER_ENTITY
     )
-    found: dict[int, tuple[list[int], int]] = {}
-    for entity_id, relation_id, total in rows:
-        shown, _ = found.setdefault(entity_id, ([], int(total)))
-        if relation_id not in shown:  # a relation of an entity with itself is listed once
-            shown.append(relation_id)
-    return found
+    return {
+        entity_id: (shown.get(entity_id, []), int(total))
+        for entity_id, total in await session.execute(_COUNTED, arguments)
+        if total
+    }
 
 
 async def about(
@@ -141,12 +187,11 @@ async def about(
 ) -> About:
     """``embedded`` is the name's vector (the caller embeds it while checking the request)."""
     query = name.strip()
-    async with memory.sessions.begin() as session:
-        matches = best_matches(
-            await _name_scores(session, conversation_id, query),
-            await _similarities(session, conversation_id, embedded),
-            MATCHES,
-        )
+    by_name, by_meaning = await asyncio.gather(
+        _matched_by_name(memory, conversation_id, query), _matched_by_meaning(memory, conversation_id, embedded)
+    )
+    matches = best_matches(by_name, by_meaning, MATCHES)
+    async with memory.sessions() as session:
         ids = [e for e, _ in matches]
         mentions = (
             select(func.count())
