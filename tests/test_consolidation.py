@@ -7,7 +7,7 @@ import dataclasses
 from datetime import datetime, timedelta, timezone
 
 import pytest
-from sqlalchemy import delete, select
+from sqlalchemy import select
 
 from memory import api
 from memory.api import Principal
@@ -20,6 +20,7 @@ from memory.consolidation.extraction import (
 )
 from memory.core import Memory
 from memory.episodes.append import validate_message
+from memory.forgetting.commands import remove_episode
 from memory.params import MemoryParams
 from memory.store.conversations import ConversationRef
 from memory.store.schema import (
@@ -226,8 +227,9 @@ class DeleteDuring:
 
     async def extract(self, chunk: Chunk) -> Extraction:
         extraction = await self.inner.extract(chunk)
-        async with self.memory.sessions.begin() as session:
-            await session.execute(delete(Episode).where(Episode.id == self.episode_id))
+        async with self.memory.sessions.begin() as session:  # the episode row's part of a deletion
+            episode = (await session.execute(select(Episode).where(Episode.id == self.episode_id))).scalar_one()
+            await remove_episode(session, episode.conversation_id, episode)
         return extraction
 
 
@@ -280,7 +282,7 @@ async def test_edited_episodes_pending_are_consolidated_again(
     await api.consolidate(memory, conversation_ref, principal=OPERATOR)
     ids = await episode_ids(memory, conversation_id)
     async with memory.sessions.begin() as session:  # what an edit leaves for consolidation
-        episode = await session.get(Episode, ids["e1"])
+        episode = await session.get(Episode, (conversation_id, ids["e1"]))
         episode.text, episode.edited_at = "I adopted Luna.", T0 + timedelta(days=1)
         checkpoint = await session.get(Checkpoint, conversation_id)
         checkpoint.pending_episode_ids = [ids["e1"]]

@@ -10,7 +10,9 @@ from sqlalchemy import select
 from memory.consolidation.context_store import in_order, load_context, save_context
 from memory.core import Memory
 from memory.episodes.append import append_messages, validate_message
-from memory.forgetting.commands import ANSWER_WITHDRAWN, delete_episode, edit_episode
+from memory.forgetting.commands import ANSWER_WITHDRAWN, apply_decision, delete_episode, edit_episode
+from memory.forgetting.policies import delete_by_policy
+from memory.forgetting.rules import Decision
 from memory.graph.wording import EntityWitness
 from memory.graph.writes import create_entity, create_relation, supersede_relation
 from memory.store.documents import Document, upsert_documents
@@ -203,6 +205,41 @@ async def test_deleting_a_correction_restores_the_corrected_fact(memory: Memory,
             )
         ).scalar_one()
     assert (row.status, row.superseded_by, row.invalid_at, current) == ("active", None, None, True)
+
+
+async def _superseded_pair(memory: Memory, cid: int, prefix: str) -> tuple[int, int, int]:
+    """Ann lives in Boston (m1), superseded by Ann lives in Denver (m2); returns old, new, Denver."""
+    e1, e2 = await add_messages(memory, cid, ["Ann lives in Boston", "Actually Ann moved to Denver"], prefix)
+    async with memory.sessions.begin() as session:
+        ann = await entity(session, cid, "Ann", [e1])
+        boston = await entity(session, cid, "Boston", [e1])
+        denver = await entity(session, cid, "Denver", [e2])
+        old = await relation(session, cid, ann, boston, "Ann lives in Boston", [e1])
+        new = await relation(session, cid, ann, denver, "Ann lives in Denver", [e2])
+        await supersede_relation(session, old, new, T0)
+    return old, new, denver
+
+
+async def _link(memory: Memory, relation_id: int) -> tuple[str, int | None]:
+    async with memory.sessions() as session:
+        row = await session.execute(select(Relation.status, Relation.superseded_by).where(Relation.id == relation_id))
+        status, superseded_by = row.one()
+        return status, superseded_by
+
+
+async def test_a_superseder_that_goes_unrestored_leaves_no_link(memory: Memory, conversation_id: int) -> None:
+    """The key has no ON DELETE action (Citus refuses SET NULL): the link is cleared in
+    the same transaction, whether the decision lists the superseder or deleting an
+    entity takes it along (ON DELETE CASCADE)."""
+    old, new, _ = await _superseded_pair(memory, conversation_id, "p")
+    await delete_by_policy(memory, conversation_id, "p2", "cascade")  # the cascade policy restores nothing
+    assert await _link(memory, old) == ("superseded", None)
+    old, new, denver = await _superseded_pair(memory, conversation_id, "q")
+    async with memory.sessions.begin() as session:
+        await apply_decision(session, conversation_id, Decision(entities_removed=frozenset({denver})))
+    assert await _link(memory, old) == ("superseded", None)
+    async with memory.sessions() as session:
+        assert (await session.execute(select(Relation.id).where(Relation.id == new))).first() is None
 
 
 async def test_checkpoint_answers_and_audit_lose_the_episode(memory: Memory, conversation_id: int) -> None:

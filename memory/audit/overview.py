@@ -125,7 +125,7 @@ async def overview(session: AsyncSession, conversation: ConversationRef, convers
             CommunityMember, (CommunityMember.community_id == Community.id) & (CommunityMember.conversation_id == conversation_id)
         )
         .where(Community.conversation_id == conversation_id)
-        .group_by(Community.id)
+        .group_by(Community.conversation_id, Community.id)
         .order_by(Community.id)
     )
     day = cast(UsageEntry.created_at, Date)

@@ -250,7 +250,7 @@ async def _with_documents(
     instead of two. Returns the documents removed."""
     documents = (
         delete(SearchDocument)
-        .where(SearchDocument.kind == kind, SearchDocument.ref_id.in_(ids))
+        .where(SearchDocument.conversation_id == conversation_id, SearchDocument.kind == kind, SearchDocument.ref_id.in_(ids))
         .returning(SearchDocument.id)
         .cte("documents")
     )
@@ -266,7 +266,8 @@ async def apply_decision(session: AsyncSession, conversation_id: int, decision: 
     """Write a deletion decision's graph changes; returns the search documents removed.
 
     Shared by Stashbird's rule and the benchmark's comparison policies. A restored
-    relation is made current before its superseder goes (which would null the link).
+    relation is made current before its superseder goes, and every other link to a
+    relation that goes is cleared (the key has no ON DELETE action: see migration 0010).
     """
     if decision.relations_restored:
         restored = list(decision.relations_restored)
@@ -277,9 +278,14 @@ async def apply_decision(session: AsyncSession, conversation_id: int, decision: 
         )
         await session.execute(
             update(SearchDocument)
-            .where(SearchDocument.kind == "relation", SearchDocument.ref_id.in_(restored))
+            .where(
+                SearchDocument.conversation_id == conversation_id,
+                SearchDocument.kind == "relation",
+                SearchDocument.ref_id.in_(restored),
+            )
             .values(is_current=True)
         )
+    await _unlink_superseders(session, conversation_id, decision)
     anchor = update(Entity).values(
         name=literal("anchor:") + cast(Entity.id, Text), summary="", attributes={}, embedding=None, is_anchor=True
     )
@@ -294,6 +300,23 @@ async def apply_decision(session: AsyncSession, conversation_id: int, decision: 
         if ids:
             removed += await _with_documents(session, conversation_id, kind, model, sorted(ids), change)
     return removed
+
+
+async def _unlink_superseders(session: AsyncSession, conversation_id: int, decision: Decision) -> None:
+    """Clear ``superseded_by`` where it names a relation about to go: one removed by the
+    decision or one that deleting a removed entity takes with it (ON DELETE CASCADE)."""
+    relations, entities = sorted(decision.relations_removed), sorted(decision.entities_removed)
+    if not relations and not entities:
+        return
+    going = select(Relation.id).where(
+        Relation.conversation_id == conversation_id,
+        or_(Relation.id.in_(relations), Relation.subject_id.in_(entities), Relation.object_id.in_(entities)),
+    )
+    await session.execute(
+        update(Relation)
+        .where(Relation.conversation_id == conversation_id, Relation.superseded_by.in_(going))
+        .values(superseded_by=None)
+    )
 
 
 async def documents_to_remove(session: AsyncSession, conversation_id: int, decision: Decision, episode_id: int) -> int:
@@ -462,19 +485,22 @@ async def remove_episode(
     """Unlink an episode from its chain, drop it and its search document, leave a
     tombstone (one statement: this is on every deletion's path), then recompute the
     searched vector of the message after it, which held a share of the deleted one's.
+    Any other link to the episode is cleared too: the chain's keys have no ON DELETE
+    action (migration 0010), so a link left behind would fail the deletion.
     Returns the neighbours that were joined and the search documents removed."""
     removed = await session.execute(
         text(
             """
             WITH joined AS (
                 UPDATE episodes SET
-                    next_id = CASE WHEN id = :prev THEN :next ELSE next_id END,
-                    prev_id = CASE WHEN id = :next THEN :prev ELSE prev_id END
-                WHERE id IN (:prev, :next)
+                    next_id = CASE WHEN id = :prev THEN :next WHEN next_id = :id THEN NULL ELSE next_id END,
+                    prev_id = CASE WHEN id = :next THEN :prev WHEN prev_id = :id THEN NULL ELSE prev_id END
+                WHERE conversation_id = :conversation AND (id IN (:prev, :next) OR prev_id = :id OR next_id = :id)
             ), document AS (
-                DELETE FROM search_documents WHERE kind = 'episode' AND ref_id = :id RETURNING 1
+                DELETE FROM search_documents
+                WHERE conversation_id = :conversation AND kind = 'episode' AND ref_id = :id RETURNING 1
             ), episode AS (
-                DELETE FROM episodes WHERE id = :id
+                DELETE FROM episodes WHERE conversation_id = :conversation AND id = :id
             ), tombstone AS (
                 INSERT INTO tombstones (conversation_id, platform_message_id) VALUES (:conversation, :message)
                 ON CONFLICT DO NOTHING

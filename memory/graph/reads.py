@@ -30,7 +30,7 @@ async def list_facts(session: AsyncSession, conversation_id: int, include_supers
         .outerjoin(RelationProvenance, RelationProvenance.relation_id == Relation.id)
         .outerjoin(Episode, Episode.id == RelationProvenance.episode_id)
         .where(Relation.conversation_id == conversation_id)
-        .group_by(Relation.id, subject.name, obj.name)
+        .group_by(Relation.conversation_id, Relation.id, subject.name, obj.name)
         .order_by(Relation.id)
     )
     if not include_superseded:

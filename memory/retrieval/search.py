@@ -10,7 +10,7 @@ Vector plan. The HNSW index is global over all conversations and pgvector 0.6 fi
 *after* the index returns its ``ef_search`` candidates, so a filtered HNSW scan finds
 too few rows of a conversation that holds a small share of the table. Therefore:
 - a (conversation, kind) with fewer than ``EXACT_SCAN_ROWS`` documents is scanned
-  exactly through ``ix_search_documents_scope`` (the ``+ 0`` on the distance keeps the
+  exactly through ``uq_search_document_ref`` (the ``+ 0`` on the distance keeps the
   planner off the HNSW index): exact and, at that size, a few milliseconds;
 - a larger one uses HNSW with ``hnsw.ef_search`` raised (``SET LOCAL``) so that the
   expected number of candidates of this conversation and kind is ``OVERFETCH`` times the

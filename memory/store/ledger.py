@@ -29,7 +29,7 @@ class Usage:
         return cls(phase, operation, batch.model, calls=1, prompt_tokens=batch.prompt_tokens)
 
 
-async def record_usage(session: AsyncSession, conversation_id: int | None, usage: Usage) -> None:
+async def record_usage(session: AsyncSession, conversation_id: int, usage: Usage) -> None:
     await session.execute(
         insert(UsageEntry).values(
             conversation_id=conversation_id,

@@ -1,7 +1,9 @@
 """ORM models for every table of the memory (the schema itself lives in alembic/).
 
 Every table carries ``conversation_id`` so that no query needs to cross conversations
-and the schema can later be sharded by conversation.
+and the schema can be sharded by conversation on Citus (memory.store.citus): in every
+table but the reference tables, the key begins with ``conversation_id`` and every
+foreign key between them carries it first on both sides (migration 0010).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from sqlalchemy import (
     Computed,
     DateTime,
     ForeignKey,
+    ForeignKeyConstraint,
     Identity,
     Integer,
     Text,
@@ -32,8 +35,20 @@ class Base(DeclarativeBase):
 
 
 def _conversation_fk() -> Mapped[int]:
-    return mapped_column(
-        BigInteger, ForeignKey("conversations.id", ondelete="CASCADE"), index=True
+    """The distribution column: first in the table's key, pointing at the conversation."""
+    return mapped_column(BigInteger, ForeignKey("conversations.id", ondelete="CASCADE"), primary_key=True)
+
+
+def _id() -> Mapped[int]:
+    """An id the database generates, second in the key after ``conversation_id``."""
+    return mapped_column(BigInteger, Identity(), primary_key=True)
+
+
+def _same_conversation(columns: str, parent: str, ondelete: str | None = None) -> ForeignKeyConstraint:
+    """A foreign key to ``parent`` within the conversation: ``(conversation_id, column)``
+    references ``parent (conversation_id, id)``, as Citus requires between co-located tables."""
+    return ForeignKeyConstraint(
+        ["conversation_id", columns], [f"{parent}.conversation_id", f"{parent}.id"], ondelete=ondelete
     )
 
 
@@ -52,8 +67,8 @@ class Conversation(Base):
 class Speaker(Base):
     __tablename__ = "speakers"
 
-    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
     conversation_id: Mapped[int] = _conversation_fk()
+    id: Mapped[int] = _id()
     platform_user_id: Mapped[str] = mapped_column(Text)
     display_name: Mapped[str] = mapped_column(Text)
     role: Mapped[str] = mapped_column(Text)  # user | admin | bot
@@ -65,10 +80,15 @@ class Episode(Base):
     is searched by (``memory.episodes.exchange_vectors``)."""
 
     __tablename__ = "episodes"
+    __table_args__ = (
+        _same_conversation("speaker_id", "speakers"),
+        _same_conversation("prev_id", "episodes"),
+        _same_conversation("next_id", "episodes"),
+    )
 
-    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
     conversation_id: Mapped[int] = _conversation_fk()
-    speaker_id: Mapped[int] = mapped_column(BigInteger, ForeignKey("speakers.id"))
+    id: Mapped[int] = _id()
+    speaker_id: Mapped[int] = mapped_column(BigInteger)
     role: Mapped[str] = mapped_column(Text)
     text: Mapped[str] = mapped_column(Text)
     message_time: Mapped[datetime] = mapped_column(DateTime(timezone=True))
@@ -78,12 +98,9 @@ class Episode(Base):
     reply_to: Mapped[str | None] = mapped_column(Text)
     thread_id: Mapped[str | None] = mapped_column(Text)
     embedding: Mapped[Any] = mapped_column(Vector(), nullable=True)
-    prev_id: Mapped[int | None] = mapped_column(
-        BigInteger, ForeignKey("episodes.id", ondelete="SET NULL")
-    )
-    next_id: Mapped[int | None] = mapped_column(
-        BigInteger, ForeignKey("episodes.id", ondelete="SET NULL")
-    )
+    # No ON DELETE action (Citus refuses SET NULL here): a deletion relinks the chain itself.
+    prev_id: Mapped[int | None] = mapped_column(BigInteger)
+    next_id: Mapped[int | None] = mapped_column(BigInteger)
 
 
 class Tombstone(Base):
@@ -91,9 +108,7 @@ class Tombstone(Base):
 
     __tablename__ = "tombstones"
 
-    conversation_id: Mapped[int] = mapped_column(
-        BigInteger, ForeignKey("conversations.id", ondelete="CASCADE"), primary_key=True
-    )
+    conversation_id: Mapped[int] = _conversation_fk()
     platform_message_id: Mapped[str] = mapped_column(Text, primary_key=True)
     deleted_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
 
@@ -104,8 +119,8 @@ class Entity(Base):
 
     __tablename__ = "entities"
 
-    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
     conversation_id: Mapped[int] = _conversation_fk()
+    id: Mapped[int] = _id()
     name: Mapped[str] = mapped_column(Text)
     type: Mapped[str] = mapped_column(Text, default="thing")
     summary: Mapped[str] = mapped_column(Text, default="")
@@ -120,14 +135,14 @@ class EntityProvenance(Base):
     used and its summary contribution (drawn from ``summary_sources``; memory.graph.wording)."""
 
     __tablename__ = "entity_provenance"
+    __table_args__ = (
+        _same_conversation("entity_id", "entities", "CASCADE"),
+        _same_conversation("episode_id", "episodes", "CASCADE"),
+    )
 
-    entity_id: Mapped[int] = mapped_column(
-        BigInteger, ForeignKey("entities.id", ondelete="CASCADE"), primary_key=True
-    )
-    episode_id: Mapped[int] = mapped_column(
-        BigInteger, ForeignKey("episodes.id", ondelete="CASCADE"), primary_key=True, index=True
-    )
     conversation_id: Mapped[int] = _conversation_fk()
+    entity_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    episode_id: Mapped[int] = mapped_column(BigInteger, primary_key=True, index=True)
     name: Mapped[str] = mapped_column(Text, default="")
     type: Mapped[str] = mapped_column(Text, default="")
     summary: Mapped[str] = mapped_column(Text, default="")
@@ -138,23 +153,23 @@ class Relation(Base):
     """A fact between two entities. Superseded relations are kept as history."""
 
     __tablename__ = "relations"
+    __table_args__ = (
+        _same_conversation("subject_id", "entities", "CASCADE"),
+        _same_conversation("object_id", "entities", "CASCADE"),
+        _same_conversation("superseded_by", "relations"),
+    )
 
-    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
     conversation_id: Mapped[int] = _conversation_fk()
-    subject_id: Mapped[int] = mapped_column(
-        BigInteger, ForeignKey("entities.id", ondelete="CASCADE"), index=True
-    )
-    object_id: Mapped[int] = mapped_column(
-        BigInteger, ForeignKey("entities.id", ondelete="CASCADE"), index=True
-    )
+    id: Mapped[int] = _id()
+    subject_id: Mapped[int] = mapped_column(BigInteger, index=True)
+    object_id: Mapped[int] = mapped_column(BigInteger, index=True)
     predicate: Mapped[str] = mapped_column(Text)
     fact: Mapped[str] = mapped_column(Text)
     valid_from: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     invalid_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     status: Mapped[str] = mapped_column(Text, default="active")  # active | superseded
-    superseded_by: Mapped[int | None] = mapped_column(
-        BigInteger, ForeignKey("relations.id", ondelete="SET NULL")
-    )
+    # No ON DELETE action: deleting the superseder clears the link first (apply_decision).
+    superseded_by: Mapped[int | None] = mapped_column(BigInteger, index=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
 
 
@@ -163,14 +178,14 @@ class RelationProvenance(Base):
     sentence, valid-from and vector, drawn from ``sources`` ('' once a source is gone)."""
 
     __tablename__ = "relation_provenance"
+    __table_args__ = (
+        _same_conversation("relation_id", "relations", "CASCADE"),
+        _same_conversation("episode_id", "episodes", "CASCADE"),
+    )
 
-    relation_id: Mapped[int] = mapped_column(
-        BigInteger, ForeignKey("relations.id", ondelete="CASCADE"), primary_key=True
-    )
-    episode_id: Mapped[int] = mapped_column(
-        BigInteger, ForeignKey("episodes.id", ondelete="CASCADE"), primary_key=True, index=True
-    )
     conversation_id: Mapped[int] = _conversation_fk()
+    relation_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    episode_id: Mapped[int] = mapped_column(BigInteger, primary_key=True, index=True)
     fact: Mapped[str] = mapped_column(Text, default="")
     valid_from: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     embedding: Mapped[Any] = mapped_column(Vector(), nullable=True)
@@ -180,8 +195,8 @@ class RelationProvenance(Base):
 class Community(Base):
     __tablename__ = "communities"
 
-    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
     conversation_id: Mapped[int] = _conversation_fk()
+    id: Mapped[int] = _id()
     label: Mapped[str] = mapped_column(Text, default="")
     summary: Mapped[str] = mapped_column(Text, default="")
     dirty: Mapped[bool] = mapped_column(Boolean, default=True)
@@ -190,14 +205,14 @@ class Community(Base):
 
 class CommunityMember(Base):
     __tablename__ = "community_members"
+    __table_args__ = (
+        _same_conversation("community_id", "communities", "CASCADE"),
+        _same_conversation("entity_id", "entities", "CASCADE"),
+    )
 
-    community_id: Mapped[int] = mapped_column(
-        BigInteger, ForeignKey("communities.id", ondelete="CASCADE"), primary_key=True
-    )
-    entity_id: Mapped[int] = mapped_column(
-        BigInteger, ForeignKey("entities.id", ondelete="CASCADE"), primary_key=True, index=True
-    )
     conversation_id: Mapped[int] = _conversation_fk()
+    community_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    entity_id: Mapped[int] = mapped_column(BigInteger, primary_key=True, index=True)
 
 
 class CommunityState(Base):
@@ -206,9 +221,7 @@ class CommunityState(Base):
 
     __tablename__ = "community_state"
 
-    conversation_id: Mapped[int] = mapped_column(
-        BigInteger, ForeignKey("conversations.id", ondelete="CASCADE"), primary_key=True
-    )
+    conversation_id: Mapped[int] = _conversation_fk()
     built_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
     built_entity_id: Mapped[int] = mapped_column(BigInteger, default=0)
     built_relation_id: Mapped[int] = mapped_column(BigInteger, default=0)
@@ -226,8 +239,8 @@ class SearchDocument(Base):
 
     __tablename__ = "search_documents"
 
-    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
     conversation_id: Mapped[int] = _conversation_fk()
+    id: Mapped[int] = _id()
     kind: Mapped[str] = mapped_column(Text)  # episode | entity | relation | community
     ref_id: Mapped[int] = mapped_column(BigInteger)
     text: Mapped[str] = mapped_column(Text)
@@ -247,9 +260,7 @@ class Checkpoint(Base):
 
     __tablename__ = "checkpoints"
 
-    conversation_id: Mapped[int] = mapped_column(
-        BigInteger, ForeignKey("conversations.id", ondelete="CASCADE"), primary_key=True
-    )
+    conversation_id: Mapped[int] = _conversation_fk()
     summary: Mapped[str] = mapped_column(Text, default="")
     summary_episode_ids: Mapped[list[int]] = mapped_column(ARRAY(BigInteger), default=list)
     summary_dirty: Mapped[bool] = mapped_column(Boolean, default=False)
@@ -266,9 +277,7 @@ class RollingContextEntry(Base):
 
     __tablename__ = "rolling_context_entries"
 
-    conversation_id: Mapped[int] = mapped_column(
-        BigInteger, ForeignKey("conversations.id", ondelete="CASCADE"), primary_key=True
-    )
+    conversation_id: Mapped[int] = _conversation_fk()
     entity_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
     position: Mapped[int] = mapped_column(BigInteger)
     name: Mapped[str] = mapped_column(Text)
@@ -281,10 +290,8 @@ class UsageEntry(Base):
 
     __tablename__ = "usage_ledger"
 
-    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
-    conversation_id: Mapped[int | None] = mapped_column(
-        BigInteger, ForeignKey("conversations.id", ondelete="CASCADE"), index=True
-    )
+    conversation_id: Mapped[int] = _conversation_fk()
+    id: Mapped[int] = _id()
     phase: Mapped[str] = mapped_column(Text)  # ingestion | retrieval | community
     operation: Mapped[str] = mapped_column(Text)
     model: Mapped[str] = mapped_column(Text)
@@ -299,8 +306,8 @@ class AuditEntry(Base):
 
     __tablename__ = "audit_log"
 
-    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
     conversation_id: Mapped[int] = _conversation_fk()
+    id: Mapped[int] = _id()
     principal: Mapped[str] = mapped_column(Text)
     action: Mapped[str] = mapped_column(Text)
     details: Mapped[dict[str, Any]] = mapped_column(JSONB, default=dict)
@@ -312,8 +319,8 @@ class AnswerTrace(Base):
 
     __tablename__ = "answer_traces"
 
-    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
     conversation_id: Mapped[int] = _conversation_fk()
+    id: Mapped[int] = _id()
     principal: Mapped[str] = mapped_column(Text)
     question: Mapped[str] = mapped_column(Text)
     sub_queries: Mapped[list[str]] = mapped_column(JSONB, default=list)
@@ -328,14 +335,14 @@ class AnswerEvidence(Base):
     """An episode an answer used. Deleting the episode drops the link (ON DELETE CASCADE)."""
 
     __tablename__ = "answer_evidence"
+    __table_args__ = (
+        _same_conversation("trace_id", "answer_traces", "CASCADE"),
+        _same_conversation("episode_id", "episodes", "CASCADE"),
+    )
 
-    trace_id: Mapped[int] = mapped_column(
-        BigInteger, ForeignKey("answer_traces.id", ondelete="CASCADE"), primary_key=True
-    )
-    episode_id: Mapped[int] = mapped_column(
-        BigInteger, ForeignKey("episodes.id", ondelete="CASCADE"), primary_key=True, index=True
-    )
     conversation_id: Mapped[int] = _conversation_fk()
+    trace_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    episode_id: Mapped[int] = mapped_column(BigInteger, primary_key=True, index=True)
 
 
 class StoreSetting(Base):
@@ -353,10 +360,8 @@ class InboxEvent(Base):
 
     __tablename__ = "inbox_events"
 
-    conversation_id: Mapped[int] = mapped_column(
-        BigInteger, ForeignKey("conversations.id", ondelete="CASCADE"), primary_key=True
-    )
-    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    conversation_id: Mapped[int] = _conversation_fk()
+    id: Mapped[int] = _id()
     event_id: Mapped[str] = mapped_column(Text)
     kind: Mapped[str] = mapped_column(Text)
     message_id: Mapped[str | None] = mapped_column(Text)
@@ -374,9 +379,7 @@ class ConnectorCursor(Base):
 
     __tablename__ = "connector_cursors"
 
-    conversation_id: Mapped[int] = mapped_column(
-        BigInteger, ForeignKey("conversations.id", ondelete="CASCADE"), primary_key=True
-    )
+    conversation_id: Mapped[int] = _conversation_fk()
     name: Mapped[str] = mapped_column(Text, primary_key=True)
     value: Mapped[dict[str, Any]] = mapped_column(JSONB)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
