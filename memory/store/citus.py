@@ -1,0 +1,180 @@
+"""Sharding by conversation on Citus: which tables are which, the rules the schema must
+keep, and the plan that distributes an existing database.
+
+Every table is one of three kinds, listed here and nowhere else:
+
+- *distributed* by ``conversation_id``, co-located (every table that has the column
+  and is not listed below), so that all of a conversation's rows live on one shard;
+- *reference*: replicated whole to every node (``REFERENCE_TABLES``): the
+  conversations themselves (unique on platform, workspace and channel, which no
+  conversation id can be part of) and the per-database settings;
+- *local*: stays on the coordinator only (``LOCAL_TABLES``): alembic's version row.
+
+The rules (Citus' own, as its foreign-key and constraint checks enforce them):
+every PRIMARY KEY, UNIQUE and EXCLUDE constraint of a distributed table includes the
+distribution column; a foreign key between distributed tables carries it at the same
+position on both sides; a foreign key between distributed tables, or one whose columns
+include the distribution column, has no ``ON DELETE SET NULL/SET DEFAULT`` and no
+``ON UPDATE SET NULL/SET DEFAULT/CASCADE``; a distributed
+table references only distributed or reference tables, and a reference table only
+reference tables; the distribution column is NOT NULL, not generated, and of one type
+everywhere (co-location needs it). ``catalogue_violations`` reads them off
+``pg_catalog``; the test suite runs it on the migrated schema.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+DISTRIBUTION_COLUMN = "conversation_id"
+DISTRIBUTION_TYPE = "bigint"
+REFERENCE_TABLES = frozenset({"conversations", "store_settings"})
+LOCAL_TABLES = frozenset({"alembic_version"})
+
+# pg_constraint's action codes: a = no action, r = restrict, c = cascade, n = set null, d = set default
+_REFUSED_ON_DELETE = {"n": "SET NULL", "d": "SET DEFAULT"}
+_REFUSED_ON_UPDATE = {"n": "SET NULL", "d": "SET DEFAULT", "c": "CASCADE"}
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    key_column: int | None  # attnum of the distribution column, None when absent
+    not_null: bool = True
+    generated: bool = False
+    type: str = DISTRIBUTION_TYPE
+
+
+@dataclass(frozen=True)
+class UniqueIndex:
+    table: str
+    name: str
+    columns: tuple[int, ...]  # attnums; 0 for an expression
+
+
+@dataclass(frozen=True)
+class ForeignKey:
+    name: str
+    table: str
+    parent: str
+    columns: tuple[int, ...]
+    parent_columns: tuple[int, ...]
+    on_delete: str = "a"
+    on_update: str = "a"
+
+
+@dataclass(frozen=True)
+class Catalogue:
+    """What the rules need of one schema's catalogue."""
+
+    tables: dict[str, Table]
+    unique: list[UniqueIndex] = field(default_factory=list)
+    foreign_keys: list[ForeignKey] = field(default_factory=list)
+    reference: frozenset[str] = REFERENCE_TABLES
+    local: frozenset[str] = LOCAL_TABLES
+
+    def distributed(self, name: str) -> bool:
+        table = self.tables.get(name)
+        return table is not None and table.key_column is not None and name not in self.reference | self.local
+
+
+_TABLES = """
+SELECT c.relname, a.attnum, a.attnotnull, a.attgenerated <> '', format_type(a.atttypid, a.atttypmod)
+FROM pg_class c
+LEFT JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = :column AND a.attnum > 0 AND NOT a.attisdropped
+WHERE c.relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = :schema) AND c.relkind IN ('r', 'p') AND NOT c.relispartition
+"""
+_UNIQUE = """
+SELECT t.relname, i.relname, CAST(x.indkey AS int2[])
+FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_class t ON t.oid = x.indrelid
+WHERE t.relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = :schema) AND (x.indisunique OR x.indisexclusion)
+"""
+_FOREIGN_KEYS = """
+SELECT k.conname, s.relname, p.relname, k.conkey, k.confkey, CAST(k.confdeltype AS text), CAST(k.confupdtype AS text)
+FROM pg_constraint k JOIN pg_class s ON s.oid = k.conrelid JOIN pg_class p ON p.oid = k.confrelid
+WHERE k.contype = 'f' AND s.relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = :schema)
+"""
+
+
+async def read_catalogue(
+    connection: AsyncConnection,
+    schema: str = "public",
+    reference: frozenset[str] = REFERENCE_TABLES,
+    local: frozenset[str] = LOCAL_TABLES,
+) -> Catalogue:
+    """The tables, unique indexes and foreign keys of ``schema`` as the rules see them."""
+    bound = {"schema": schema, "column": DISTRIBUTION_COLUMN}
+    tables = {
+        name: Table(name, attnum, bool(not_null), bool(generated), type_ or "")
+        for name, attnum, not_null, generated, type_ in await connection.execute(text(_TABLES), bound)
+    }
+    unique = [UniqueIndex(t, i, tuple(cols)) for t, i, cols in await connection.execute(text(_UNIQUE), bound)]
+    foreign_keys = [
+        ForeignKey(name, table, parent, tuple(cols), tuple(parent_cols), on_delete, on_update)
+        for name, table, parent, cols, parent_cols, on_delete, on_update in await connection.execute(
+            text(_FOREIGN_KEYS), bound
+        )
+    ]
+    return Catalogue(tables, unique, foreign_keys, reference, local)
+
+
+def _table_violations(catalogue: Catalogue) -> list[str]:
+    found = []
+    for name, table in sorted(catalogue.tables.items()):
+        if name in catalogue.reference | catalogue.local:
+            continue
+        if table.key_column is None:
+            found.append(f"{name}: no {DISTRIBUTION_COLUMN} and not listed as a reference or local table")
+            continue
+        if not table.not_null:
+            found.append(f"{name}.{DISTRIBUTION_COLUMN} is nullable")
+        if table.generated:
+            found.append(f"{name}.{DISTRIBUTION_COLUMN} is a generated column")
+        if table.type != DISTRIBUTION_TYPE:
+            found.append(f"{name}.{DISTRIBUTION_COLUMN} is {table.type}, not {DISTRIBUTION_TYPE} (co-location needs one type)")
+    return found
+
+
+def _unique_violations(catalogue: Catalogue) -> list[str]:
+    return [
+        f"{index.table}: unique index {index.name} does not include {DISTRIBUTION_COLUMN}"
+        for index in catalogue.unique
+        if catalogue.distributed(index.table) and catalogue.tables[index.table].key_column not in index.columns
+    ]
+
+
+def _foreign_key_violations(catalogue: Catalogue, key: ForeignKey) -> list[str]:
+    where = f"{key.table}: foreign key {key.name} to {key.parent}"
+    if not catalogue.distributed(key.table):
+        return [f"{where}: a reference or local table points at a distributed one"] if catalogue.distributed(key.parent) else []
+    if not catalogue.distributed(key.parent) and key.parent not in catalogue.reference:
+        return [f"{where}: a distributed table may point only at distributed or reference tables"]
+    found = []
+    column = catalogue.tables[key.table].key_column
+    if catalogue.distributed(key.parent):
+        parent_column = catalogue.tables[key.parent].key_column
+        if column not in key.columns or parent_column not in key.parent_columns or (
+            key.columns.index(column) != key.parent_columns.index(parent_column)
+        ):
+            found.append(f"{where}: does not carry {DISTRIBUTION_COLUMN} at the same position on both sides")
+    if column in key.columns or catalogue.distributed(key.parent):
+        if key.on_delete in _REFUSED_ON_DELETE:
+            found.append(f"{where}: ON DELETE {_REFUSED_ON_DELETE[key.on_delete]}")
+        if key.on_update in _REFUSED_ON_UPDATE:
+            found.append(f"{where}: ON UPDATE {_REFUSED_ON_UPDATE[key.on_update]}")
+    return found
+
+
+def violations(catalogue: Catalogue) -> list[str]:
+    """Every way the schema breaks a rule of the module docstring, one line each."""
+    found = _table_violations(catalogue) + _unique_violations(catalogue)
+    for key in sorted(catalogue.foreign_keys, key=lambda k: (k.table, k.name)):
+        found += _foreign_key_violations(catalogue, key)
+    return found
+
+
+async def catalogue_violations(connection: AsyncConnection, schema: str = "public") -> list[str]:
+    return violations(await read_catalogue(connection, schema))
