@@ -256,20 +256,30 @@ def _refuse(path: str, expected: str, value: Any) -> Any:
 
 @dataclass(frozen=True)
 class CitedMessage:
-    """A message an answer rests on, for the platform to link (a Slack permalink, a
-    Discord jump URL). ``label`` is how the answer text refers to it (e.g. ``E3``)."""
+    """A message an answer cites, for the platform to show and link (a Slack permalink,
+    a Discord jump URL): who said it and when. ``label`` is how the answer's text may
+    refer to it (e.g. ``E3``); an ``outdated`` message comes with the ``correction``
+    that superseded it."""
 
-    label: str
     message_id: str
     speaker: str
     time: datetime
+    label: str = ""
+    outdated: bool = False
+    correction: CitedMessage | None = None
+
+    def linked_ids(self) -> tuple[str, ...]:
+        """This message's id and its correction's: every message the reply links."""
+        return (self.message_id, *(self.correction.linked_ids() if self.correction else ()))
 
 
 @dataclass(frozen=True)
 class Reply:
-    """What the service wants said, as plain data; the platform renders and posts it.
+    """What the service wants said, as plain data; the platform renders and posts it
+    (``connectors.replies`` shapes it, each platform's renderer marks it up).
     ``kind``: ``answer`` (to a mention), ``audit`` (an admin command's result) or
-    ``refusal`` (an admin command from someone else)."""
+    ``refusal`` (an admin command from someone else). ``text`` is the answer line,
+    ``citations`` the messages it rests on, best first, ``notes`` what degraded."""
 
     conversation: ConversationRef
     target: ReplyTarget
@@ -277,3 +287,4 @@ class Reply:
     kind: Literal["answer", "audit", "refusal"]
     citations: tuple[CitedMessage, ...] = ()
     answer_id: int | None = None  # a stored answer's number, for ``/memory why <number>``
+    notes: tuple[str, ...] = ()

@@ -29,7 +29,7 @@ import asyncio
 import functools
 import logging
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any, Protocol
@@ -61,6 +61,7 @@ from memory import (
     Memory,
     Message,
     Principal,
+    QuotedMessage,
     UnknownConversation,
     ValidationError,
     ask,
@@ -131,10 +132,28 @@ def core_message(message: ChatMessage, author: Author) -> Message:
     )
 
 
+def cited_message(quoted: QuotedMessage, labels: Mapping[str, str]) -> CitedMessage:
+    """One message of the core's reply as the platform links it (its correction too). Pure."""
+    correction = cited_message(quoted.correction, labels) if quoted.correction is not None else None
+    return CitedMessage(
+        quoted.platform_message_id,
+        quoted.speaker,
+        quoted.message_time,
+        labels.get(quoted.platform_message_id, ""),
+        quoted.outdated,
+        correction,
+    )
+
+
 def answer_reply(event: Mention, answer: Answer) -> Reply:
-    """The reply to a mention: the answer's text and the messages it cites. Pure."""
-    citations = tuple(CitedMessage(c.label, c.platform_message_id, c.speaker, c.message_time) for c in answer.citations)
-    return Reply(event.conversation, event.reply, answer.answer, "answer", citations, answer.trace_id)
+    """The reply to a mention: the core's structured reply (the answer line, the cited
+    messages with who said them and when, an outdated one with its correction, notes),
+    with the evidence labels the line may use. Pure."""
+    labels = {c.platform_message_id: c.label for c in answer.citations}
+    citations = tuple(cited_message(quoted, labels) for quoted in answer.reply.messages)
+    return Reply(
+        event.conversation, event.reply, answer.reply.line, "answer", citations, answer.trace_id, answer.reply.notes
+    )
 
 
 class ChatService:

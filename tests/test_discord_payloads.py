@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from typing import Any
 
@@ -185,17 +186,37 @@ def test_the_memory_command_is_an_admin_command_with_an_ephemeral_reply_handle()
     assert payloads.admin_command({**interaction, "guild_id": None}) is None
 
 
-@given(st.text(max_size=3000), st.integers(min_value=0, max_value=40), st.booleans())
-def test_a_reply_fits_one_discord_message_and_keeps_whole_links(text: str, cited: int, ephemeral: bool) -> None:
+@given(st.text(max_size=3000), st.integers(min_value=0, max_value=40), st.booleans(), st.booleans())
+def test_a_reply_fits_one_discord_message_and_keeps_whole_links(text: str, cited: int, ephemeral: bool, notes: bool) -> None:
     ref = payloads.conversation(GUILD, CHANNEL)
-    citations = tuple(CitedMessage(f"E{i}", str(10**17 + i), "bob", datetime(2026, 3, 1, tzinfo=UTC)) for i in range(cited))
-    body = payloads.reply_body(Reply(ref, ReplyTarget(message_id="61", ephemeral=ephemeral), text, "answer", citations))
+    when = datetime(2026, 3, 1, tzinfo=UTC)
+    citations = tuple(
+        CitedMessage(str(10**17 + i), "bob", when, f"E{i}", i % 3 == 1, CitedMessage(str(10**18 + i), "ann", when) if i % 3 == 1 else None)
+        for i in range(cited)
+    )
+    reply = Reply(ref, ReplyTarget(message_id="61", ephemeral=ephemeral), text, "answer", citations, 12,
+                  ("answer model unavailable",) if notes else ())
+    body = payloads.reply_body(reply)
     assert len(body["content"]) <= payloads.MESSAGE_LIMIT
-    sources = body["content"].split("Sources:\n", 1)[-1].splitlines() if cited else []
-    links = [line.split(": ", 1)[1] for line in sources if ": https" in line]
-    assert all(link.startswith(f"https://discord.com/channels/{GUILD}/{CHANNEL}/") and link[-1].isdigit() for link in links)
+    links = re.findall(r"https://discord\.com/channels/\S*", body["content"])
+    assert all(re.fullmatch(rf"https://discord\.com/channels/{GUILD}/{CHANNEL}/\d{{18,19}}\)?", link) for link in links)
+    assert body["content"].endswith("-# answer 12")
     assert body["allowed_mentions"] == {"parse": []}
     assert (body.get("flags") == 64) == ephemeral and ("message_reference" in body) != ephemeral
+
+
+def test_a_reply_shows_who_said_what_when_with_message_links_and_the_correction() -> None:
+    ref = payloads.conversation(GUILD, CHANNEL)
+    when, later = datetime(2026, 3, 1, 12, tzinfo=UTC), datetime(2026, 3, 2, tzinfo=UTC)
+    sources = (CitedMessage("71", "bob_*", when, "E2", True, CitedMessage("72", "ann", later)), CitedMessage("70", "cy", when, "E1"))
+    body = payloads.reply_body(Reply(ref, ReplyTarget(message_id="61"), "The offsite is in Porto [E2][E1].", "answer", sources))
+    base = f"https://discord.com/channels/{GUILD}/{CHANNEL}"
+    assert body["content"].splitlines() == [
+        "The offsite is in Porto [1] [2].",
+        f"1. **bob\\_\\***, <t:{int(when.timestamp())}:f> {base}/71 (outdated; corrected by **ann**, "
+        f"<t:{int(later.timestamp())}:f> {base}/72)",
+        f"2. **cy**, <t:{int(when.timestamp())}:f> {base}/70",
+    ]
 
 
 def test_snowflake_times_round_trip() -> None:

@@ -100,7 +100,24 @@ def test_a_slash_command_is_an_ephemeral_admin_command() -> None:
         payloads.to_admin_command({"team_id": "T1", "channel_id": "C1", "trigger_id": "t"})
 
 
-def test_a_reply_links_its_sources() -> None:
-    cited = CitedMessage("E1", "1.0", "Maya & co", datetime(2026, 3, 2, tzinfo=UTC))
-    reply = Reply(ConversationRef("slack", "T1", "C1"), ReplyTarget(), "Lisbon [E1]", "answer", (cited,))
-    assert render_reply(reply, {"1.0": "https://x/p1"}) == "Lisbon [E1]\nSources: <https://x/p1|[E1] Maya &amp; co, 02 Mar 2026>"
+def test_a_reply_renders_the_answer_line_numbered_sources_with_dates_and_permalinks() -> None:
+    when, later = datetime(2026, 3, 2, 9, 30, tzinfo=UTC), datetime(2026, 3, 4, tzinfo=UTC)
+    fixed = CitedMessage("3.0", "Ann", later)
+    sources = (
+        CitedMessage("2.0", "Bob", when, "E3", outdated=True, correction=fixed),
+        CitedMessage("1.0", "Maya & co", when, "E1.2"),
+    )
+    reply = Reply(ConversationRef("slack", "T1", "C1"), ReplyTarget(), "Porto <not Lisbon> [E1.2, E3] [E9]", "answer",
+                  sources, answer_id=7, notes=("rerank unavailable",))
+    links = {"1.0": "https://x/p1", "2.0": "https://x/p2", "3.0": "https://x/p3"}
+    stamp = int(when.timestamp())
+    assert render_reply(reply, links).splitlines() == [
+        "Porto &lt;not Lisbon&gt; [2, 1]",
+        f"1. *Bob*, <!date^{stamp}^{{date_short_pretty}} {{time}}^https://x/p2|02 Mar 2026 09:30 UTC> (outdated; "
+        f"corrected by *Ann*, <!date^{int(later.timestamp())}^{{date_short_pretty}} {{time}}^https://x/p3|04 Mar 2026 00:00 UTC>)",
+        f"2. *Maya &amp; co*, <!date^{stamp}^{{date_short_pretty}} {{time}}^https://x/p1|02 Mar 2026 09:30 UTC>",
+        "_note: rerank unavailable_",
+        "_answer 7_",
+    ]
+
+

@@ -39,6 +39,7 @@ from connectors.events import (
     ChannelDeleted,
     ChatEvent,
     ChatMessage,
+    CitedMessage,
     Mention,
     MessageDeleted,
     MessageEdited,
@@ -48,6 +49,7 @@ from connectors.events import (
     ReplyTarget,
     Role,
 )
+from connectors.replies import numbered_line
 from memory import ConversationRef, ValidationError
 
 PLATFORM = "discord"
@@ -271,30 +273,61 @@ def admin_command(interaction: Payload) -> AdminCommand | None:
               "application_id": _id(interaction, "application_id")}
     reply = ReplyTarget(user_id=author.id, ephemeral=True, handle=handle)
     ref = conversation(interaction["guild_id"], _id(interaction, "channel_id"))
-    return AdminCommand(ref, f"{handle['interaction_id']}:command", author, command_text(_list(data, "options")), reply)
+    return AdminCommand(ref, command_event_id(handle["interaction_id"]), author, command_text(_list(data, "options")), reply)
+
+
+def command_event_id(interaction_id: str) -> str:
+    """The inbox id of an interaction's command: a replay of the interaction has the same."""
+    return f"{interaction_id}:command"
 
 
 # --- replies ----------------------------------------------------------------------------
 
 
+def discord_time(moment: datetime) -> str:
+    """A timestamp tag: Discord shows it in each reader's own time zone and format."""
+    return f"<t:{int(moment.timestamp())}:f>"
+
+
+def source_line(number: int, cited: CitedMessage, ref: ConversationRef) -> str:
+    """One cited message: who said it, when, and its jump link (Discord shows it as a
+    link to the message); an outdated one with the message that corrected it."""
+    line = f"{number}. **{_plain(cited.speaker)}**, {discord_time(cited.time)} {message_link(ref, cited.message_id)}"
+    fixed = cited.correction
+    if fixed is not None:
+        link = message_link(ref, fixed.message_id)
+        line += f" (outdated; corrected by **{_plain(fixed.speaker)}**, {discord_time(fixed.time)} {link})"
+    elif cited.outdated:
+        line += " (outdated)"
+    return line
+
+
 def reply_body(reply: Reply) -> dict[str, Any]:
-    """The Discord message body for a reply: the text, then one line per cited message
-    with its link (plain text; Discord shows jump links), cut to Discord's 2,000
-    characters without cutting a link. Ephemeral replies carry flags 64; nobody is pinged."""
-    lines = [f"[{c.label}] {c.speaker}, {c.time:%Y-%m-%d}: {message_link(reply.conversation, c.message_id)}"
-             for c in reply.citations]
-    sources = ("\n\nSources:\n" + "\n".join(lines)) if lines else ""
-    while lines and len(sources) > MESSAGE_LIMIT // 2:
-        lines.pop()
-        sources = "\n\nSources:\n" + "\n".join(lines)
-    room = MESSAGE_LIMIT - len(sources)
-    text = reply.text if len(reply.text) <= room else reply.text[: room - 1] + "…"
-    body: dict[str, Any] = {"content": text + sources, "allowed_mentions": {"parse": []}}
+    """The Discord message body for a reply: the answer line, one line per cited message
+    (``source_line``), then notes and the answer's number as small text; cut to Discord's
+    2,000 characters by dropping the last sources whole (never half a link), then the end
+    of the line. Ephemeral replies carry flags 64; nobody is pinged."""
+    sources = [source_line(i, cited, reply.conversation) for i, cited in enumerate(reply.citations, 1)]
+    footer = [f"-# note: {note}" for note in reply.notes]
+    if reply.answer_id is not None:
+        footer.append(f"-# answer {reply.answer_id}")
+    while sources and len("\n".join(["", *sources, *footer])) > MESSAGE_LIMIT // 2:
+        sources.pop()
+    tail = "\n".join(["", *sources, *footer]) if sources or footer else ""
+    line = numbered_line(reply)
+    room = MESSAGE_LIMIT - len(tail)
+    text = line if len(line) <= room else line[: max(room - 1, 0)] + "…"
+    body: dict[str, Any] = {"content": (text + tail)[:MESSAGE_LIMIT], "allowed_mentions": {"parse": []}}
     if reply.target.ephemeral:
         body["flags"] = EPHEMERAL
     elif reply.target.message_id:
         body["message_reference"] = {"message_id": reply.target.message_id, "fail_if_not_exists": False}
     return body
+
+
+def _plain(name: str) -> str:
+    """A display name with Discord's markdown characters escaped (a name like ``*x*``)."""
+    return re.sub(r"([\\*_~`|])", r"\\\1", name)
 
 
 # --- helpers ----------------------------------------------------------------------------

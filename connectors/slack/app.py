@@ -188,7 +188,8 @@ class SlackConnector:
         return str(link)
 
     async def deliver(self, reply: Reply) -> None:
-        links = {c.message_id: await self.permalink(reply.conversation, c.message_id) for c in reply.citations}
+        ids = dict.fromkeys(i for cited in reply.citations for i in cited.linked_ids())
+        links = {i: await self.permalink(reply.conversation, i) for i in ids}
         text = render_reply(reply, links)
         target = reply.target
         if target.ephemeral and target.handle.get("response_url"):
