@@ -14,6 +14,7 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from sqlalchemy import select
 
 from bot.service import running
 from bot.settings import Settings
@@ -24,6 +25,7 @@ from connectors.discord.payloads import conversation, message_link
 from connectors.service import ChatService
 from memory import ConfigurationError, Memory
 from memory.store.residue import find_tokens
+from memory.store.schema import InboxEvent
 
 if TYPE_CHECKING:
     from tests.conftest import Discord
@@ -114,6 +116,25 @@ async def test_memory_command_is_refused_to_non_admins_and_answered_to_admins_ep
         assert replies[name]["content"] != admin.REFUSAL and "1 messages by 1 speakers" in replies[name]["content"]
     await until(lambda: env.connector.connected)  # READY came (discord.py waits 2 s for guilds first)
     assert (await env.service.health())["connectors"] == {"discord": True}
+
+
+async def test_an_interaction_replayed_after_a_resume_is_neither_answered_nor_run_again(
+    discord_env: Discord, memory: Memory
+) -> None:
+    env = discord_env
+    await env.standin.post(env.general, env.bob, "The release train leaves on Tuesday.")
+    await env.settle()
+    interaction = await env.standin.invoke(env.general, env.owner, "memory", [{"type": 1, "name": "stats", "options": []}])
+    await env.standin.wait_for(lambda: env.standin.interaction_replies)  # deferred
+    await env.settle()  # answered
+    await env.standin.reconnect(replay_overlap=1)  # INTERACTION_CREATE arrives again
+    await env.standin.post(env.general, env.bob, "The train has six carriages.")  # the client reads past the replay
+    await env.settle()
+    assert env.standin.resumes == 1 and env.standin.refused_callbacks == []
+    assert [r["type"] for r in env.standin.interaction_replies if r["interaction_id"] == interaction] == [5, "edit"]
+    async with memory.sessions() as session:
+        rows = (await session.execute(select(InboxEvent.outcome).where(InboxEvent.event_id == f"{interaction}:command"))).all()
+    assert [tuple(row) for row in rows] == [("done",)]
 
 
 async def test_a_question_in_one_channel_never_cites_another(discord_env: Discord) -> None:

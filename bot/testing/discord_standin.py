@@ -90,6 +90,7 @@ class DiscordStandIn:
         self.posted: list[Payload] = []
         self.interaction_replies: list[Payload] = []
         self.interaction_tokens: dict[str, str] = {}
+        self.refused_callbacks: list[str] = []  # interaction ids answered a second time
         self.commands: list[Payload] = []
         self.identifies = 0
         self.resumes = 0
@@ -469,6 +470,10 @@ class DiscordStandIn:
         return _json({**payload, "flags": flags, "webhook_id": self.application_id})
 
     def _interaction_callback(self, interaction_id: str, body: Payload) -> web.Response:
+        """The interaction's one initial response; a second is refused, as Discord does."""
+        if any(r["interaction_id"] == interaction_id and r["type"] != "edit" for r in self.interaction_replies):
+            self.refused_callbacks.append(interaction_id)
+            return _json({"message": "Interaction has already been acknowledged.", "code": 40060}, 400)
         data = body.get("data") or {}
         self.interaction_replies.append({"interaction_id": interaction_id, "type": body.get("type"), **data})
         return _json({"interaction": {"id": interaction_id, "type": 2,

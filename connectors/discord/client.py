@@ -4,9 +4,11 @@ It takes every gateway dispatch as the raw frame (``socket_raw_receive``, handle
 ``dispatch`` before discord.py applies the frame to its cache, so frames are parsed in
 gateway order against the cache as it was), turns it into normalised events and hands
 them, in that order, to ``ChatService.accept``. ``/memory`` is an application command
-(a command tree): it is deferred ephemerally at once (Discord wants an answer within 3
-seconds) and answered when the service has run it. Replies are posted with the bodies
-``payloads.reply_body`` builds.
+(a command tree): it is stored in the inbox (behind the events before it), deferred
+ephemerally (Discord wants an answer within 3 seconds) and answered when the service
+has run it. An interaction a gateway RESUME replays is the same inbox event
+(``<interaction id>:command``): it is neither deferred nor run again. Replies are posted
+with the bodies ``payloads.reply_body`` builds.
 
 The Discord gateway has no acknowledgement to withhold: events the process did not see
 (it was down, or died between receiving and storing) are caught up by a RESUME when the
@@ -39,6 +41,9 @@ from connectors.sweep import SweepReport
 from memory import ConfigurationError, ConversationRef, Memory, ValidationError
 
 log = logging.getLogger(__name__)
+
+DEFER_WITHIN = 2.0  # seconds to wait for a command to be stored before deferring anyway (Discord allows 3)
+ALREADY_ACKNOWLEDGED = 40060  # Discord's error code for a second response to one interaction
 
 PARSED = frozenset({"MESSAGE_CREATE", "MESSAGE_UPDATE", "MESSAGE_DELETE", "MESSAGE_DELETE_BULK", "CHANNEL_DELETE",
                     "THREAD_DELETE"})
@@ -158,7 +163,9 @@ class DiscordConnector:
     def __init__(self, service: ChatService, endpoints: DiscordEndpoints) -> None:
         self.service = service
         self.endpoints = endpoints
-        self._queue: asyncio.Queue[ChatEvent] = asyncio.Queue()
+        # Events in gateway order, each with a future told whether the inbox took it as new.
+        self._queue: asyncio.Queue[tuple[ChatEvent, asyncio.Future[bool] | None]] = asyncio.Queue()
+        self._deferring: dict[str, asyncio.Event] = {}  # interactions whose defer is on its way
         self.client = StashbirdClient(self._on_frame, self._on_command)
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -221,17 +228,19 @@ class DiscordConnector:
             log.exception("discord %s payload could not be parsed", frame.get("t"))
             return
         for event in events:
-            self._queue.put_nowait(event)
+            self._queue.put_nowait((event, None))
 
     async def _store(self) -> None:
         """Hand queued events to the service in order; a failing store is retried (the
         database may be briefly away), never dropped."""
         delay = 0.5
         while True:
-            event = await self._queue.get()
+            event, stored = await self._queue.get()
             while True:
                 try:
-                    await self.service.accept(event)
+                    new = await self.service.accept(event)
+                    if stored is not None and not stored.done():
+                        stored.set_result(new)
                     delay = 0.5
                     break
                 except Exception as error:  # noqa: BLE001 - keep the event and retry
@@ -245,13 +254,32 @@ class DiscordConnector:
         await self._queue.join()
 
     async def _on_command(self, interaction: discord.Interaction[Any]) -> None:
-        """Defer at once, ephemerally (Discord wants a response within 3 seconds), then
-        queue the command behind the events that came before it."""
+        """Store the command behind the events that came before it, then defer
+        ephemerally; a replayed interaction (the inbox has it) gets nothing. If storing
+        takes longer than Discord allows, defer anyway: the inbox still takes it once, and
+        a replay is then refused by Discord itself (already acknowledged)."""
         event = payloads.admin_command(interaction_payload(interaction))
         if event is None:
             return
-        await interaction.response.defer(ephemeral=True, thinking=True)
-        self._queue.put_nowait(event)
+        deferred = self._deferring.setdefault(event.event_id, asyncio.Event())
+        try:
+            stored: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+            self._queue.put_nowait((event, stored))
+            try:
+                new = await asyncio.wait_for(asyncio.shield(stored), DEFER_WITHIN)
+            except TimeoutError:
+                new = True
+            if not new:
+                log.info("discord interaction %s replayed: already taken, not answered again", interaction.id)
+                return
+            await interaction.response.defer(ephemeral=True, thinking=True)
+        except discord.HTTPException as error:
+            if error.code != ALREADY_ACKNOWLEDGED:
+                raise
+            log.info("discord interaction %s was acknowledged before (a replay)", interaction.id)
+        finally:
+            deferred.set()
+            self._deferring.pop(event.event_id, None)
 
     # --- replies out ------------------------------------------------------------------
 
@@ -263,6 +291,9 @@ class DiscordConnector:
         body = payloads.reply_body(reply)
         handle = reply.target.handle
         if handle.get("token"):  # an interaction: replace the deferred "thinking" reply
+            deferring = self._deferring.get(payloads.command_event_id(handle.get("interaction_id", "")))
+            if deferring is not None:  # stored before deferring: let the defer go first
+                await asyncio.wait_for(deferring.wait(), 10)
             route = Route("PATCH", "/webhooks/{application_id}/{token}/messages/@original",
                           application_id=handle["application_id"], token=handle["token"])
             body.pop("flags", None)
