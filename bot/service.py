@@ -1,7 +1,8 @@
 """The service process (``stashbird serve``): the configured connectors (Slack when
 ``SLACK_BOT_TOKEN`` is set, Discord when ``DISCORD_BOT_TOKEN`` is), the inbox worker,
-the scheduler (jobs/: consolidation, communities, and each connector's missed-deletion
-sweep, registered here) and an HTTP endpoint, around one Memory.
+the scheduler (jobs/: consolidation, communities, each connector's missed-deletion
+sweep and the VACUUM after chat deletions, registered here) and an HTTP endpoint,
+around one Memory.
 
 HTTP: ``POST`` on the Slack events path goes to Bolt (signature checked, the event
 stored in the inbox, then acknowledged); ``GET /healthz`` answers 200 when the database
@@ -30,9 +31,10 @@ from connectors.service import ChatService, Platform, ServiceConfig
 from connectors.slack.app import SlackConfig, SlackConnector
 from connectors.sweep import SWEEP, SweepReport, sweep_platform
 from jobs import Job, Scheduler, WorkItem
-from memory import ConversationRef, Memory, StashbirdError, conversations, resolve_conversation
+from memory import ConversationRef, Memory, Principal, StashbirdError, conversations, resolve_conversation, vacuum
 
 log = logging.getLogger(__name__)
+CLEANUP = Principal.job("vacuum-after-deletions")
 
 
 class Connector(Platform, Protocol):
@@ -111,19 +113,51 @@ def sweep_job(connector: Any, days: int, hours: float) -> Job:
     async def work(memory: Memory, item: WorkItem) -> dict[str, Any]:
         assert item.conversation is not None
         report: SweepReport = await connector.sweep(memory, item.conversation, days)
+        connector.service.removals += len(report.forgotten) + report.dropped
         return report.as_dict()
 
     return Job(f"{connector.name}-sweep", due, work, interval=hours * 3600)
 
 
-def scheduler_for(memory: Memory, settings: Settings, connectors: list[Any]) -> Scheduler:
-    """The core's jobs plus a sweep per connector that has one."""
-    scheduler = Scheduler(memory, settings.job_settings())
-    if settings.sweep_hours > 0:
+@dataclass
+class VacuumAfterRemovals:
+    """``VACUUM (ANALYZE)`` of the memory tables after deletions that came from the chat
+    (events, the sweep), as ``stashbird forget`` runs it after each deletion from the
+    command line: dead row versions holding deleted text, their index entries and the
+    planner statistics go (memory.store.erasure). Batched: one VACUUM covers every
+    deletion this process made before it started, and runs at most every ``seconds``
+    (a VACUUM reads whole tables). One claimed work item (conversation id 0), so processes
+    never vacuum at once; each process vacuums after its own deletions. A process that
+    dies between a deletion and its VACUUM leaves that to Postgres's autovacuum."""
+
+    service: ChatService
+    seconds: float
+    vacuumed: int = 0  # the service's removal count the last VACUUM covered
+
+    async def due(self, memory: Memory) -> list[WorkItem]:
+        return [WorkItem(0)] if self.service.removals > self.vacuumed else []
+
+    async def work(self, memory: Memory, item: WorkItem) -> dict[str, Any]:
+        covered = self.service.removals
+        report = await vacuum(memory, principal=CLEANUP)
+        self.vacuumed = covered
+        return {"removals": covered, "seconds": report.seconds, "tables": len(report.tables)}
+
+    def job(self) -> Job:
+        return Job("vacuum", self.due, self.work, interval=self.seconds)
+
+
+def scheduler_for(memory: Memory, settings: Settings, service: ChatService, connectors: list[Any]) -> Scheduler | None:
+    """The core's jobs plus a sweep per connector that has one (with ``STASHBIRD_SERVE_JOBS``),
+    and the VACUUM after chat deletions (always: it follows this process's deletions)."""
+    scheduler = Scheduler(memory, settings.job_settings(), jobs=None if settings.serve_jobs else [])
+    if settings.serve_jobs and settings.sweep_hours > 0:
         for connector in connectors:
             if getattr(connector, "sweep", None) is not None:
                 scheduler.register(sweep_job(connector, settings.sweep_days, settings.sweep_hours))
-    return scheduler
+    if settings.vacuum_seconds > 0:
+        scheduler.register(VacuumAfterRemovals(service, settings.vacuum_seconds).job())
+    return scheduler if scheduler.jobs else None
 
 
 def build_connectors(service: ChatService, settings: Settings) -> tuple[SlackConnector | None, list[Connector]]:
@@ -150,7 +184,7 @@ async def running(memory: Memory, settings: Settings, host: str | None = None, p
     await site.start()
     state = Running(service, slack, runner.addresses[0][1], connectors)
     state.tasks.append(asyncio.create_task(service.run()))
-    scheduler = scheduler_for(memory, settings, list(connectors)) if settings.serve_jobs else None
+    scheduler = scheduler_for(memory, settings, service, list(connectors))
     if scheduler is not None:
         scheduler.start()
     state.scheduler = scheduler

@@ -48,6 +48,7 @@ class Settings(BaseSettings):
     sweep_days: int = Field(7, validation_alias=_env("STASHBIRD_SWEEP_DAYS"))
     sweep_hours: float = Field(6.0, validation_alias=_env("STASHBIRD_SWEEP_HOURS"))
     serve_jobs: bool = Field(True, validation_alias=_env("STASHBIRD_SERVE_JOBS"))
+    vacuum_seconds: float = Field(60.0, ge=0, validation_alias=_env("STASHBIRD_VACUUM_SECONDS"))
     discord_bot_token: str | None = Field(None, validation_alias=_env("DISCORD_BOT_TOKEN"))
     discord_api_base: str = Field("https://discord.com/api/v10", validation_alias=_env("DISCORD_API_BASE"))
     discord_gateway_url: str = Field("wss://gateway.discord.gg/", validation_alias=_env("DISCORD_GATEWAY_URL"))

@@ -162,6 +162,9 @@ class ChatService:
         self.platforms = {platform.name: platform for platform in platforms}
         self.config = config or ServiceConfig()
         self.processed = 0
+        # Events processed that removed or rewrote stored text (deletions, edits, dropped
+        # channels): what the scheduled VACUUM after deletions watches (bot/service.py).
+        self.removals = 0
         self._wake = asyncio.Event()
         self._stopping = False
         self._tasks: dict[ConversationRef, asyncio.Task[int]] = {}
@@ -305,12 +308,12 @@ class ChatService:
             await self._edit(event, principal)
         elif isinstance(event, (MessageDeleted, MessagesDeleted)):
             for message_id in _deleted_ids(event):
-                await forget(self.memory, ref, message_id, principal=principal)
+                await self._forget(ref, message_id, principal)
         elif isinstance(event, ThreadDeleted):
             for stored in await stored_messages(self.memory, ref, principal=principal, thread_id=event.thread_id):
-                await forget(self.memory, ref, stored.message_id, principal=principal)
+                await self._forget(ref, stored.message_id, principal)
         elif isinstance(event, ChannelDeleted):
-            await drop_conversation(self.memory, ref, principal=principal)
+            self.removals += await drop_conversation(self.memory, ref, principal=principal)
         elif isinstance(event, Mention):
             await self._answer(event, principal)
         elif isinstance(event, AdminCommand):
@@ -329,6 +332,10 @@ class ChatService:
             role = "admin"
         return replace(author, name=author.name or author.id, role=role)
 
+    async def _forget(self, ref: ConversationRef, message_id: str, principal: Principal) -> None:
+        report = await forget(self.memory, ref, message_id, principal=principal)
+        self.removals += report.status == "deleted"
+
     async def _store(self, ref: ConversationRef, message: ChatMessage, principal: Principal) -> None:
         author = await self.describe(ref, message.author)
         await ingest(self.memory, ref, [core_message(message, author)], principal=principal)
@@ -340,6 +347,7 @@ class ChatService:
                 self.memory, event.conversation, message.id, message.text, principal=principal, edited_at=event.edited_at
             )
             status = report.status
+            self.removals += status == "edited"
         except UnknownConversation:
             status = "unknown"
         if status == "unknown":  # its create was lost or is late: store it as it is now

@@ -30,6 +30,7 @@ def settings_for(slack: SlackStandIn) -> Settings:
         slack_api_url=slack.api_url,
         admin_ids="UOPS",
         serve_jobs=False,
+        vacuum_seconds=3600,  # first run at start (nothing due); tests run it when they want it
     )
 
 
@@ -178,11 +179,38 @@ async def test_serve_schedules_the_sweep_with_the_core_jobs(served: Running, sla
     lost = await slack.post(c, "U1", "Deleted while no event reached us.")
     await settle(memory, served, [c])
     del slack.channels[c][lost]
-    scheduler = scheduler_for(memory, settings_for(slack), list(served.connectors))
-    assert {"consolidation", "slack-sweep"} <= set(scheduler.jobs)
+    with_jobs = settings_for(slack).model_copy(update={"serve_jobs": True})
+    scheduler = scheduler_for(memory, with_jobs, served.service, list(served.connectors))
+    assert scheduler is not None and {"consolidation", "slack-sweep", "vacuum"} <= set(scheduler.jobs)
     results = [r for r in await scheduler.run_job("slack-sweep") if r.result.get("conversation") == str(ref(c))]
     assert [(r.status, r.result["forgotten"]) for r in results] == [("ok", [lost])]
     assert await stored(memory, c) == slack.history(c)
+    assert [r.status for r in await scheduler.run_job("vacuum")] == ["ok"]  # the sweep's deletion is vacuumed
+
+
+async def last_vacuum(memory: Memory) -> object:
+    async with memory.engine.connect() as connection:
+        query = "SELECT last_vacuum FROM pg_stat_user_tables WHERE relname = 'episodes'"
+        return (await connection.exec_driver_sql(query)).scalar()
+
+
+async def test_deletions_from_the_chat_are_vacuumed_by_a_scheduled_job(
+    served: Running, slack: SlackStandIn, memory: Memory
+) -> None:
+    c = channel()
+    kept = await slack.post(c, "U1", "The budget review is on Thursday.")
+    gone = await slack.post(c, "U2", "My badge number is 4411.")
+    await settle(memory, served, [c])
+    assert served.scheduler is not None and set(served.scheduler.jobs) == {"vacuum"}  # no core jobs: serve_jobs off
+    assert await served.scheduler.run_job("vacuum") == []  # nothing deleted: nothing to do
+    await slack.edit(c, kept, "The budget review moved to Friday.")
+    await slack.delete(c, gone)
+    await settle(memory, served, [c])
+    before = await last_vacuum(memory)
+    [result] = await served.scheduler.run_job("vacuum")
+    assert result.status == "ok" and result.result["removals"] == 2  # one edit, one deletion: one VACUUM
+    assert result.result["tables"] > 0 and (before is None or await last_vacuum(memory) > before)
+    assert await served.scheduler.run_job("vacuum") == []  # covered until the next deletion
 
 
 async def test_healthz_reports_database_connectors_and_backlog(served: Running, slack: SlackStandIn) -> None:

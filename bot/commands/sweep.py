@@ -1,21 +1,26 @@
 """``stashbird sweep``: forget stored messages of the last N days that the platform no
-longer has (deletions whose events never arrived); ``stashbird serve`` runs it every
-STASHBIRD_SWEEP_HOURS."""
+longer has (deletions whose events never arrived), then vacuum as ``stashbird forget``
+does when anything was forgotten; ``stashbird serve`` runs it every STASHBIRD_SWEEP_HOURS
+(and its VACUUM after deletions)."""
 
 from __future__ import annotations
 
 import argparse
+from dataclasses import asdict
 from typing import Any
 
+from bot.commands.forget import render_vacuum
 from bot.runtime import memory_from_settings
 from bot.service import build_connectors, service_config, sweep_all
 from bot.settings import Settings
 from connectors.service import ChatService
-from memory import StashbirdError
+from connectors.sweep import SWEEP
+from memory import StashbirdError, vacuum
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--days", type=int, help="how far back to check (default STASHBIRD_SWEEP_DAYS, 7)")
+    parser.add_argument("--no-vacuum", action="store_true", help="skip the VACUUM of the memory tables afterwards")
 
 
 async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
@@ -27,7 +32,9 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
         if not connectors:
             raise StashbirdError("no platform configured: set SLACK_BOT_TOKEN (or DISCORD_BOT_TOKEN)")
         reports = await sweep_all(memory, connectors, days)
-    return {"days": days, "conversations": [r.as_dict() for r in reports]}
+        removed = any(r.forgotten or r.dropped for r in reports)
+        vacuumed = await vacuum(memory, principal=SWEEP) if removed and not args.no_vacuum else None
+    return {"days": days, "conversations": [r.as_dict() for r in reports], "vacuum": asdict(vacuumed) if vacuumed else None}
 
 
 def render(result: dict[str, Any]) -> str:
@@ -38,4 +45,4 @@ def render(result: dict[str, Any]) -> str:
             continue
         gone = ", ".join(report["forgotten"]) or "nothing"
         lines.append(f"  {report['conversation']}: {report['checked']} checked, forgotten: {gone}")
-    return "\n".join(lines)
+    return "\n".join([*lines, *render_vacuum(result)])
