@@ -27,6 +27,7 @@ from memory.api import (
     inbox_backlog,
     inbox_claim,
     inbox_conversations,
+    inbox_entry,
     inbox_prune,
     inbox_put,
     ingest,
@@ -97,7 +98,7 @@ from memory.store.embedded import (
     start_embedded,
 )
 from memory.store.erasure import MaintenanceReport
-from memory.store.inbox import InboxBacklog, InboxClaim, InboxItem
+from memory.store.inbox import InboxBacklog, InboxClaim, InboxEntry, InboxItem
 from memory.store.integrity import Integrity
 from memory.synthetic import (
     SuppliedCommunity,
@@ -130,6 +131,7 @@ __all__ = [
     "ForgettingPolicy",
     "InboxBacklog",
     "InboxClaim",
+    "InboxEntry",
     "InboxItem",
     "IngestReport",
     "Integrity",
@@ -185,6 +187,7 @@ __all__ = [
     "inbox_backlog",
     "inbox_claim",
     "inbox_conversations",
+    "inbox_entry",
     "inbox_prune",
     "inbox_put",
     "ingest",

@@ -69,7 +69,7 @@ from memory.store.conversations import (
     list_conversations,
 )
 from memory.store.erasure import MaintenanceReport
-from memory.store.inbox import InboxBacklog, InboxClaim
+from memory.store.inbox import InboxBacklog, InboxClaim, InboxEntry
 from memory.store.integrity import Integrity, check_integrity
 from memory.store.ledger import usage_totals
 from memory.store.locks import LockPurpose, lock_conversation
@@ -337,26 +337,26 @@ async def stored_messages(
         return await _stored_messages(session, conversation_id, since, thread_id)
 
 
-async def inbox_put(
-    memory: Memory,
-    conversation: ConversationRef,
-    event_id: str,
-    kind: str,
-    payload: dict[str, Any],
-    *,
-    principal: Principal,
-    message_id: str | None = None,
-) -> bool:
-    """Store a platform event durably before it is acknowledged (``message_id``: the
-    message it is about). False when this conversation's inbox already holds
-    ``event_id``: a redelivery, which changes nothing. Ids are normalised as everywhere
-    (so the delete of a message finds the events about it), and a payload the database
-    cannot hold is refused."""
+def inbox_entry(
+    conversation: ConversationRef, event_id: str, kind: str, payload: dict[str, Any], message_id: str | None = None
+) -> InboxEntry:
+    """A platform event ready for ``inbox_put`` (``message_id``: the message it is about).
+    Ids are normalised as everywhere (so the delete of a message finds the events about
+    it), and a payload the database cannot hold is refused (ValidationError): checked
+    here, per event, so that one bad event never fails the others stored with it. Pure."""
     event_id = normalize_id(event_id, "event_id")
     message_id = None if message_id is None else normalize_id(message_id, "message")
     check_json(payload, "payload")
+    return InboxEntry(conversation, event_id, kind, payload, message_id)
+
+
+async def inbox_put(memory: Memory, entries: Sequence[InboxEntry], *, principal: Principal) -> list[bool]:
+    """Store platform events durably before they are acknowledged, in one transaction
+    (one commit: events that arrive together share a disk flush). Per entry, False when
+    its conversation's inbox already holds its event id: a redelivery, which changes
+    nothing."""
     async with memory.sessions.begin() as session:
-        return await _inbox.put(session, conversation, event_id, kind, payload, message_id)
+        return await _inbox.put(session, entries)
 
 
 async def inbox_conversations(memory: Memory, *, principal: Principal) -> list[ConversationRef]:

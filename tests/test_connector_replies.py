@@ -20,7 +20,8 @@ labels = st.from_regex(r"E[1-9][0-9]?(\.[1-9])?", fullmatch=True)
 
 
 def reply(text: str, cited: list[str]) -> Reply:
-    return Reply(REF, ReplyTarget(), text, "answer", tuple(CitedMessage(f"m{i}", "bob", WHEN, label) for i, label in enumerate(cited)))
+    citations = tuple(CitedMessage(f"m{i}", "bob", WHEN, label) for i, label in enumerate(cited))
+    return Reply(REF, ReplyTarget(), text, "answer", citations)
 
 
 @given(st.lists(st.one_of(st.text(alphabet="ab .,", max_size=6), labels.map(lambda x: f"[{x}]")), max_size=8),

@@ -104,6 +104,21 @@ async def test_a_delete_before_its_create_leaves_the_message_unstored(
     assert await stored(memory, ref) == {"m2": "Still here"}
 
 
+async def test_events_accepted_together_are_stored_once_each_in_arrival_order(service: ChatService, memory: Memory) -> None:
+    """Concurrent acknowledgements share writes: per event, new or a redelivery (also a
+    copy in the same write), in three conversations (two of them new), in the order accepted."""
+    refs = [ConversationRef("test", "W1", f"C{uuid.uuid4().hex[:10]}") for _ in range(3)]
+    await service.accept(posted(refs[0], "m0", "The first message."))
+    events = [posted(refs[i % 3], f"m{i}", f"Message number {i}.", i) for i in range(30)]
+    results = await asyncio.gather(*(service.accept(e) for e in [*events, events[4], events[7]]))
+    assert results == [i != 0 for i in range(30)] + [False, False]
+    for ref in refs:
+        async with inbox_claim(memory, ref, principal=TEST) as claim:
+            assert claim is not None
+            items = await claim.next(50)
+        assert [item.event_id for item in items] == [f"ev-m{i}" for i in range(30) if i % 3 == refs.index(ref)]
+
+
 async def test_an_edit_changes_the_answer_and_an_edit_of_an_unknown_message_stores_it(
     service: ChatService, platform: RecordingPlatform, memory: Memory, ref: ConversationRef
 ) -> None:

@@ -191,7 +191,8 @@ def test_a_reply_fits_one_discord_message_and_keeps_whole_links(text: str, cited
     ref = payloads.conversation(GUILD, CHANNEL)
     when = datetime(2026, 3, 1, tzinfo=UTC)
     citations = tuple(
-        CitedMessage(str(10**17 + i), "bob", when, f"E{i}", i % 3 == 1, CitedMessage(str(10**18 + i), "ann", when) if i % 3 == 1 else None)
+        CitedMessage(str(10**17 + i), "bob", when, f"E{i}", i % 3 == 1,
+                     CitedMessage(str(10**18 + i), "ann", when) if i % 3 == 1 else None)
         for i in range(cited)
     )
     reply = Reply(ref, ReplyTarget(message_id="61", ephemeral=ephemeral), text, "answer", citations, 12,
@@ -208,7 +209,10 @@ def test_a_reply_fits_one_discord_message_and_keeps_whole_links(text: str, cited
 def test_a_reply_shows_who_said_what_when_with_message_links_and_the_correction() -> None:
     ref = payloads.conversation(GUILD, CHANNEL)
     when, later = datetime(2026, 3, 1, 12, tzinfo=UTC), datetime(2026, 3, 2, tzinfo=UTC)
-    sources = (CitedMessage("71", "bob_*", when, "E2", True, CitedMessage("72", "ann", later)), CitedMessage("70", "cy", when, "E1"))
+    sources = (
+        CitedMessage("71", "bob_*", when, "E2", True, CitedMessage("72", "ann", later)),
+        CitedMessage("70", "cy", when, "E1"),
+    )
     body = payloads.reply_body(Reply(ref, ReplyTarget(message_id="61"), "The offsite is in Porto [E2][E1].", "answer", sources))
     base = f"https://discord.com/channels/{GUILD}/{CHANNEL}"
     assert body["content"].splitlines() == [

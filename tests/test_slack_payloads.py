@@ -114,7 +114,8 @@ def test_a_reply_renders_the_answer_line_numbered_sources_with_dates_and_permali
     assert render_reply(reply, links).splitlines() == [
         "Porto &lt;not Lisbon&gt; [2, 1]",
         f"1. *Bob*, <!date^{stamp}^{{date_short_pretty}} {{time}}^https://x/p2|02 Mar 2026 09:30 UTC> (outdated; "
-        f"corrected by *Ann*, <!date^{int(later.timestamp())}^{{date_short_pretty}} {{time}}^https://x/p3|04 Mar 2026 00:00 UTC>)",
+        f"corrected by *Ann*, <!date^{int(later.timestamp())}^{{date_short_pretty}} {{time}}^https://x/p3|"
+        "04 Mar 2026 00:00 UTC>)",
         f"2. *Maya &amp; co*, <!date^{stamp}^{{date_short_pretty}} {{time}}^https://x/p1|02 Mar 2026 09:30 UTC>",
         "_note: rerank unavailable_",
         "_answer 7_",

@@ -100,6 +100,11 @@ class SlackConnector:
             client=self.client,
             process_before_response=True,
             logger=log,
+            # Only what the acknowledgement needs runs before it: the assistant-thread and
+            # workflow-function middleware (unused here) cost CPU on every request.
+            ignoring_self_assistant_message_events_enabled=False,
+            attaching_function_token_enabled=False,
+            attaching_conversation_kwargs_enabled=False,
         )
         self.app.event("message")(self._on_event)
         self.app.event("app_mention")(self._on_event)

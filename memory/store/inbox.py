@@ -22,13 +22,14 @@ Rules, and why:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import Text, delete, func, literal, select, update
-from sqlalchemy.dialects.postgresql import JSONB, insert
+from sqlalchemy import delete, func, select, text, update
+from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 from memory.store.conversations import ConversationRef, ensure_conversation
@@ -61,38 +62,69 @@ class InboxBacklog:
         return {"pending": self.pending, "failed": self.failed, "oldest_pending_seconds": self.oldest_pending_seconds}
 
 
-async def put(
-    session: AsyncSession,
-    conversation: ConversationRef,
-    event_id: str,
-    kind: str,
-    payload: dict[str, Any],
-    message_id: str | None,
-) -> bool:
-    """Store an event; False when the conversation's inbox already has this event id.
+@dataclass(frozen=True)
+class InboxEntry:
+    """An event to store: its conversation, platform event id, kind, JSON payload and the
+    message it is about (validated by ``memory.api.inbox_entry``)."""
 
-    One statement when the conversation exists (the acknowledgement waits for this);
-    a new conversation is created first.
+    conversation: ConversationRef
+    event_id: str
+    kind: str
+    payload: dict[str, Any]
+    message_id: str | None = None
+
+
+# One statement per conversation and batch, prepared once per connection: the rows in
+# the order given (their ids keep the arrival order), into the conversation's inbox if
+# the conversation exists; the event ids that were new come back.
+_PUT = text(
     """
-    known = select(Conversation.id).where(
-        Conversation.platform == conversation.platform,
-        Conversation.workspace_id == conversation.workspace_id,
-        Conversation.channel_id == conversation.channel_id,
+    INSERT INTO inbox_events (conversation_id, event_id, kind, payload, message_id)
+    SELECT c.id, u.event_id, u.kind, CAST(u.payload AS jsonb), u.message_id
+    FROM conversations c,
+         unnest(CAST(:event_ids AS text[]), CAST(:kinds AS text[]), CAST(:payloads AS text[]),
+                CAST(:message_ids AS text[])) WITH ORDINALITY AS u(event_id, kind, payload, message_id, n)
+    WHERE c.platform = :platform AND c.workspace_id = :workspace AND c.channel_id = :channel
+    ORDER BY u.n
+    ON CONFLICT ON CONSTRAINT uq_inbox_event DO NOTHING
+    RETURNING event_id
+    """
+)
+
+
+async def put(session: AsyncSession, entries: Sequence[InboxEntry]) -> list[bool]:
+    """Store events (one statement per conversation, in the caller's transaction); per
+    entry, False when the conversation's inbox already has its event id (a redelivery;
+    also the second of two entries with one id)."""
+    new = [False] * len(entries)
+    by_conversation: dict[ConversationRef, dict[str, int]] = {}
+    for index, entry in enumerate(entries):
+        by_conversation.setdefault(entry.conversation, {}).setdefault(entry.event_id, index)
+    for conversation, first in by_conversation.items():
+        rows = [entries[i] for i in first.values()]
+        inserted = await _put(session, conversation, rows)
+        if not inserted:  # all redeliveries, or a conversation not created yet: create it, try again
+            await ensure_conversation(session, conversation)
+            inserted = await _put(session, conversation, rows)
+        for event_id in inserted:
+            new[first[event_id]] = True
+    return new
+
+
+async def _put(session: AsyncSession, conversation: ConversationRef, rows: Sequence[InboxEntry]) -> set[str]:
+    result = await session.execute(
+        _PUT,
+        {
+            "event_ids": [r.event_id for r in rows],
+            "kinds": [r.kind for r in rows],
+            "payloads": [json.dumps(r.payload) for r in rows],
+            "message_ids": [r.message_id for r in rows],
+            "platform": conversation.platform,
+            "workspace": conversation.workspace_id,
+            "channel": conversation.channel_id,
+        },
     )
-    columns = ["conversation_id", "event_id", "kind", "payload", "message_id"]
-    values = (literal(event_id), literal(kind), literal(payload, JSONB), literal(message_id, Text))
-    statement = insert(InboxEvent).on_conflict_do_nothing(constraint="uq_inbox_event").returning(InboxEvent.id)
-    row = await session.execute(
-        statement.from_select(columns, select(known.scalar_subquery(), *values).where(known.exists()))
-    )
-    if row.scalar() is not None:
-        return True
-    # Either a redelivery or a conversation this statement could not see (new, or created
-    # by a concurrent event since): insert again with the id, which is a duplicate only
-    # if the event is.
-    conversation_id = await ensure_conversation(session, conversation)
-    row = await session.execute(statement.from_select(columns, select(literal(conversation_id), *values)))
-    return row.scalar() is not None
+    return set(result.scalars())
 
 
 async def pending_conversations(session: AsyncSession) -> list[ConversationRef]:
