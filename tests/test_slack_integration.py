@@ -198,8 +198,7 @@ async def test_deletions_from_the_chat_are_vacuumed_by_a_scheduled_job(
     served: Running, slack: SlackStandIn, memory: Memory
 ) -> None:
     c = channel()
-    kept = await slack.post(c, "U1", "The budget review is on Thursday.")
-    gone = await slack.post(c, "U2", "My badge number is 4411.")
+    kept, gone = [await slack.post(c, user, text) for user, text in (("U1", "The review is on Thursday."), ("U2", "Badge 4411."))]
     await settle(memory, served, [c])
     assert served.scheduler is not None and set(served.scheduler.jobs) == {"vacuum"}  # no core jobs: serve_jobs off
     assert await served.scheduler.run_job("vacuum") == []  # nothing deleted: nothing to do
