@@ -4,7 +4,8 @@ the scheduler (jobs/: consolidation, communities, each connector's missed-deleti
 sweep and the VACUUM after chat deletions, registered here) and an HTTP endpoint,
 around one Memory.
 
-HTTP: ``POST`` on the Slack events path goes to Bolt (signature checked, the event
+HTTP (bot/http_server.py, on a thread of its own so that acknowledgements never wait for
+processing): ``POST`` on the Slack events path goes to Bolt (signature checked, the event
 stored in the inbox, then acknowledged); ``GET /healthz`` answers 200 when the database
 answers and every connector is connected, else 503, with the inbox backlog either way.
 
@@ -16,15 +17,13 @@ the inbox, claimable by any other process or the next start; then connectors clo
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from aiohttp import web
-
+from bot.http_server import HttpThread
 from bot.settings import Settings
 from connectors.discord.client import DiscordConnector, endpoints_from
 from connectors.service import ChatService, Platform, ServiceConfig
@@ -72,19 +71,6 @@ def slack_connector(service: ChatService, settings: Settings) -> SlackConnector 
             app_token=settings.slack_app_token,
         ),
     )
-
-
-def web_app(service: ChatService, slack: SlackConnector | None, events_path: str) -> web.Application:
-    app = web.Application()
-
-    async def healthz(request: web.Request) -> web.Response:
-        health = await service.health()
-        return web.json_response(health, status=200 if health["ok"] else 503, dumps=lambda v: json.dumps(v, default=str))
-
-    app.router.add_get("/healthz", healthz)
-    if slack is not None:
-        app.router.add_post(events_path, slack.handle_http)
-    return app
 
 
 async def sweep_all(memory: Memory, connectors: list[Any], days: int) -> list[SweepReport]:
@@ -178,11 +164,11 @@ async def running(memory: Memory, settings: Settings, host: str | None = None, p
     slack, connectors = build_connectors(service, settings)
     for connector in connectors:
         await connector.start()
-    runner = web.AppRunner(web_app(service, slack, settings.slack_events_path), access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, host or settings.http_host, settings.http_port if port is None else port)
-    await site.start()
-    state = Running(service, slack, runner.addresses[0][1], connectors)
+    http = HttpThread(
+        memory, service, slack, settings.slack_events_path, host or settings.http_host,
+        settings.http_port if port is None else port,
+    )
+    state = Running(service, slack, await http.start(), connectors)
     state.tasks.append(asyncio.create_task(service.run()))
     scheduler = scheduler_for(memory, settings, service, list(connectors))
     if scheduler is not None:
@@ -192,11 +178,10 @@ async def running(memory: Memory, settings: Settings, host: str | None = None, p
     try:
         yield state
     finally:
-        await site.stop()
+        await http.stop()
         service.stop()
         if scheduler is not None:
             await scheduler.shutdown()
         await asyncio.gather(*state.tasks, return_exceptions=True)
         for connector in connectors:
             await connector.close()
-        await runner.cleanup()

@@ -182,12 +182,14 @@ class ChatService:
         """Store ``event`` durably; acknowledge it to the platform after this returns.
         False when it was a redelivery (nothing to do). A payload the inbox cannot hold
         raises ValidationError (for this event alone)."""
-        kind, payload = encode(event)
-        entry = inbox_entry(event.conversation, event.event_id, kind, payload, message_of(event))
-        new = await self._writer.put(entry)
+        new = await self._writer.put(entry_of(event))
         if new:
-            self._wake.set()
+            self.wake()
         return new
+
+    def wake(self) -> None:
+        """Look at the inbox now (an event was stored), not at the next poll."""
+        self._wake.set()
 
     # --- processing ------------------------------------------------------------------
 
@@ -400,6 +402,41 @@ class ChatService:
             "processed": self.processed,
             "processing": len(self._tasks),
         }
+
+
+def entry_of(event: ChatEvent) -> InboxEntry:
+    """The inbox row of an event (ValidationError when the inbox cannot hold it)."""
+    kind, payload = encode(event)
+    return inbox_entry(event.conversation, event.event_id, kind, payload, message_of(event))
+
+
+class Intake(Protocol):
+    """Where a connector hands events before acknowledging them (``ChatService`` itself,
+    or a ``ThreadIntake`` on the thread that answers the platform's HTTP requests)."""
+
+    async def accept(self, event: ChatEvent) -> bool:
+        """Store the event durably; False for a redelivery."""
+
+
+class ThreadIntake:
+    """Accepts events for a service that runs on another thread's event loop: with its
+    own database connections (asyncpg's are tied to the loop that opened them) and its
+    own writer, then wakes the service on its loop. Built on the thread that uses it.
+
+    Why a thread: processing (storing, embedding, forgetting, answering) runs in long
+    steps on the service's loop; an acknowledgement waiting behind them would wait for
+    all of them. On its own thread it waits for its share of the interpreter only."""
+
+    def __init__(self, memory: Memory, service: ChatService, service_loop: asyncio.AbstractEventLoop) -> None:
+        self._writer = InboxWriter(memory)
+        self.service = service
+        self.service_loop = service_loop
+
+    async def accept(self, event: ChatEvent) -> bool:
+        new = await self._writer.put(entry_of(event))
+        if new:
+            self.service_loop.call_soon_threadsafe(self.service.wake)
+        return new
 
 
 class InboxWriter:

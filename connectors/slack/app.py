@@ -28,7 +28,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from connectors.events import Author, Reply, Role
-from connectors.service import ChatService
+from connectors.service import ChatService, Intake
 from connectors.slack import payloads
 from connectors.slack.render import render_reply
 from connectors.slack.sweep import sweep_slack_conversation
@@ -93,6 +93,7 @@ class SlackConnector:
 
     def __init__(self, service: ChatService, config: SlackConfig) -> None:
         self.service = service
+        self.intake: Intake = service  # where events go before the ack (bot/service.py may give it a thread)
         self.config = config
         self.client = AsyncWebClient(token=config.bot_token, base_url=config.api_url)
         self.app = AsyncApp(
@@ -162,7 +163,7 @@ class SlackConnector:
             log.warning("Slack event %s refused: %s", body.get("event_id"), error)
             return
         for event in events:
-            await self.service.accept(event)
+            await self.intake.accept(event)
 
     async def _on_command(self, ack: Any, body: dict[str, Any]) -> None:
         try:
@@ -171,7 +172,7 @@ class SlackConnector:
             log.warning("/memory refused: %s", error)
             await ack(text=f"Sorry: {error}", response_type="ephemeral")
             return
-        await self.service.accept(command)
+        await self.intake.accept(command)
         await ack()
 
     # --- Platform --------------------------------------------------------------------

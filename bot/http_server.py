@@ -1,0 +1,106 @@
+"""The HTTP endpoint of ``stashbird serve`` (the Slack events path and ``/healthz``), on a
+thread of its own with its own event loop and database connections.
+
+Why: an acknowledgement is a signature check, one inbox write and a 200 (target: well
+under Slack's 3 seconds, p99 < 300 ms under a burst). The service's processing (storing
+and embedding messages, forgetting, answering) runs on the main loop in steps that do not
+yield for a long time; a request served on that loop waits for them. On its own thread it
+waits only for its share of the interpreter (the GIL is handed over every few
+milliseconds) and its own write. Events it stores wake the service on the main loop;
+``/healthz`` asks the service there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import json
+import threading
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from aiohttp import web
+
+from connectors.service import ChatService, ThreadIntake
+from connectors.slack.app import SlackConnector
+from memory import Memory, open_memory
+
+Health = Callable[[], Awaitable[dict[str, Any]]]
+
+
+def web_app(health: Health, slack: SlackConnector | None, events_path: str) -> web.Application:
+    app = web.Application()
+
+    async def healthz(request: web.Request) -> web.Response:
+        report = await health()
+        return web.json_response(report, status=200 if report["ok"] else 503, dumps=lambda v: json.dumps(v, default=str))
+
+    app.router.add_get("/healthz", healthz)
+    if slack is not None:
+        app.router.add_post(events_path, slack.handle_http)
+    return app
+
+
+class HttpThread:
+    """``await start()`` returns the port once the thread listens; ``await stop()`` stops
+    taking requests, lets the ones in hand finish and closes the thread's connections."""
+
+    def __init__(
+        self, memory: Memory, service: ChatService, slack: SlackConnector | None, events_path: str, host: str, port: int
+    ) -> None:
+        self.memory, self.service, self.slack = memory, service, slack
+        self.events_path, self.host, self.port = events_path, host, port
+        self._ready: concurrent.futures.Future[int] = concurrent.futures.Future()
+        self._stopping: tuple[asyncio.AbstractEventLoop, asyncio.Event] | None = None
+        self._thread = threading.Thread(target=self._main, name="stashbird-http", daemon=True)
+        self._service_loop: asyncio.AbstractEventLoop | None = None
+
+    async def start(self) -> int:
+        self._service_loop = asyncio.get_running_loop()
+        self._thread.start()
+        self.port = await asyncio.wrap_future(self._ready)
+        return self.port
+
+    async def stop(self) -> None:
+        if self._stopping is not None:
+            loop, stop = self._stopping
+            loop.call_soon_threadsafe(stop.set)
+        await asyncio.to_thread(self._thread.join)
+
+    def _main(self) -> None:
+        asyncio.run(self._serve())
+
+    async def _serve(self) -> None:
+        service_loop = self._service_loop
+        assert service_loop is not None
+        try:
+            url = self.memory.engine.url.render_as_string(hide_password=False)
+            memory = await open_memory(url, self.memory.embedder, migrate=False)
+        except BaseException as error:
+            self._ready.set_exception(error)
+            return
+        try:
+            # Slack's HTTP events (Socket Mode's arrive on the service's loop, through the service)
+            events = self.slack if self.slack is not None and not self.slack.config.app_token else None
+            if events is not None:
+                events.intake = ThreadIntake(memory, self.service, service_loop)
+
+            async def health() -> dict[str, Any]:
+                return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self.service.health(), service_loop))
+
+            runner = web.AppRunner(web_app(health, events, self.events_path), access_log=None)
+            await runner.setup()
+            site = web.TCPSite(runner, self.host, self.port)
+            await site.start()
+            stop = asyncio.Event()
+            self._stopping = (asyncio.get_running_loop(), stop)
+            self._ready.set_result(runner.addresses[0][1])
+            await stop.wait()
+            await site.stop()
+            await runner.cleanup()
+        except BaseException as error:
+            if not self._ready.done():
+                self._ready.set_exception(error)
+            raise
+        finally:
+            await memory.engine.dispose()  # the embedder is the service's: not closed here
