@@ -1,11 +1,11 @@
 """The ``stashbird`` command line.
 
-Each command lives in ``bot/commands/<name>.py`` and provides ``configure(parser)``,
-``async run(args, settings) -> dict`` (the ``--json`` output) and ``render(result) -> str``
-(the human output), and may provide ``exit_code(result) -> int`` for a run whose output
-is printed but which did not finish (``ingest`` when an embedding endpoint fails). Errors
-a user can fix are printed as one clear line, exit code 2; ``--debug`` shows tracebacks
-instead.
+Each command lives in ``bot/commands/<name>.py`` (a ``-`` in its name is ``_`` in the file's)
+and provides ``configure(parser)``, ``async run(args, settings) -> dict`` (the ``--json``
+output) and ``render(result) -> str`` (the human output), and may provide
+``exit_code(result) -> int`` for a run whose output is printed but which did not finish
+(``ingest`` when an embedding endpoint fails). Errors a user can fix are printed as one
+clear line, exit code 2; ``--debug`` shows tracebacks instead.
 
 Only the command being run is imported (with the memory core behind it): ``stashbird
 --help`` imports none of them, so it answers at once.
@@ -34,6 +34,7 @@ COMMANDS = {
     "erase": "rewrite the memory tables so that deleted messages are physically gone from them",
     "audit": "what the memory holds about a conversation and why, what it forgot (runs as the operator)",
     "reindex": "embed stored messages again from what is indexed now (once after migration 0004)",
+    "citus-plan": "shard the memory on Citus by conversation: print the plan (default) or --apply it",
     "serve": "run the chat service: connectors, the inbox worker, the sweep, /healthz",
     "sweep": "forget recent messages the platform no longer has (missed deletions)",
     "bench": "benchmarks that print their figures",
@@ -51,7 +52,7 @@ def build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
         sub = commands.add_parser(name, help=help_text, description=help_text)
         sub.add_argument("--json", action="store_true", help="print the result as JSON")
         if name == chosen:
-            module = importlib.import_module(f"bot.commands.{name}")
+            module = importlib.import_module(f"bot.commands.{name.replace('-', '_')}")
             module.configure(sub)
             sub.set_defaults(module=module)
     return parser

@@ -14,6 +14,7 @@ from memory.api import (
     audit_conversations,
     backlog,
     build_communities,
+    citus_plan,
     communities,
     consolidate,
     conversations,
@@ -91,6 +92,7 @@ from memory.retrieval.answering import Answer, AnswerReply, Citation, QuotedMess
 from memory.retrieval.recall import Recall
 from memory.retrieval.search import SearchResult
 from memory.store.backlog import Backlog
+from memory.store.citus import CitusPlan
 from memory.store.conversations import ConversationRef
 from memory.store.embedded import (
     default_data_dir,
@@ -117,6 +119,7 @@ __all__ = [
     "AppendResult",
     "Backlog",
     "Citation",
+    "CitusPlan",
     "CommunityReport",
     "ConfigurationError",
     "ConsolidationReport",
@@ -171,6 +174,7 @@ __all__ = [
     "backlog",
     "build_communities",
     "check_text",
+    "citus_plan",
     "communities",
     "consolidate",
     "conversations",

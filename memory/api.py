@@ -43,7 +43,7 @@ from memory.episodes.ingest import ingest_messages
 from memory.episodes.listing import StoredMessage
 from memory.episodes.listing import stored_messages as _stored_messages
 from memory.episodes.reindex import clear_stale_mark, reindex_episodes
-from memory.errors import AccessDenied, UnknownConversation, ValidationError
+from memory.errors import AccessDenied, ConfigurationError, UnknownConversation, ValidationError
 from memory.forgetting.commands import (
     DeletionReport,
     EditReport,
@@ -61,6 +61,9 @@ from memory.store import erasure
 from memory.store import inbox as _inbox
 from memory.store.audit import write_audit
 from memory.store.backlog import Backlog, read_backlog
+from memory.store.citus import CitusPlan
+from memory.store.citus import apply_plan as apply_citus_plan
+from memory.store.citus import read_plan as read_citus_plan
 from memory.store.conversations import (
     ConversationRef,
     delete_conversation,
@@ -550,6 +553,26 @@ async def audit_conversations(memory: Memory, *, principal: Principal) -> list[C
         raise AccessDenied(str(principal), "*")
     async with memory.sessions() as session:
         return await conversation_summaries(session)
+
+
+async def citus_plan(memory: Memory, *, principal: Principal, apply: bool = False) -> CitusPlan:
+    """The plan that shards the memory on Citus by conversation (memory.store.citus):
+    reference tables, then every other table distributed by ``conversation_id``,
+    co-located, in foreign-key order. With ``apply``, runs the steps Citus has not done
+    yet, each in its own transaction; refused without the extension or when the schema
+    breaks a rule (the plan says which)."""
+    async with memory.engine.connect() as connection:
+        plan = await read_citus_plan(connection)
+    if not apply:
+        return plan
+    if plan.citus is None:
+        raise ConfigurationError("citus is not installed in this database (CREATE EXTENSION citus); --dry-run shows the plan")
+    if plan.violations:
+        raise ConfigurationError(f"the schema breaks {len(plan.violations)} Citus rules, first: {plan.violations[0]}")
+    async with memory.engine.connect() as connection:
+        await apply_citus_plan(connection, plan)
+    log.info("citus_plan by %s: %s", principal, ", ".join(plan.applied) or "nothing left to do")
+    return plan
 
 
 async def vacuum(memory: Memory, *, principal: Principal) -> MaintenanceReport:

@@ -178,3 +178,108 @@ def violations(catalogue: Catalogue) -> list[str]:
 
 async def catalogue_violations(connection: AsyncConnection, schema: str = "public") -> list[str]:
     return violations(await read_catalogue(connection, schema))
+
+
+# --- distributing a database ----------------------------------------------------------
+
+_CITUS_VERSION = "SELECT extversion FROM pg_extension WHERE extname = 'citus'"
+# Citus' own catalogue (pg_catalog.pg_dist_partition): one row per table it manages,
+# partmethod 'h' for hash-distributed, 'n' for reference (and citus local) tables.
+_DONE = """
+SELECT c.relname, CAST(p.partmethod AS text) FROM pg_dist_partition p JOIN pg_class c ON c.oid = p.logicalrelid
+WHERE c.relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = :schema)
+"""
+_REFERENCE = "SELECT create_reference_table(CAST(quote_ident(:table) AS regclass))"
+_DISTRIBUTED = (
+    "SELECT create_distributed_table(CAST(quote_ident(:table) AS regclass), :column, colocate_with => :colocate_with)"
+)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One call of the plan: make ``table`` a reference table or distribute it."""
+
+    table: str
+    kind: str  # reference | distributed
+    colocate_with: str | None = None  # the first distributed table ('none' for itself)
+    done: str | None = None  # pg_dist_partition's method when Citus already has the table
+
+    @property
+    def sql(self) -> str:
+        """The statement as it would be typed into psql (the plan runs it with bound values)."""
+        if self.kind == "reference":
+            return f"SELECT create_reference_table('{self.table}');"
+        return (
+            f"SELECT create_distributed_table('{self.table}', '{DISTRIBUTION_COLUMN}', "
+            f"colocate_with => '{self.colocate_with}');"
+        )
+
+    def bound(self) -> tuple[str, dict[str, str]]:
+        if self.kind == "reference":
+            return _REFERENCE, {"table": self.table}
+        return _DISTRIBUTED, {"table": self.table, "column": DISTRIBUTION_COLUMN, "colocate_with": str(self.colocate_with)}
+
+
+def _in_dependency_order(tables: set[str], foreign_keys: list[ForeignKey]) -> list[str]:
+    """``tables`` with every table after the tables its foreign keys point at (Citus
+    refuses a foreign key to a table it does not manage yet); ties by name."""
+    parents = {t: {k.parent for k in foreign_keys if k.table == t and k.parent in tables and k.parent != t} for t in tables}
+    ordered: list[str] = []
+    while len(ordered) < len(tables):
+        ready = sorted(t for t in tables if t not in ordered and parents[t] <= set(ordered))
+        if not ready:
+            raise ValueError(f"foreign keys form a cycle among {sorted(set(tables) - set(ordered))}")
+        ordered.append(ready[0])
+    return ordered
+
+
+def plan_steps(catalogue: Catalogue, done: dict[str, str]) -> list[Step]:
+    """Reference tables first, then the distributed tables, parents before children,
+    all co-located with the first one. ``done`` maps a table Citus already manages to
+    its method (from pg_dist_partition): its step is kept, marked done, not run again."""
+    reference = {t for t in catalogue.tables if t in catalogue.reference}
+    distributed = {t for t in catalogue.tables if catalogue.distributed(t)}
+    steps = [Step(t, "reference", done=done.get(t)) for t in _in_dependency_order(reference, catalogue.foreign_keys)]
+    order = _in_dependency_order(distributed, catalogue.foreign_keys)
+    for table in order:
+        colocate_with = "none" if table == order[0] else order[0]
+        steps.append(Step(table, "distributed", colocate_with, done.get(table)))
+    return steps
+
+
+@dataclass
+class CitusPlan:
+    citus: str | None  # the extension's version, None when it is not installed
+    steps: list[Step]
+    violations: list[str]
+    applied: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "citus": self.citus,
+            "steps": [{"table": s.table, "kind": s.kind, "sql": s.sql, "done": s.done} for s in self.steps],
+            "violations": self.violations,
+            "applied": self.applied,
+        }
+
+
+async def read_plan(connection: AsyncConnection, schema: str = "public") -> CitusPlan:
+    """The plan for ``schema`` and what of it Citus already did (read from
+    ``pg_dist_partition`` whenever that name resolves on the search path)."""
+    citus = (await connection.execute(text(_CITUS_VERSION))).scalar()
+    done: dict[str, str] = {}
+    if (await connection.execute(text("SELECT to_regclass('pg_dist_partition')"))).scalar() is not None:
+        done = {table: method for table, method in await connection.execute(text(_DONE), {"schema": schema})}
+    catalogue = await read_catalogue(connection, schema)
+    return CitusPlan(citus, plan_steps(catalogue, done), violations(catalogue))
+
+
+async def apply_plan(connection: AsyncConnection, plan: CitusPlan) -> None:
+    """Run the steps Citus has not done yet, in order, each committed on its own (a
+    failure leaves the steps before it done, and a second run resumes after them)."""
+    for step in plan.steps:
+        if step.done is None:
+            statement, values = step.bound()
+            await connection.execute(text(statement), values)
+            await connection.commit()
+            plan.applied.append(step.table)

@@ -1,0 +1,51 @@
+"""``stashbird citus-plan [--dry-run | --apply]``: shard the memory on Citus by
+conversation (memory.store.citus says which tables are reference tables and why).
+
+On a database with the ``citus`` extension it runs, in order, ``create_reference_table``
+for the reference tables and ``create_distributed_table(table, 'conversation_id',
+colocate_with => ...)`` for every other table, parents before children, all co-located
+with the first; a table Citus already manages (in ``pg_dist_partition``) is skipped, so
+running it again does nothing. Without the extension, or with ``--dry-run``, it prints
+the statements it would run and changes nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from bot.runtime import memory_from_settings
+from bot.settings import Settings
+from memory import Principal, citus_plan
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--dry-run", action="store_true", help="print the statements only (the default without citus)")
+    mode.add_argument("--apply", action="store_true", help="run the statements (the default with citus)")
+    parser.add_argument("--principal", default="cli", help="who asks, for the log")
+
+
+async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
+    principal = Principal.operator(args.principal)
+    async with memory_from_settings(settings) as memory:
+        plan = await citus_plan(memory, principal=principal)
+        applying = args.apply or (not args.dry_run and plan.citus is not None)
+        if applying:
+            plan = await citus_plan(memory, principal=principal, apply=True)
+    return {**plan.to_dict(), "dry_run": not applying}
+
+
+def render(result: dict[str, Any]) -> str:
+    if result["citus"] is None:
+        head = "citus is not installed in this database: nothing was run. The plan, for a coordinator with citus:"
+    elif result["dry_run"]:
+        head = f"citus {result['citus']}: dry run, nothing was run. The plan:"
+    else:
+        head = f"citus {result['citus']}: {len(result['applied'])} tables distributed or made reference tables now."
+    lines = [head]
+    for step in result["steps"]:
+        done = f"  -- already done (pg_dist_partition method {step['done']})" if step["done"] else ""
+        lines.append(f"{step['sql']}{done}")
+    lines += [f"rule broken: {v}" for v in result["violations"]]
+    return "\n".join(lines)
