@@ -12,8 +12,9 @@ Slack stand-in. Three phases, all through signed Events API requests:
    documents go in one transaction), p50/p99.
 
 Finally the stored state is compared with the stand-in's history (nothing lost,
-resurrected or duplicated). The served process runs without the scheduler
-(``STASHBIRD_SERVE_JOBS=0``): the figures are the chat path's, not consolidation's.
+resurrected or duplicated). The served process runs without the core's jobs and the
+sweep (``STASHBIRD_SERVE_JOBS=0``): the figures are the chat path's, not consolidation's
+(the VACUUM after chat deletions runs: it is part of that path).
 Targets: ack p99 < 300 ms, answer p99 < 1 s, delete p99 < 1 s.
 """
 
