@@ -13,6 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import event, text
+from sqlalchemy.engine import Engine
+from sqlalchemy.ext.asyncio import create_async_engine
 
 os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
 
@@ -27,6 +30,41 @@ from memory.models.embedder import LocalEmbedder  # noqa: E402
 from memory.models.llm import LLMClient  # noqa: E402
 from memory.store.conversations import ConversationRef, ensure_conversation  # noqa: E402
 from memory.store.embedded import start_embedded  # noqa: E402
+from tests.routing import Capture  # noqa: E402
+
+
+async def _distributed_tables(urls: set[str]) -> frozenset[str]:
+    """The tables with a ``conversation_id`` column in the databases the tests used
+    (the reference tables have none)."""
+    tables: set[str] = set()
+    for url in urls:
+        engine = create_async_engine(url)
+        try:
+            async with engine.connect() as connection:
+                rows = await connection.execute(
+                    text(
+                        "SELECT table_name FROM information_schema.columns "
+                        "WHERE column_name = 'conversation_id' AND table_schema = current_schema()"
+                    )
+                )
+                tables.update(rows.scalars())
+        except OSError:  # a scratch database a test dropped
+            pass
+        finally:
+            await engine.dispose()
+    return frozenset(tables)
+
+
+@pytest.fixture(scope="session", autouse=True)
+async def routing_check() -> AsyncIterator[None]:
+    """Every statement the suite executes must route to one shard under Citus
+    (tests/routing.py); checked once, at the end of the session."""
+    capture = Capture()
+    event.listen(Engine, "before_cursor_execute", capture.record)
+    yield
+    event.remove(Engine, "before_cursor_execute", capture.record)
+    report = capture.report(await _distributed_tables(capture.urls))
+    assert not report, "statements that would not route to one shard:\n" + "\n".join(report)
 
 
 @pytest.fixture(scope="session")

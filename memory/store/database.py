@@ -61,6 +61,9 @@ async def _run_migration(engine: AsyncEngine, embedding_dim: int, step: Callable
     """Run one alembic command on a connection of ours.
 
     A transaction-level advisory lock keeps two processes from migrating at once.
+    Migrations change every conversation's rows at once, from the coordinator under
+    Citus: their statements carry the ``stashbird_migration`` execution option, which
+    the test suite's routing check (tests/routing.py) leaves out.
     """
 
     def run(connection: Connection) -> None:
@@ -68,6 +71,7 @@ async def _run_migration(engine: AsyncEngine, embedding_dim: int, step: Callable
         step(_alembic_config(connection, embedding_dim))
 
     async with engine.begin() as connection:
+        await connection.execution_options(stashbird_migration=True)
         await connection.run_sync(run)
 
 
