@@ -376,13 +376,8 @@ async def inbox_claim(
     it. Held until the block ends or this process dies (the lock goes with its
     connection), so events are processed once at a time, in order, by one process."""
     conversation_id = await resolve_conversation(memory, conversation)
-    async with memory.engine.connect() as connection:
-        claim = await _inbox.try_claim(connection, conversation_id)
-        try:
-            yield claim
-        finally:
-            if claim is not None and not connection.closed:
-                await _inbox.release(claim)
+    async with _inbox.claim(memory.engine, conversation_id) as claim:
+        yield claim
 
 
 async def inbox_backlog(memory: Memory, *, principal: Principal) -> InboxBacklog:

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from sqlalchemy import event, text
 from sqlalchemy.engine import Engine
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import create_async_engine
 
 os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
@@ -48,7 +49,7 @@ async def _distributed_tables(urls: set[str]) -> frozenset[str]:
                     )
                 )
                 tables.update(rows.scalars())
-        except OSError:  # a scratch database a test dropped
+        except (OSError, DBAPIError):  # a scratch database a test dropped or never created
             pass
         finally:
             await engine.dispose()

@@ -194,7 +194,7 @@ async def test_deleting_a_correction_restores_the_corrected_fact(memory: Memory,
         denver = await entity(session, cid, "Denver", [e2])
         old = await relation(session, cid, ann, boston, "Ann lives in Boston", [e1])
         new = await relation(session, cid, ann, denver, "Ann lives in Denver", [e2])
-        await supersede_relation(session, old, new, T0)
+        await supersede_relation(session, cid, old, new, T0)
     report = await delete_episode(memory, cid, "m2", principal="test")
     assert report.retraction.relations_restored == [old] and report.retraction.relations_removed == [new]
     async with memory.sessions() as session:

@@ -32,6 +32,7 @@ from memory.retrieval.search import (
     term_weight,
     tsquery_text,
 )
+from memory.retrieval.search_sql import planned_rows
 
 
 def test_rrf_scores_are_sums_of_reciprocal_ranks() -> None:
@@ -113,9 +114,10 @@ def test_vector_plan() -> None:
     assert choose_plan({"episode": 500, "entity": 0}, 10_000, 60).exact == ("episode",)
     big = choose_plan({"episode": 100_000, "relation": 30_000}, 140_000, 60)
     assert big.hnsw == ("episode", "relation") and big.ef_search == 560  # 2 x 60 / (30K / 140K)
-    assert estimate_size(500, 1e6, 0.5, 0.9) == 500
-    assert estimate_size(20_000, 110_000, 0.9, 0.95) == 94_050
-    assert estimate_size(20_000, 110_000, None, 0.95) == 20_000
+    assert estimate_size(500, 90_000.0) == 500  # below the cap the count is exact
+    assert estimate_size(20_000, 94_050.0) == 94_050
+    assert estimate_size(20_000, 12_000.0) == 20_000  # never below the count
+    assert estimate_size(20_000, None) == 20_000
     tiny_share = choose_plan({"episode": 25_000}, 10_000_000, 60)
     assert tiny_share.exact == ("episode",) and not tiny_share.hnsw
 
@@ -129,3 +131,15 @@ def test_neighbours_gain_a_share_of_the_best_found_neighbour() -> None:
     assert spread["c"] == pytest.approx(0.25)  # the better of a and x, not their sum
     assert spread["x"] == 0.5
     assert spread_to_neighbours(scores, neighbours, 0.0) == {**scores, "b": 0.2, "c": 0.0}
+
+
+def test_planned_rows_finds_the_scan_at_any_depth() -> None:
+    postgres = [{"Plan": {"Node Type": "Index Only Scan", "Relation Name": "search_documents", "Plan Rows": 94050}}]
+    # Citus: the worker's plan of the conversation's shard, nested in the coordinator's
+    citus = [{"Plan": {"Node Type": "Custom Scan", "Plan Rows": 100000, "Distributed Query": {"Job": {
+        "Task Count": 1, "Tasks": [{"Node": "host=w1 port=5432", "Remote Plan": [[{"Plan": {
+            "Node Type": "Bitmap Heap Scan", "Relation Name": "search_documents_102008", "Plan Rows": 812,
+            "Plans": [{"Node Type": "Bitmap Index Scan", "Index Name": "x", "Plan Rows": 812}]}}]]}]}}}}]
+    assert planned_rows(postgres) == 94_050
+    assert planned_rows(citus) == 812
+    assert planned_rows([{"Plan": {"Node Type": "Result", "Plan Rows": 1}}]) is None

@@ -68,7 +68,7 @@ async def test_relation_lifecycle_writes(memory: Memory, conversation_id: int) -
             embedding=vector,
             episode_ids=[e3],
         )
-        await supersede_relation(session, old, new, T0)
+        await supersede_relation(session, conversation_id, old, new, T0)
     async with memory.sessions() as session:
         support = set(
             (await session.execute(select(RelationProvenance.episode_id).where(RelationProvenance.relation_id == old))).scalars()

@@ -13,7 +13,7 @@ TABLES = {
     "relations", "relation_provenance", "communities", "community_members", "search_documents",
     "checkpoints", "usage_ledger", "audit_log", "answer_traces", "answer_evidence", "store_settings",
     "inbox_events", "connector_cursors", "rolling_context_entries",
-    "job_claims", "job_runs", "community_state",
+    "job_claims", "job_runs", "community_state", "conversation_locks",
 }
 
 

@@ -92,7 +92,7 @@ async def test_current_fact_outranks_superseded_unless_past(memory: Memory, conv
             embedding=vector,
             episode_ids=[episodes[1]],
         )
-        await supersede_relation(session, old, new, T0 + timedelta(hours=1))
+        await supersede_relation(session, conversation_id, old, new, T0 + timedelta(hours=1))
     variant = QueryVariant("Where does Ann live?", vector)
 
     async def relation_scores(prefer_current: bool) -> dict[int, float]:

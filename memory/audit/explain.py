@@ -23,15 +23,7 @@ from memory.audit.messages import MessageRef, message_columns, message_ref
 from memory.errors import ValidationError
 from memory.forgetting.commands import ANSWER_WITHDRAWN
 from memory.store.conversations import ConversationRef
-from memory.store.schema import (
-    AnswerTrace,
-    AuditEntry,
-    Community,
-    Entity,
-    Episode,
-    Relation,
-    Speaker,
-)
+from memory.store.schema import EPISODE_SPEAKER, AnswerTrace, AuditEntry, Community, Entity, Episode, Relation, Speaker
 
 TEXT_OF: dict[str, tuple[Any, Any]] = {
     "entity": (Entity, Entity.name),
@@ -132,7 +124,7 @@ async def _messages(
     ids = sorted({int(e) for i in items for e in i.get("episode_ids", [])})
     rows = await session.execute(
         select(Episode.id, *message_columns())
-        .join(Speaker, Speaker.id == Episode.speaker_id)
+        .join(Speaker, EPISODE_SPEAKER)
         .where(Episode.conversation_id == conversation_id, Episode.id.in_(ids))
     )
     return {row[0]: message_ref(conversation, row[1:]) for row in rows}

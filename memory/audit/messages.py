@@ -14,7 +14,7 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memory.store.conversations import ConversationRef
-from memory.store.schema import Episode, Speaker
+from memory.store.schema import EPISODE_SPEAKER, Episode, Speaker
 
 
 @dataclass(frozen=True)
@@ -80,7 +80,7 @@ async def supporting_messages(
             func.count().over(partition_by=owner).label("total"),
         )
         .join(Episode, Episode.id == link.episode_id)
-        .join(Speaker, Speaker.id == Episode.speaker_id)
+        .join(Speaker, EPISODE_SPEAKER)
         .where(
             link.conversation_id == conversation_id,
             Episode.conversation_id == conversation_id,

@@ -171,7 +171,9 @@ async def conversation_summaries(session: AsyncSession) -> list[ConversationSumm
     rows = await session.execute(
         select(
             Conversation.platform, Conversation.workspace_id, Conversation.channel_id, Conversation.created_at, messages, last
-        ).order_by(Conversation.id)
+        )
+        .prefix_with("/* multi-shard: audit-conversations */")
+        .order_by(Conversation.id)
     )
     return [
         ConversationSummary(str(ConversationRef(platform, workspace, channel)), created, int(count), last_at)

@@ -22,6 +22,7 @@ from memory.errors import ValidationError
 from memory.forgetting.commands import Retraction, documents_to_remove, plan_retraction
 from memory.store.conversations import ConversationRef
 from memory.store.schema import (
+    EPISODE_SPEAKER,
     CommunityMember,
     Entity,
     EntityProvenance,
@@ -107,7 +108,7 @@ async def provenance(memory: Memory, conversation: ConversationRef, conversation
         row = (
             await session.execute(
                 select(Episode.id, *message_columns())
-                .join(Speaker, Speaker.id == Episode.speaker_id)
+                .join(Speaker, EPISODE_SPEAKER)
                 .where(Episode.conversation_id == conversation_id, Episode.platform_message_id == message_id)
             )
         ).one_or_none()

@@ -262,7 +262,12 @@ async def _inputs(session: AsyncSession, conversation_id: int, community_id: int
     member_ids = select(CommunityMember.entity_id).where(
         CommunityMember.conversation_id == conversation_id, CommunityMember.community_id == community_id
     )
-    support = select(func.count()).where(EntityProvenance.entity_id == Entity.id).correlate(Entity).scalar_subquery()
+    support = (
+        select(func.count())
+        .where(EntityProvenance.conversation_id == conversation_id, EntityProvenance.entity_id == Entity.id)
+        .correlate(Entity)
+        .scalar_subquery()
+    )
     members = tuple(
         Member(*row)
         for row in await session.execute(
@@ -272,7 +277,10 @@ async def _inputs(session: AsyncSession, conversation_id: int, community_id: int
         )
     )
     relation_support = (
-        select(func.count()).where(RelationProvenance.relation_id == Relation.id).correlate(Relation).scalar_subquery()
+        select(func.count())
+        .where(RelationProvenance.conversation_id == conversation_id, RelationProvenance.relation_id == Relation.id)
+        .correlate(Relation)
+        .scalar_subquery()
     )
     facts = tuple(
         Fact(*row)
@@ -357,7 +365,7 @@ async def list_communities(session: AsyncSession, conversation_id: int) -> list[
     """Communities with their members' names; a dirty one shows no label or summary."""
     names = (
         select(func.array_agg(func.distinct(Entity.name)))
-        .join(CommunityMember, CommunityMember.entity_id == Entity.id)
+        .join(CommunityMember, (CommunityMember.conversation_id == conversation_id) & (CommunityMember.entity_id == Entity.id))
         .where(CommunityMember.community_id == Community.id, Entity.conversation_id == conversation_id, ~Entity.is_anchor)
         .scalar_subquery()
     )

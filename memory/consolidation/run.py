@@ -70,7 +70,7 @@ from memory.models.tokens import count_tokens, truncate_tokens
 from memory.params import MemoryParams
 from memory.store.ledger import Usage, record_usage
 from memory.store.locks import LockPurpose, lock_conversation
-from memory.store.schema import Checkpoint, Entity, Episode, Relation, Speaker
+from memory.store.schema import EPISODE_SPEAKER, Checkpoint, Entity, Episode, Relation, Speaker
 
 FACTS_PER_CONTEXT_ENTRY = 3
 
@@ -226,7 +226,7 @@ def _episode_query(conversation_id: int) -> Select[int, str, str, str, str, date
     return (
         select(Episode.id, Episode.platform_message_id, Speaker.display_name, Episode.role, Episode.text,
                Episode.message_time, Episode.edited_at)
-        .join(Speaker, Speaker.id == Episode.speaker_id)
+        .join(Speaker, EPISODE_SPEAKER)
         .where(Episode.conversation_id == conversation_id)
     )
 
@@ -764,4 +764,6 @@ async def _write_relations(
     for old_id in book.superseded:
         old = book.relations[old_id]
         assert old.superseded_by is not None
-        await graph.supersede_relation(session, real.get(old_id, old_id), real[old.superseded_by], old.invalid_at)
+        await graph.supersede_relation(
+            session, conversation_id, real.get(old_id, old_id), real[old.superseded_by], old.invalid_at
+        )

@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from memory.core import Memory
 from memory.models.tokens import count_tokens, truncate_tokens
 from memory.store.ledger import record_usage
-from memory.store.schema import Checkpoint, Episode, Speaker
+from memory.store.schema import EPISODE_SPEAKER, Checkpoint, Episode, Speaker
 
 SYSTEM = (
     "Summarise this group conversation for someone who will continue it: who the people "
@@ -59,7 +59,7 @@ async def summary_lines(
     ids, or every episode consolidated up to ``up_to``."""
     query = (
         select(Episode.id, Speaker.display_name, Episode.text)
-        .join(Speaker, Speaker.id == Episode.speaker_id)
+        .join(Speaker, EPISODE_SPEAKER)
         .where(Episode.conversation_id == conversation_id)
         .order_by(Episode.message_time, Episode.id)
     )

@@ -102,11 +102,12 @@ async def link_into_chain(
     """Place an episode between its neighbours by message time (caller holds the chain
     lock); returns the episodes now before and after it (the latter's predecessor changed)."""
     before, after = await _neighbours(session, conversation_id, episode_id, at)
-    await session.execute(update(Episode).where(Episode.id == episode_id).values(prev_id=before, next_id=after))
+    mine = Episode.conversation_id == conversation_id
+    await session.execute(update(Episode).where(mine, Episode.id == episode_id).values(prev_id=before, next_id=after))
     if before is not None:
-        await session.execute(update(Episode).where(Episode.id == before).values(next_id=episode_id))
+        await session.execute(update(Episode).where(mine, Episode.id == before).values(next_id=episode_id))
     if after is not None:
-        await session.execute(update(Episode).where(Episode.id == after).values(prev_id=episode_id))
+        await session.execute(update(Episode).where(mine, Episode.id == after).values(prev_id=episode_id))
     return before, after
 
 
@@ -212,7 +213,7 @@ async def append_messages(
     prev_of, successors = await _link_new(session, conversation_id, sorted(new_links))
     # Each document is written once, with the vector it is searched by: an index entry
     # per write is most of what a write costs.
-    searched = await exchange_vectors_of(session, {d.ref_id: d.embedding for d in documents}, prev_of)
+    searched = await exchange_vectors_of(session, conversation_id, {d.ref_id: d.embedding for d in documents}, prev_of)
     await upsert_documents(session, conversation_id, [replace(d, embedding=searched[d.ref_id]) for d in documents])
     await refresh_exchange_vectors(session, conversation_id, successors)
     return results
@@ -251,10 +252,12 @@ async def _link_new(
         text(
             "UPDATE episodes SET prev_id = v.prev, next_id = v.next "
             "FROM unnest(CAST(:ids AS bigint[]), CAST(:prevs AS bigint[]), CAST(:nexts AS bigint[])) AS v(id, prev, next) "
-            "WHERE episodes.id = v.id"
+            "WHERE episodes.conversation_id = :c AND episodes.id = v.id"
         ),
-        {"ids": chain[start:], "prevs": prevs[start:], "nexts": nexts[start:]},
+        {"c": conversation_id, "ids": chain[start:], "prevs": prevs[start:], "nexts": nexts[start:]},
     )
     if tail is not None:
-        await session.execute(update(Episode).where(Episode.id == tail.id).values(next_id=ids[0]))
+        await session.execute(
+            update(Episode).where(Episode.conversation_id == conversation_id, Episode.id == tail.id).values(next_id=ids[0])
+        )
     return dict(zip(ids, prevs[start:], strict=True)), []

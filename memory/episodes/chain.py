@@ -5,7 +5,7 @@ from __future__ import annotations
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from memory.store.schema import Episode, Speaker
+from memory.store.schema import EPISODE_SPEAKER, Episode, Speaker
 
 
 async def chain(session: AsyncSession, conversation_id: int) -> list[dict[str, object]]:
@@ -13,7 +13,7 @@ async def chain(session: AsyncSession, conversation_id: int) -> list[dict[str, o
     rows = (
         await session.execute(
             select(Episode, Speaker.display_name)
-            .join(Speaker, Speaker.id == Episode.speaker_id)
+            .join(Speaker, EPISODE_SPEAKER)
             .where(Episode.conversation_id == conversation_id)
         )
     ).all()

@@ -34,9 +34,9 @@ _REFRESH = text(
     "UPDATE search_documents d SET embedding = CASE WHEN p.embedding IS NULL THEN e.embedding "
     "ELSE e.embedding + p.embedding * "
     "CAST(array_fill(CAST(:share AS real), ARRAY[vector_dims(p.embedding)]) AS vector) END "
-    "FROM episodes e LEFT JOIN episodes p ON p.id = e.prev_id "
+    "FROM episodes e LEFT JOIN episodes p ON p.conversation_id = :c AND p.id = e.prev_id "
     "WHERE e.conversation_id = :c AND e.id = ANY(:ids) AND e.embedding IS NOT NULL "
-    "AND d.kind = 'episode' AND d.ref_id = e.id"
+    "AND d.conversation_id = :c AND d.kind = 'episode' AND d.ref_id = e.id"
 )
 
 
@@ -50,18 +50,15 @@ def exchange_vector(own: Sequence[float], previous: Sequence[float] | None) -> l
 
 
 async def exchange_vectors_of(
-    session: AsyncSession, own: Mapping[int, Sequence[float]], prev_of: Mapping[int, int | None]
+    session: AsyncSession, conversation_id: int, own: Mapping[int, Sequence[float]], prev_of: Mapping[int, int | None]
 ) -> dict[int, list[float]]:
     """Searched vectors of episodes about to be (re)written, from their own vectors
     (``own``, by episode id) and their predecessors' (``prev_of``), taken from ``own``
     or, for predecessors outside it, from the database: computed before the documents
     are written, so that each is written once."""
     stored_ids = {p for p in prev_of.values() if p is not None and p not in own}
-    stored: dict[int, Sequence[float]] = (
-        dict((await session.execute(select(Episode.id, Episode.embedding).where(Episode.id.in_(stored_ids)))).all())
-        if stored_ids
-        else {}
-    )
+    query = select(Episode.id, Episode.embedding).where(Episode.conversation_id == conversation_id, Episode.id.in_(stored_ids))
+    stored: dict[int, Sequence[float]] = dict((await session.execute(query)).all()) if stored_ids else {}
     vectors = {**stored, **own}
     previous = {e: vectors.get(p) if p is not None else None for e, p in prev_of.items()}
     return {e: exchange_vector(vector, previous.get(e)) for e, vector in own.items()}

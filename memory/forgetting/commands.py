@@ -150,15 +150,16 @@ class EditReport:
 # --- loading the affected subgraph ---------------------------------------------------
 
 
-def _witness(link: Any, owner: Any, episode_id: int) -> Any:
+def _witness(link: Any, owner: Any, conversation_id: int, episode_id: int) -> Any:
     """Another episode supporting the owner, if any: the rules only ask whether support
     beyond the deleted episode exists, and a hub entity may have thousands."""
     episode = link.class_.episode_id
-    return select(episode).where(link == owner, episode != episode_id).limit(1).scalar_subquery()
+    mine = link.class_.conversation_id == conversation_id
+    return select(episode).where(mine, link == owner, episode != episode_id).limit(1).scalar_subquery()
 
 
-def _holds(link: Any, owner: Any, episode_id: int) -> Any:
-    return exists().where(link == owner, link.class_.episode_id == episode_id)
+def _holds(link: Any, owner: Any, conversation_id: int, episode_id: int) -> Any:
+    return exists().where(link.class_.conversation_id == conversation_id, link == owner, link.class_.episode_id == episode_id)
 
 
 def _support(holds: bool, witness: int | None, episode_id: int) -> frozenset[int]:
@@ -173,8 +174,8 @@ async def _load_relations(session: AsyncSession, conversation_id: int, episode_i
             Relation.object_id,
             Relation.status,
             Relation.superseded_by,
-            _holds(RelationProvenance.relation_id, Relation.id, episode_id),
-            _witness(RelationProvenance.relation_id, Relation.id, episode_id),
+            _holds(RelationProvenance.relation_id, Relation.id, conversation_id, episode_id),
+            _witness(RelationProvenance.relation_id, Relation.id, conversation_id, episode_id),
         ).where(Relation.conversation_id == conversation_id, Relation.id.in_(ids))
     )
     return {
@@ -210,15 +211,15 @@ async def load_subgraph(session: AsyncSession, conversation_id: int, episode_id:
     endpoints = {e for rel in relations.values() for e in rel.endpoints}
     communities_of = (
         select(func.array_agg(CommunityMember.community_id))
-        .where(CommunityMember.entity_id == Entity.id)
+        .where(CommunityMember.conversation_id == conversation_id, CommunityMember.entity_id == Entity.id)
         .scalar_subquery()
     )
     rows = (
         await session.execute(
             select(
                 Entity.id,
-                _holds(EntityProvenance.entity_id, Entity.id, episode_id),
-                _witness(EntityProvenance.entity_id, Entity.id, episode_id),
+                _holds(EntityProvenance.entity_id, Entity.id, conversation_id, episode_id),
+                _witness(EntityProvenance.entity_id, Entity.id, conversation_id, episode_id),
                 communities_of,
             ).where(Entity.conversation_id == conversation_id, Entity.id.in_(union(holding_e, _ids(endpoints))))
         )
@@ -231,8 +232,8 @@ async def load_subgraph(session: AsyncSession, conversation_id: int, episode_id:
     unsupported = [e for e, facts in entities.items() if not facts.support - {episode_id}]
     if unsupported:
         touching = union(
-            select(Relation.id).where(Relation.subject_id.in_(unsupported)),
-            select(Relation.id).where(Relation.object_id.in_(unsupported)),
+            select(Relation.id).where(Relation.conversation_id == conversation_id, Relation.subject_id.in_(unsupported)),
+            select(Relation.id).where(Relation.conversation_id == conversation_id, Relation.object_id.in_(unsupported)),
         )
         more = await _load_relations(session, conversation_id, episode_id, touching)
         relations.update({r: rel for r, rel in more.items() if r not in relations})
@@ -245,21 +246,16 @@ async def load_subgraph(session: AsyncSession, conversation_id: int, episode_id:
 async def _with_documents(
     session: AsyncSession, conversation_id: int, kind: str, model: Any, ids: list[int], change: Any
 ) -> int:
-    """Apply ``change`` (a DELETE or UPDATE of ``model``) to the records ``ids`` and drop
-    their search documents in the same statement: one round trip on the deletion path
-    instead of two. Returns the documents removed."""
-    documents = (
-        delete(SearchDocument)
-        .where(SearchDocument.conversation_id == conversation_id, SearchDocument.kind == kind, SearchDocument.ref_id.in_(ids))
-        .returning(SearchDocument.id)
-        .cte("documents")
+    """Drop the search documents of the records ``ids``, then apply ``change`` (a DELETE
+    or UPDATE of ``model``) to them: two statements, not one with modifying CTEs, which
+    Citus would not route to the conversation's shard. Returns the documents removed."""
+    documents = await session.execute(
+        delete(SearchDocument).where(
+            SearchDocument.conversation_id == conversation_id, SearchDocument.kind == kind, SearchDocument.ref_id.in_(ids)
+        )
     )
-    records = change.where(model.conversation_id == conversation_id, model.id.in_(ids)).returning(model.id).cte("records")
-    counts = select(
-        select(func.count()).select_from(documents).scalar_subquery(),
-        select(func.count()).select_from(records).scalar_subquery(),
-    )
-    return int((await session.execute(counts)).one()[0])
+    await session.execute(change.where(model.conversation_id == conversation_id, model.id.in_(ids)))
+    return int(getattr(documents, "rowcount", 0) or 0)
 
 
 async def apply_decision(session: AsyncSession, conversation_id: int, decision: Decision) -> int:
@@ -479,47 +475,36 @@ async def retract_support(
     return retraction
 
 
+_JOIN_NEIGHBOURS = text(
+    "UPDATE episodes SET next_id = CASE WHEN id = :prev THEN :next WHEN next_id = :id THEN NULL ELSE next_id END, "
+    "prev_id = CASE WHEN id = :next THEN :prev WHEN prev_id = :id THEN NULL ELSE prev_id END "
+    "WHERE conversation_id = :conversation AND (id IN (:prev, :next) OR prev_id = :id OR next_id = :id)"
+).bindparams(bindparam("prev", type_=BigInteger), bindparam("next", type_=BigInteger), bindparam("id", type_=BigInteger))
+_DROP_DOCUMENT = text("DELETE FROM search_documents WHERE conversation_id = :conversation AND kind = 'episode' AND ref_id = :id")
+_DROP_EPISODE = text("DELETE FROM episodes WHERE conversation_id = :conversation AND id = :id")
+_TOMBSTONE = text(
+    "INSERT INTO tombstones (conversation_id, platform_message_id) VALUES (:conversation, :message) ON CONFLICT DO NOTHING"
+)
+
+
 async def remove_episode(
     session: AsyncSession, conversation_id: int, episode: Episode
 ) -> tuple[dict[str, int | None], int]:
-    """Unlink an episode from its chain, drop it and its search document, leave a
-    tombstone (one statement: this is on every deletion's path), then recompute the
-    searched vector of the message after it, which held a share of the deleted one's.
-    Any other link to the episode is cleared too: the chain's keys have no ON DELETE
-    action (migration 0010), so a link left behind would fail the deletion.
-    Returns the neighbours that were joined and the search documents removed."""
-    removed = await session.execute(
-        text(
-            """
-            WITH joined AS (
-                UPDATE episodes SET
-                    next_id = CASE WHEN id = :prev THEN :next WHEN next_id = :id THEN NULL ELSE next_id END,
-                    prev_id = CASE WHEN id = :next THEN :prev WHEN prev_id = :id THEN NULL ELSE prev_id END
-                WHERE conversation_id = :conversation AND (id IN (:prev, :next) OR prev_id = :id OR next_id = :id)
-            ), document AS (
-                DELETE FROM search_documents
-                WHERE conversation_id = :conversation AND kind = 'episode' AND ref_id = :id RETURNING 1
-            ), episode AS (
-                DELETE FROM episodes WHERE conversation_id = :conversation AND id = :id
-            ), tombstone AS (
-                INSERT INTO tombstones (conversation_id, platform_message_id) VALUES (:conversation, :message)
-                ON CONFLICT DO NOTHING
-            )
-            SELECT count(*) FROM document
-            """
-        ).bindparams(
-            bindparam("prev", type_=BigInteger), bindparam("next", type_=BigInteger), bindparam("id", type_=BigInteger),
-            bindparam("conversation", type_=BigInteger),
-        ),
-        {
-            "prev": episode.prev_id, "next": episode.next_id, "id": episode.id,
-            "conversation": conversation_id, "message": episode.platform_message_id,
-        },
-    )
-    documents_removed = removed.scalar_one()
+    """Unlink an episode from its chain (its neighbours first, and any other link to it
+    cleared: the chain's keys have no ON DELETE action since migration 0010, so a link
+    left behind would fail the deletion), drop it and its search document, leave a
+    tombstone, then recompute the searched vector of the message after it, which held a
+    share of the deleted one's. Separate statements, not one with modifying CTEs, which
+    Citus would not route to the conversation's shard. Returns the neighbours that were
+    joined and the search documents removed."""
+    keys = {"conversation": conversation_id, "id": episode.id}
+    await session.execute(_JOIN_NEIGHBOURS, {**keys, "prev": episode.prev_id, "next": episode.next_id})
+    removed = await session.execute(_DROP_DOCUMENT, keys)
+    await session.execute(_DROP_EPISODE, keys)
+    await session.execute(_TOMBSTONE, {"conversation": conversation_id, "message": episode.platform_message_id})
     if episode.next_id is not None:
         await refresh_exchange_vectors(session, conversation_id, [episode.next_id])
-    return {"prev": episode.prev_id, "next": episode.next_id}, documents_removed
+    return {"prev": episode.prev_id, "next": episode.next_id}, int(getattr(removed, "rowcount", 0) or 0)
 
 
 # --- the commands --------------------------------------------------------------------
@@ -627,7 +612,9 @@ async def edit_episode(
             episode.text = new_text
             episode.embedding = list(batch.vectors[0])
             episode.edited_at = edited_at or datetime.now(UTC)
-            searched = await exchange_vectors_of(session, {episode.id: batch.vectors[0]}, {episode.id: episode.prev_id})
+            searched = await exchange_vectors_of(
+                session, conversation_id, {episode.id: batch.vectors[0]}, {episode.id: episode.prev_id}
+            )
             await upsert_documents(
                 session,
                 conversation_id,

@@ -57,11 +57,12 @@ ENTITY_WITNESSES = text(
            (SELECT p.episode_id, p.name, p.type,
                    CASE WHEN :episode = ANY(p.summary_sources) THEN '' ELSE p.summary END AS summary,
                    CASE WHEN :episode = ANY(p.summary_sources) THEN '{}' ELSE p.summary_sources END AS summary_sources
-            FROM entity_provenance p WHERE p.entity_id = e.id AND p.episode_id <> :episode
+            FROM entity_provenance p WHERE p.conversation_id = :cid AND p.entity_id = e.id AND p.episode_id <> :episode
             ORDER BY p.episode_id LIMIT 1)
            UNION
            (SELECT p.episode_id, p.name, p.type, p.summary, p.summary_sources
-            FROM entity_provenance p WHERE p.entity_id = e.id AND p.episode_id <> :episode AND p.summary <> ''
+            FROM entity_provenance p WHERE p.conversation_id = :cid AND p.entity_id = e.id AND p.episode_id <> :episode
+              AND p.summary <> ''
               AND NOT :episode = ANY(p.summary_sources)
             ORDER BY p.episode_id DESC LIMIT 1)
        ) w
@@ -70,9 +71,11 @@ ENTITY_WITNESSES = text(
 RELATION_WITNESSES = text(
     """SELECT r.id, r.fact, r.valid_from, r.status, r.predicate, s.id, s.name, o.id, o.name,
               w.episode_id, w.fact, w.valid_from, w.sources, w.embedding::text
-       FROM relations r JOIN entities s ON s.id = r.subject_id JOIN entities o ON o.id = r.object_id
+       FROM relations r JOIN entities s ON s.conversation_id = :cid AND s.id = r.subject_id
+       JOIN entities o ON o.conversation_id = :cid AND o.id = r.object_id
        LEFT JOIN LATERAL (
-           SELECT * FROM relation_provenance p WHERE p.relation_id = r.id AND p.episode_id <> :episode AND p.fact <> ''
+           SELECT * FROM relation_provenance p
+           WHERE p.conversation_id = :cid AND p.relation_id = r.id AND p.episode_id <> :episode AND p.fact <> ''
              AND NOT :episode = ANY(p.sources)
            ORDER BY p.episode_id LIMIT 1
        ) w ON true

@@ -25,10 +25,13 @@ async def list_facts(session: AsyncSession, conversation_id: int, include_supers
             Relation.status,
             func.array_agg(Episode.platform_message_id),
         )
-        .join(subject, subject.id == Relation.subject_id)
-        .join(obj, obj.id == Relation.object_id)
-        .outerjoin(RelationProvenance, RelationProvenance.relation_id == Relation.id)
-        .outerjoin(Episode, Episode.id == RelationProvenance.episode_id)
+        .join(subject, (subject.conversation_id == conversation_id) & (subject.id == Relation.subject_id))
+        .join(obj, (obj.conversation_id == conversation_id) & (obj.id == Relation.object_id))
+        .outerjoin(
+            RelationProvenance,
+            (RelationProvenance.conversation_id == conversation_id) & (RelationProvenance.relation_id == Relation.id),
+        )
+        .outerjoin(Episode, (Episode.conversation_id == conversation_id) & (Episode.id == RelationProvenance.episode_id))
         .where(Relation.conversation_id == conversation_id)
         .group_by(Relation.conversation_id, Relation.id, subject.name, obj.name)
         .order_by(Relation.id)

@@ -165,18 +165,22 @@ async def create_relation(
 
 
 async def supersede_relation(
-    session: AsyncSession, relation_id: int, replaced_by: int, invalid_at: datetime | None
+    session: AsyncSession, conversation_id: int, relation_id: int, replaced_by: int, invalid_at: datetime | None
 ) -> None:
     """Keep the old relation as history: superseded, with when and by what; its search
     document stays but is marked not current so retrieval prefers the new fact."""
     await session.execute(
         update(Relation)
-        .where(Relation.id == relation_id)
+        .where(Relation.conversation_id == conversation_id, Relation.id == relation_id)
         .values(status="superseded", superseded_by=replaced_by, invalid_at=invalid_at)
     )
     await session.execute(
         update(SearchDocument)
-        .where(SearchDocument.kind == "relation", SearchDocument.ref_id == relation_id)
+        .where(
+            SearchDocument.conversation_id == conversation_id,
+            SearchDocument.kind == "relation",
+            SearchDocument.ref_id == relation_id,
+        )
         .values(is_current=False)
     )
 

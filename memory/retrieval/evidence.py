@@ -27,14 +27,7 @@ from sqlalchemy.orm import InstrumentedAttribute, aliased
 
 from memory.models.tokens import count_tokens
 from memory.retrieval.search import Candidate
-from memory.store.schema import (
-    CommunityMember,
-    EntityProvenance,
-    Episode,
-    Relation,
-    RelationProvenance,
-    Speaker,
-)
+from memory.store.schema import EPISODE_SPEAKER, CommunityMember, EntityProvenance, Episode, Relation, RelationProvenance, Speaker
 
 # Supporting episodes attached to one entity or relation. Relations rarely have more;
 # an entity mentioned everywhere must not drag the whole conversation into the answer.
@@ -171,8 +164,16 @@ async def community_support(
     rows = await session.execute(
         select(members.community_id, RelationProvenance.episode_id)
         .join(Relation, (Relation.subject_id == members.entity_id) & (Relation.conversation_id == conversation_id))
-        .join(other, (other.entity_id == Relation.object_id) & (other.community_id == members.community_id))
-        .join(RelationProvenance, RelationProvenance.relation_id == Relation.id)
+        .join(
+            other,
+            (other.conversation_id == conversation_id)
+            & (other.entity_id == Relation.object_id)
+            & (other.community_id == members.community_id),
+        )
+        .join(
+            RelationProvenance,
+            (RelationProvenance.conversation_id == conversation_id) & (RelationProvenance.relation_id == Relation.id),
+        )
         .where(
             members.conversation_id == conversation_id,
             members.community_id.in_(list(community_ids)),
@@ -191,7 +192,7 @@ async def load_episodes(session: AsyncSession, conversation_id: int, episode_ids
         return {}
     rows = await session.execute(
         select(Episode, Speaker.display_name)
-        .join(Speaker, Speaker.id == Episode.speaker_id)
+        .join(Speaker, EPISODE_SPEAKER)
         .where(Episode.conversation_id == conversation_id, Episode.id.in_(list(set(episode_ids))))
     )
     return {

@@ -110,7 +110,7 @@ async def corrections_of(
     rows = (
         await session.execute(
             select(RelationProvenance.episode_id, Relation.status, Relation.superseded_by)
-            .join(Relation, Relation.id == RelationProvenance.relation_id)
+            .join(Relation, (Relation.conversation_id == conversation_id) & (Relation.id == RelationProvenance.relation_id))
             .where(RelationProvenance.conversation_id == conversation_id, RelationProvenance.episode_id.in_(episode_ids))
         )
     ).all()

@@ -44,11 +44,14 @@ they compete even when messages of other times say more of the question's words;
 are also weighted up after fusion.
 
 Sizes. A capped count (index-only, stops at ``EXACT_SCAN_ROWS``) tells small from
-large; the size of a large (conversation, kind) is estimated from the planner
-statistics (``pg_stats`` frequencies of the conversation and of the kind, the table's
-``reltuples``), as the planner itself does, because an exact count of 100K rows costs
-more than the whole search. Without statistics the estimate falls back to the cap,
-which errs towards a larger ``ef_search`` or the exact scan.
+large; the size of a large (conversation, kind), and the rows its vector index holds,
+are the planner's own estimates, read from ``EXPLAIN`` (planned, not run), because an
+exact count of 100K rows costs more than the whole search. ``EXPLAIN`` rather than
+``pg_stats``: under Citus the coordinator has no statistics of a distributed table,
+while a statement routed to the conversation's shard is planned by the worker that holds
+it, with that shard's statistics, and the index is the shard's (search_sql). Without
+statistics the estimate falls back to the cap, which errs towards a larger
+``ef_search`` or the exact scan.
 """
 
 from __future__ import annotations
@@ -224,12 +227,12 @@ def term_weight(share: float, sampled: int) -> float:
     return math.log(1 + (sampled - found + 0.5) / (found + 0.5))
 
 
-def estimate_size(counted: int, table_rows: float, conversation_share: float | None, kind_share: float | None) -> int:
+def estimate_size(counted: int, planned: float | None) -> int:
     """Rows of one (conversation, kind): the capped count when it is below the cap,
-    else the statistics' estimate, never below the count. Pure."""
-    if counted < EXACT_SCAN_ROWS or conversation_share is None or kind_share is None:
+    else the planner's estimate, never below the count. Pure."""
+    if counted < EXACT_SCAN_ROWS or planned is None:
         return counted
-    return max(counted, int(table_rows * conversation_share * kind_share))
+    return max(counted, int(planned))
 
 
 def choose_plan(sizes: dict[str, int], table_rows: int, top: int) -> VectorPlan:
@@ -259,12 +262,10 @@ async def _plan(session: AsyncSession, conversation_id: int, kinds: Sequence[str
     """Count (capped) and, for a large kind, estimate; choose; set ``ef_search`` for HNSW."""
     sizes = await sql.capped_counts(session, conversation_id, kinds, EXACT_SCAN_ROWS)
     table_rows = 0.0
-    if any(size >= EXACT_SCAN_ROWS for size in sizes.values()):
-        table_rows, conversation_share, kind_shares = await sql.size_statistics(session, conversation_id)
-        sizes = {
-            kind: estimate_size(size, table_rows, conversation_share, kind_shares.get(kind))
-            for kind, size in sizes.items()
-        }
+    large = [kind for kind, size in sizes.items() if size >= EXACT_SCAN_ROWS]
+    if large:
+        table_rows, planned = await sql.planned_sizes(session, conversation_id, large)
+        sizes = {kind: estimate_size(size, planned.get(kind)) for kind, size in sizes.items()}
     plan = choose_plan(sizes, int(table_rows), top)
     if plan.hnsw:
         await sql.set_ef_search(session, plan.ef_search)

@@ -8,13 +8,14 @@ filters on ``conversation_id``.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from pgvector.sqlalchemy import Vector
-from sqlalchemy import bindparam, text
+from sqlalchemy import TextClause, bindparam, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 Key = tuple[str, int]  # (kind, ref_id)
@@ -40,7 +41,8 @@ _COLUMNS = "kind, ref_id, text, message_time, is_current"
 # for the hits only, after the limit.
 _HITS = "hits.kind, hits.ref_id, hits.text, hits.message_time, hits.is_current"
 _OWN_SIMILARITY = (
-    "1 - (coalesce((SELECT ep.embedding FROM episodes ep WHERE hits.kind = 'episode' AND ep.id = hits.ref_id), "
+    "1 - (coalesce((SELECT ep.embedding FROM episodes ep WHERE ep.conversation_id = :c AND hits.kind = 'episode' "
+    "AND ep.id = hits.ref_id), "
     "hits.embedding) <=> :q)"
 )
 
@@ -64,7 +66,7 @@ def vector_sql(kinds: Sequence[str], exact: bool, own_vectors: bool = False) -> 
             hits = (
                 "SELECT d.kind, d.ref_id, d.text, d.message_time, d.is_current, d.embedding, "
                 "coalesce(ep.embedding, d.embedding) <=> :q AS distance FROM search_documents d "
-                "LEFT JOIN episodes ep ON d.kind = 'episode' AND ep.id = d.ref_id "
+                "LEFT JOIN episodes ep ON ep.conversation_id = :c AND d.kind = 'episode' AND ep.id = d.ref_id "
                 f"WHERE d.conversation_id = :c AND d.kind = :kind{i} ORDER BY distance LIMIT :n"
             )
         else:
@@ -92,7 +94,7 @@ def in_range_sql(ranges: int) -> str:
 BY_SPEAKER_SQL = _with_own_similarity(
     f"SELECT {_COLUMNS}, embedding, embedding <=> :q AS distance FROM (SELECT d.kind, d.ref_id, d.text, "
     "d.message_time, d.is_current, d.embedding FROM search_documents d JOIN episodes e ON e.id = d.ref_id "
-    "AND e.conversation_id = :c JOIN speakers s ON s.id = e.speaker_id AND s.display_name = :name "
+    "AND e.conversation_id = :c JOIN speakers s ON s.conversation_id = :c AND s.id = e.speaker_id AND s.display_name = :name "
     "WHERE d.conversation_id = :c AND d.kind = 'episode' ORDER BY d.message_time DESC LIMIT :cap) AS theirs "
     "ORDER BY distance LIMIT :n"
 )
@@ -128,14 +130,14 @@ _CAPPED_COUNTS = text(
     "WHERE d.conversation_id = :c AND d.kind = k.kind LIMIT :cap) s) "
     "FROM unnest(CAST(:kinds AS text[])) AS k(kind)"
 )
-_STATISTICS = text(
-    "SELECT c.reltuples, "
-    "(SELECT m.f FROM pg_stats s, unnest(s.most_common_vals::text::bigint[], s.most_common_freqs) "
-    "AS m(v, f) WHERE s.tablename = 'search_documents' AND s.attname = 'conversation_id' AND m.v = :c), "
-    "(SELECT json_object_agg(m.v, m.f) FROM pg_stats s, unnest(s.most_common_vals::text::text[], "
-    "s.most_common_freqs) AS m(v, f) WHERE s.tablename = 'search_documents' AND s.attname = 'kind') "
-    "FROM pg_class c WHERE c.oid = 'search_documents'::regclass"
-)
+# The planner's own row estimates, read from EXPLAIN (planned, never run) rather than from
+# pg_stats: under Citus the coordinator holds no statistics of a distributed table, while
+# EXPLAIN of a statement routed to the conversation's shard is planned by the worker that
+# holds it, with that shard's statistics. The table's estimate is that of the rows one
+# vector index holds: the whole table, or under Citus one shard (EXPLAIN of a multi-shard
+# statement plans one of its shards).
+_CONVERSATION_ROWS = text("EXPLAIN (FORMAT JSON) SELECT 1 FROM search_documents WHERE conversation_id = :c AND kind = :kind")
+_INDEX_ROWS = text("/* multi-shard: search-index-rows */ EXPLAIN (FORMAT JSON) SELECT 1 FROM search_documents")
 _CHAIN_NEIGHBOURS = text(
     "SELECT e.id, d.kind, d.ref_id, d.text, d.message_time, d.is_current FROM episodes e "
     "CROSS JOIN LATERAL (VALUES (e.prev_id), (e.next_id)) AS nb(id) "
@@ -143,7 +145,7 @@ _CHAIN_NEIGHBOURS = text(
     "WHERE e.conversation_id = :c AND e.id = ANY(:ids)"
 )
 _BY_SPEAKER = text(
-    "SELECT e.id FROM episodes e JOIN speakers s ON s.id = e.speaker_id "
+    "SELECT e.id FROM episodes e JOIN speakers s ON s.conversation_id = :c AND s.id = e.speaker_id "
     "WHERE e.conversation_id = :c AND e.id = ANY(:ids) AND s.display_name = :name"
 )
 _SET_EF_SEARCH = text("SELECT set_config('hnsw.ef_search', :ef, true)")
@@ -164,11 +166,32 @@ async def capped_counts(session: AsyncSession, conversation_id: int, kinds: Sequ
     return {kind: int(count) for kind, count in rows.all()}
 
 
-async def size_statistics(session: AsyncSession, conversation_id: int) -> tuple[float, float | None, dict[str, float]]:
-    """The planner's statistics: the table's rows, the conversation's share of them and
-    each kind's share (None or missing without statistics)."""
-    table_rows, conversation_share, kind_shares = (await session.execute(_STATISTICS, {"c": conversation_id})).one()
-    return table_rows, conversation_share, kind_shares or {}
+def planned_rows(plan: Any, table: str = "search_documents") -> float | None:
+    """The estimated rows of the scan of ``table`` in an ``EXPLAIN (FORMAT JSON)`` result,
+    at any depth (Citus nests the worker's plan, whose scan names a shard such as
+    ``search_documents_102008``, in the coordinator's under "Remote Plan"). Pure."""
+    if isinstance(plan, dict):
+        if str(plan.get("Relation Name", "")).startswith(table) and "Plan Rows" in plan:
+            return float(plan["Plan Rows"])
+        plan = list(plan.values())
+    for part in plan if isinstance(plan, list) else ():
+        found = planned_rows(part, table)
+        if found is not None:
+            return found
+    return None
+
+
+async def _planned(session: AsyncSession, statement: TextClause, params: dict[str, Any]) -> float | None:
+    plan = (await session.execute(statement, params)).scalar_one()
+    return planned_rows(json.loads(plan) if isinstance(plan, str) else plan)
+
+
+async def planned_sizes(session: AsyncSession, conversation_id: int, kinds: Sequence[str]) -> tuple[float, dict[str, float]]:
+    """The planner's estimates of the rows one vector index holds and of the
+    conversation's documents of each of ``kinds`` (missing without an estimate)."""
+    index_rows = await _planned(session, _INDEX_ROWS, {})
+    estimates = {kind: await _planned(session, _CONVERSATION_ROWS, {"c": conversation_id, "kind": kind}) for kind in kinds}
+    return index_rows or 0.0, {kind: rows for kind, rows in estimates.items() if rows is not None}
 
 
 async def set_ef_search(session: AsyncSession, ef_search: int) -> None:

@@ -19,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from memory.store.conversations import ConversationRef
 
 _BACKLOG = """
+/* multi-shard: consolidation-backlog */
 SELECT c.id, c.platform, c.workspace_id, c.channel_id,
        w.messages, w.tokens, w.oldest, w.newest,
        (SELECT count(*) FROM communities m WHERE m.conversation_id = c.id AND m.dirty) AS dirty,

@@ -7,8 +7,9 @@ Rules, and why:
   Discord RESUME replaying) finds its row and changes nothing, in any process.
 - A conversation's events are processed one at a time in arrival order (an edit must not
   overtake the message it edits), by whichever process holds the conversation's
-  session-level advisory lock (``LockPurpose.INBOX``). A process that dies loses its
-  connection and with it the lock; its unfinished rows are simply still pending, and the
+  ``LockPurpose.INBOX`` lock (a row lock held by a transaction left open for the whole
+  claim: memory.store.locks). A process that dies loses its connection and with it the
+  lock; its unfinished rows are simply still pending, and the
   next process to claim the conversation processes them. No lease to tune, no state in
   memory.
 - A finished row keeps its ids (for the redelivery check, until pruned) and loses its
@@ -23,18 +24,19 @@ Rules, and why:
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 from sqlalchemy import delete, func, select, text, update
 from sqlalchemy.dialects.postgresql import insert
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
+from sqlalchemy.sql import Executable
 
 from memory.store.conversations import ConversationRef, ensure_conversation
 from memory.store.locks import LockPurpose, try_hold
-from memory.store.locks import release as unlock
 from memory.store.schema import ConnectorCursor, Conversation, InboxEvent
 from memory.validation import normalize_id
 
@@ -136,6 +138,7 @@ async def pending_conversations(session: AsyncSession) -> list[ConversationRef]:
     )
     rows = await session.execute(
         select(Conversation.platform, Conversation.workspace_id, Conversation.channel_id)
+        .prefix_with("/* multi-shard: inbox-ready */")
         .where(Conversation.id.in_(ready.distinct()))
         .order_by(Conversation.id)
     )
@@ -143,15 +146,20 @@ async def pending_conversations(session: AsyncSession) -> list[ConversationRef]:
 
 
 class InboxClaim:
-    """A conversation's inbox, held by this process until the claim's connection closes."""
+    """A conversation's inbox, held by this process while its claim lasts (``claim``);
+    each change is committed at once, in a short transaction of its own."""
 
-    def __init__(self, connection: AsyncConnection, conversation_id: int) -> None:
-        self.connection = connection
+    def __init__(self, engine: AsyncEngine, conversation_id: int) -> None:
+        self.engine = engine
         self.conversation_id = conversation_id
+
+    async def _write(self, statement: Executable) -> None:
+        async with self.engine.begin() as connection:
+            await connection.execute(statement)
 
     async def next(self, limit: int = 50) -> list[InboxItem]:
         """Pending events in arrival order, up to the first that must wait for a retry."""
-        rows = await self.connection.execute(
+        query = (
             select(
                 InboxEvent.id,
                 InboxEvent.event_id,
@@ -164,7 +172,8 @@ class InboxClaim:
             .order_by(InboxEvent.id)
             .limit(limit)
         )
-        await self.connection.commit()
+        async with self.engine.connect() as connection:
+            rows = (await connection.execute(query)).all()
         items: list[InboxItem] = []
         for item_id, event_id, kind, payload, attempts, waiting in rows:
             if waiting:
@@ -178,12 +187,11 @@ class InboxClaim:
 
     async def finish_all(self, items: Sequence[InboxItem]) -> None:
         """Mark several events ``done`` at once (a run of messages stored together)."""
-        await self.connection.execute(
+        await self._write(
             update(InboxEvent)
             .where(InboxEvent.conversation_id == self.conversation_id, InboxEvent.id.in_([i.id for i in items]))
             .values(processed_at=func.now(), outcome="done", error=None, payload=None)
         )
-        await self.connection.commit()
 
     async def retry(self, item: InboxItem, error: str, delay: timedelta, max_attempts: int) -> bool:
         """Count a failed attempt: try again after ``delay``, or, after ``max_attempts``,
@@ -192,18 +200,17 @@ class InboxClaim:
         if attempts >= max_attempts:
             await self._close(item, "failed", error, keep_payload=True, attempts=attempts)
             return False
-        await self.connection.execute(
+        await self._write(
             update(InboxEvent)
             .where(InboxEvent.conversation_id == self.conversation_id, InboxEvent.id == item.id)
             .values(attempts=attempts, error=error, not_before=func.now() + delay)
         )
-        await self.connection.commit()
         return True
 
     async def erase_message(self, message_id: str) -> None:
         """Clear the payloads of finished events about a message that was deleted."""
         message_id = normalize_id(message_id, "message")
-        await self.connection.execute(
+        await self._write(
             update(InboxEvent)
             .where(
                 InboxEvent.conversation_id == self.conversation_id,
@@ -213,7 +220,6 @@ class InboxClaim:
             )
             .values(payload=None)
         )
-        await self.connection.commit()
 
     async def _close(
         self, item: InboxItem, outcome: str, error: str | None, keep_payload: bool, attempts: int | None = None
@@ -223,23 +229,19 @@ class InboxClaim:
             values["payload"] = None
         if attempts is not None:
             values["attempts"] = attempts
-        await self.connection.execute(
+        await self._write(
             update(InboxEvent)
             .where(InboxEvent.conversation_id == self.conversation_id, InboxEvent.id == item.id)
             .values(**values)
         )
-        await self.connection.commit()
 
 
-async def try_claim(connection: AsyncConnection, conversation_id: int) -> InboxClaim | None:
-    """The conversation's inbox if no other process holds it (session-level lock on
-    ``connection``: released by ``release`` or when the connection closes)."""
-    claimed = await try_hold(connection, conversation_id, LockPurpose.INBOX)
-    return InboxClaim(connection, conversation_id) if claimed else None
-
-
-async def release(claim: InboxClaim) -> None:
-    await unlock(claim.connection, claim.conversation_id, LockPurpose.INBOX)
+@asynccontextmanager
+async def claim(engine: AsyncEngine, conversation_id: int) -> AsyncIterator[InboxClaim | None]:
+    """The conversation's inbox for the block, or None when another process holds it
+    (``LockPurpose.INBOX``, held on a connection of its own: see memory.store.locks)."""
+    async with try_hold(engine, conversation_id, LockPurpose.INBOX) as held:
+        yield InboxClaim(engine, conversation_id) if held else None
 
 
 async def backlog(session: AsyncSession) -> InboxBacklog:
@@ -250,7 +252,7 @@ async def backlog(session: AsyncSession) -> InboxBacklog:
                 func.count().filter(pending),
                 func.count().filter(InboxEvent.outcome == "failed"),
                 func.extract("epoch", func.now() - func.min(InboxEvent.received_at).filter(pending)),
-            )
+            ).prefix_with("/* multi-shard: inbox-health */")
         )
     ).one()
     oldest = float(row[2]) if row[2] is not None else None
@@ -260,7 +262,8 @@ async def backlog(session: AsyncSession) -> InboxBacklog:
 async def prune(session: AsyncSession, older_than: timedelta) -> int:
     """Forget events finished more than ``older_than`` ago (their redelivery check with
     them: platforms redeliver within minutes, not days)."""
-    result = await session.execute(delete(InboxEvent).where(InboxEvent.processed_at < func.now() - older_than))
+    stale = delete(InboxEvent).where(InboxEvent.processed_at < func.now() - older_than)
+    result = await session.execute(stale.prefix_with("/* multi-shard: inbox-prune */"))
     return int(result.rowcount)  # type: ignore[attr-defined]
 
 

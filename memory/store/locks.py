@@ -1,18 +1,32 @@
-"""Advisory locks: the one place that takes them.
+"""Conversation locks: the one place that takes them.
 
 Work is coordinated through the database, never in-process state, so that any number of
 bot and worker processes can run at once. Per conversation, a lock is named by its
-purpose and the conversation id; a command that needs several takes them in one round
-trip, always in ``LockPurpose`` order (CHAIN before GRAPH), so that no two commands wait
-on each other in a circle.
+purpose; a command that needs several takes them in one statement, always in
+``LockPurpose`` order (CHAIN before GRAPH), so that no two commands wait on each other in
+a circle.
+
+A lock is a row lock (``SELECT ... FOR UPDATE``) on the conversation's row of that
+purpose in ``conversation_locks`` (migration 0011), not an advisory lock: advisory locks
+live in one server's memory, so under Citus a lock taken through one node would not be
+seen through another, while a row lock is taken on the shard that holds the
+conversation's rows, whichever node the statement came through (the statement names the
+conversation, so it is routed there). The rows are made the first time a conversation
+is locked (and by the migration for existing conversations), so a conversation created
+by an older process still locks.
+
+The migration lock stays advisory: migrations run their DDL through the coordinator
+only, one process at a time, before any conversation is touched.
 """
 
 from __future__ import annotations
 
 import enum
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 from sqlalchemy import Connection, text
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 # The migration lock's single bigint key (kept as it was, so that processes of
 # different versions still exclude each other).
@@ -22,31 +36,49 @@ _MIGRATION_KEY = 727274
 class LockPurpose(enum.IntEnum):
     CHAIN = 1  # the episode chain of a conversation (append, delete, edit)
     GRAPH = 2  # the entity/relation graph of a conversation (consolidate, delete)
-    INBOX = 4  # processing a conversation's inbox (session-level: one worker at a time, in arrival order)
+    INBOX = 4  # processing a conversation's inbox (held across transactions: one worker at a time, in arrival order)
+
+
+_LOCK = text(
+    "SELECT purpose FROM conversation_locks WHERE conversation_id = :conversation AND purpose = ANY(:purposes) "
+    "ORDER BY purpose FOR UPDATE"
+)
+_TRY_LOCK = text(
+    "SELECT purpose FROM conversation_locks WHERE conversation_id = :conversation AND purpose = ANY(:purposes) "
+    "FOR UPDATE SKIP LOCKED"
+)
+_MAKE = text(
+    "INSERT INTO conversation_locks (conversation_id, purpose) "
+    "SELECT :conversation, p FROM unnest(CAST(:purposes AS smallint[])) AS p ON CONFLICT DO NOTHING"
+)
 
 
 async def lock_conversation(session: AsyncSession, conversation_id: int, *purposes: LockPurpose) -> None:
     """Transaction-level locks of the conversation for ``purposes``, taken in purpose
     order and held to the end of the current transaction."""
-    ordered = sorted(set(purposes))
-    calls = ", ".join(f"pg_advisory_xact_lock(:purpose{i}, :conversation)" for i in range(len(ordered)))
-    values = {f"purpose{i}": int(p) for i, p in enumerate(ordered)}
-    await session.execute(text(f"SELECT {calls}"), {**values, "conversation": int(conversation_id)})
+    wanted = sorted({int(p) for p in purposes})
+    key = {"conversation": int(conversation_id), "purposes": wanted}
+    if len((await session.execute(_LOCK, key)).all()) < len(wanted):
+        await session.execute(_MAKE, key)  # the conversation's first lock for a purpose
+        await session.execute(_LOCK, key)
 
 
-async def try_hold(connection: AsyncConnection, conversation_id: int, purpose: LockPurpose) -> bool:
-    """A session-level lock on ``connection`` if no one else holds it (committed at once,
-    held until ``release`` or until the connection closes); whether it was taken."""
-    key = {"purpose": int(purpose), "conversation": int(conversation_id)}
-    claimed = bool((await connection.execute(text("SELECT pg_try_advisory_lock(:purpose, :conversation)"), key)).scalar())
-    await connection.commit()
-    return claimed
-
-
-async def release(connection: AsyncConnection, conversation_id: int, purpose: LockPurpose) -> None:
-    key = {"purpose": int(purpose), "conversation": int(conversation_id)}
-    await connection.execute(text("SELECT pg_advisory_unlock(:purpose, :conversation)"), key)
-    await connection.commit()
+@asynccontextmanager
+async def try_hold(engine: AsyncEngine, conversation_id: int, purpose: LockPurpose) -> AsyncIterator[bool]:
+    """Hold the conversation's ``purpose`` lock for the block if no one else holds it
+    (whether it was taken). It is held by a transaction left open on a connection of its
+    own, so that work done meanwhile may commit as it goes; the lock goes when the block
+    ends or, if this process dies, when its connection does."""
+    key = {"conversation": int(conversation_id), "purposes": [int(purpose)]}
+    async with engine.connect() as connection:
+        await connection.execute(_MAKE, key)
+        await connection.commit()
+        held = bool((await connection.execute(_TRY_LOCK, key)).all())
+        try:
+            yield held
+        finally:
+            if not connection.closed and connection.in_transaction():
+                await connection.rollback()
 
 
 def lock_migrations(connection: Connection) -> None:

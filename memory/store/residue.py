@@ -84,7 +84,7 @@ async def find_tokens(session: AsyncSession, pattern: str, schema: str = "public
     for table, column in await text_columns(session, schema):
         rows = await session.execute(
             text(
-                f'SELECT DISTINCT lower(m[1]) FROM "{schema}"."{table}" t, '
+                f'/* multi-shard: residue-scan */ SELECT DISTINCT lower(m[1]) FROM "{schema}"."{table}" t, '
                 f'regexp_matches(t."{column}"::text, :pattern, \'gi\') AS m'
             ),
             {"pattern": f"({pattern})"},

@@ -21,7 +21,9 @@ from sqlalchemy import (
     ForeignKeyConstraint,
     Identity,
     Integer,
+    SmallInteger,
     Text,
+    and_,
     func,
 )
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TSVECTOR
@@ -383,3 +385,19 @@ class ConnectorCursor(Base):
     name: Mapped[str] = mapped_column(Text, primary_key=True)
     value: Mapped[dict[str, Any]] = mapped_column(JSONB)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+
+class ConversationLock(Base):
+    """One row per (conversation, lock purpose), locked ``FOR UPDATE`` to hold the lock
+    (memory.store.locks): a row lock holds across a Citus cluster, an advisory lock does
+    not. No foreign key: migration 0011 says why."""
+
+    __tablename__ = "conversation_locks"
+
+    conversation_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    purpose: Mapped[int] = mapped_column(SmallInteger, primary_key=True)
+
+
+# An episode's speaker, joined on the conversation too, so that the join stays on one
+# shard when tables are distributed by conversation (both keys carry it).
+EPISODE_SPEAKER = and_(Speaker.conversation_id == Episode.conversation_id, Speaker.id == Episode.speaker_id)
