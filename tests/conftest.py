@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import event, text
+from sqlalchemy import event
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import create_async_engine
@@ -29,26 +29,21 @@ from memory import Principal, UnknownConversation, messages  # noqa: E402
 from memory.core import Memory, open_memory  # noqa: E402
 from memory.models.embedder import LocalEmbedder  # noqa: E402
 from memory.models.llm import LLMClient  # noqa: E402
+from memory.store.citus import read_catalogue  # noqa: E402
 from memory.store.conversations import ConversationRef, ensure_conversation  # noqa: E402
 from memory.store.embedded import start_embedded  # noqa: E402
 from tests.routing import Capture  # noqa: E402
 
 
 async def _distributed_tables(urls: set[str]) -> frozenset[str]:
-    """The tables with a ``conversation_id`` column in the databases the tests used
-    (the reference tables have none)."""
+    """The distributed tables (memory.store.citus) of the databases the tests used."""
     tables: set[str] = set()
     for url in urls:
         engine = create_async_engine(url)
         try:
             async with engine.connect() as connection:
-                rows = await connection.execute(
-                    text(
-                        "SELECT table_name FROM information_schema.columns "
-                        "WHERE column_name = 'conversation_id' AND table_schema = current_schema()"
-                    )
-                )
-                tables.update(rows.scalars())
+                catalogue = await read_catalogue(connection)
+                tables.update(name for name in catalogue.tables if catalogue.distributed(name))
         except (OSError, DBAPIError):  # a scratch database a test dropped or never created
             pass
         finally:

@@ -15,7 +15,7 @@ is processed under the conversation's inbox lock). The rows of a dropped convers
 hold two numbers and stay; conversation ids are never reused.
 
 Revision ID: 0011
-Revises: 0004
+Revises: 0010
 """
 
 import sqlalchemy as sa
@@ -23,7 +23,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0011"
-down_revision = "0004"
+down_revision = "0010"
 branch_labels = None
 depends_on = None
 
