@@ -110,22 +110,22 @@ async def supply_graph(
     return SuppliedIds(episodes, entities, relations)
 
 
-_BULK_MESSAGES = text(
-    "WITH input AS (SELECT * FROM unnest(CAST(:texts AS text[]), CAST(:vectors AS text[]), "
-    "CAST(:numbers AS bigint[])) AS t(body, vector, n)), "
-    "stored AS (INSERT INTO episodes "
-    "(conversation_id, speaker_id, role, text, message_time, platform_message_id) "
-    "SELECT :c, :s, 'user', body, timestamptz '2020-01-01' + n * interval '1 minute', 's' || n FROM input "
-    "RETURNING id, text, message_time, platform_message_id) "
+# Two statements, not one with the episodes' INSERT in a CTE, which Citus would not route.
+_BULK_EPISODES = text(
+    "INSERT INTO episodes (conversation_id, speaker_id, role, text, message_time, platform_message_id) "
+    "SELECT :c, :s, 'user', body, timestamptz '2020-01-01' + n * interval '1 minute', 's' || n "
+    "FROM unnest(CAST(:texts AS text[]), CAST(:numbers AS bigint[])) AS t(body, n) RETURNING id, platform_message_id"
+)
+_BULK_DOCUMENTS = text(
     "INSERT INTO search_documents (conversation_id, kind, ref_id, text, embedding, message_time, is_current) "
-    "SELECT :c, 'episode', stored.id, :prefix || stored.text, "
-    "CAST(input.vector AS vector), stored.message_time, true "
-    "FROM stored JOIN input ON stored.platform_message_id = 's' || input.n"
+    "SELECT :c, 'episode', e.id, :prefix || e.text, CAST(t.vector AS vector), e.message_time, true "
+    "FROM unnest(CAST(:ids AS bigint[]), CAST(:vectors AS text[])) AS t(id, vector) "
+    "JOIN episodes e ON e.conversation_id = :c AND e.id = t.id"
 )
 _CHAIN_ALL = text(
     "UPDATE episodes e SET prev_id = c.prev, next_id = c.next FROM (SELECT id, "
     "lag(id) OVER (ORDER BY message_time, id) AS prev, lead(id) OVER (ORDER BY message_time, id) AS next "
-    "FROM episodes WHERE conversation_id = :c) c WHERE e.id = c.id"
+    "FROM episodes WHERE conversation_id = :c) c WHERE e.conversation_id = :c AND e.id = c.id"
 )
 
 
@@ -140,15 +140,17 @@ async def bulk_messages(
     start = 0
     for texts, vectors in batches:
         async with memory.sessions.begin() as session:
+            numbers = list(range(start, start + len(texts)))
+            stored = await session.execute(
+                _BULK_EPISODES, {"c": conversation_id, "s": speaker_id, "texts": list(texts), "numbers": numbers}
+            )
             await session.execute(
-                _BULK_MESSAGES,
+                _BULK_DOCUMENTS,
                 {
                     "c": conversation_id,
-                    "s": speaker_id,
                     "prefix": f"{speaker}: ",
-                    "texts": list(texts),
+                    "ids": [i for _, i in sorted((int(m[1:]), i) for i, m in stored)],
                     "vectors": ["[" + ",".join(f"{x:.5f}" for x in v) + "]" for v in vectors],
-                    "numbers": list(range(start, start + len(texts))),
                 },
             )
         start += len(texts)
@@ -174,7 +176,7 @@ def _bulk_graph_statements() -> list[str]:
         """UPDATE episodes e SET prev_id = w.prev, next_id = w.next
            FROM (SELECT id, lag(id) OVER o AS prev, lead(id) OVER o AS next FROM episodes
                  WHERE conversation_id = :cid WINDOW o AS (ORDER BY message_time, id)) w
-           WHERE e.id = w.id""",
+           WHERE e.conversation_id = :cid AND e.id = w.id""",
         "ANALYZE episodes",
         f"""INSERT INTO entities (conversation_id, name, type, summary, attributes, embedding)
            SELECT :cid, 'topic ' || t, 'topic', '', CAST('{{}}' AS jsonb), {vec("g.t")}
@@ -186,7 +188,8 @@ def _bulk_graph_statements() -> list[str]:
            SELECT en.id, ep.id, :cid FROM episodes ep
            JOIN entities en ON en.conversation_id = :cid AND en.name = 'topic ' || (substr(ep.platform_message_id, 2)::int / 5)
            WHERE ep.conversation_id = :cid
-           UNION ALL SELECT en.id, ep.id, :cid FROM episodes ep JOIN speakers sp ON sp.id = ep.speaker_id
+           UNION ALL SELECT en.id, ep.id, :cid FROM episodes ep
+           JOIN speakers sp ON sp.conversation_id = :cid AND sp.id = ep.speaker_id
            JOIN entities en ON en.conversation_id = :cid AND en.name = sp.display_name WHERE ep.conversation_id = :cid""",
         """INSERT INTO relations (conversation_id, subject_id, object_id, predicate, fact, status)
            SELECT :cid, s.id, o.id, 'relates_to', 'fact ' || i, 'active' FROM generate_series(0, :n - 1) AS i
@@ -205,7 +208,7 @@ def _bulk_graph_statements() -> list[str]:
            JOIN episodes ep ON ep.conversation_id = :cid AND ep.platform_message_id = 'b' || (split_part(r.fact, ' ', 2)::int + 1)
            WHERE r.conversation_id = :cid AND r.predicate = 'relates_to' AND split_part(r.fact, ' ', 2)::int % 3 = 0
            UNION ALL SELECT r.id, p.episode_id, :cid FROM relations r
-           JOIN entity_provenance p ON p.entity_id = r.object_id
+           JOIN entity_provenance p ON p.conversation_id = :cid AND p.entity_id = r.object_id
            WHERE r.conversation_id = :cid AND r.predicate = 'mentions'""",
         """INSERT INTO communities (conversation_id, label, summary, dirty)
            SELECT :cid, 'community ' || c, 'community ' || c, false FROM generate_series(0, (:topics - 1) / 20) AS c""",
@@ -225,7 +228,7 @@ def _bulk_graph_statements() -> list[str]:
         # Each message's own vector, so that a deletion recomputes its successor's
         # exchange vector as it does in a real conversation (memory.episodes.exchange_vectors).
         """UPDATE episodes e SET embedding = d.embedding FROM search_documents d
-           WHERE d.kind = 'episode' AND d.ref_id = e.id AND e.conversation_id = :cid""",
+           WHERE d.conversation_id = :cid AND d.kind = 'episode' AND d.ref_id = e.id AND e.conversation_id = :cid""",
     ]
 
 

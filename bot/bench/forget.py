@@ -352,7 +352,7 @@ async def bulk_conversation(memory: Memory, ref: ConversationRef, size: int) -> 
         """UPDATE episodes e SET prev_id = w.prev, next_id = w.next
            FROM (SELECT id, lag(id) OVER o AS prev, lead(id) OVER o AS next FROM episodes
                  WHERE conversation_id = :cid WINDOW o AS (ORDER BY message_time, id)) w
-           WHERE e.id = w.id""",
+           WHERE e.conversation_id = :cid AND e.id = w.id""",
         "ANALYZE episodes",
         f"""INSERT INTO entities (conversation_id, name, type, summary, attributes, embedding)
            SELECT :cid, 'topic ' || t, 'topic', '', CAST('{{}}' AS jsonb), {vec("g.t", dim)}
@@ -364,7 +364,8 @@ async def bulk_conversation(memory: Memory, ref: ConversationRef, size: int) -> 
            SELECT en.id, ep.id, :cid, en.name, en.type FROM episodes ep
            JOIN entities en ON en.conversation_id = :cid AND en.name = 'topic ' || (substr(ep.platform_message_id, 2)::int / 5)
            WHERE ep.conversation_id = :cid
-           UNION ALL SELECT en.id, ep.id, :cid, en.name, en.type FROM episodes ep JOIN speakers sp ON sp.id = ep.speaker_id
+           UNION ALL SELECT en.id, ep.id, :cid, en.name, en.type FROM episodes ep
+           JOIN speakers sp ON sp.conversation_id = :cid AND sp.id = ep.speaker_id
            JOIN entities en ON en.conversation_id = :cid AND en.name = sp.display_name WHERE ep.conversation_id = :cid""",
         """INSERT INTO relations (conversation_id, subject_id, object_id, predicate, fact, status)
            SELECT :cid, s.id, o.id, 'relates_to', 'fact ' || i, 'active' FROM generate_series(0, :n - 1) AS i
@@ -383,7 +384,7 @@ async def bulk_conversation(memory: Memory, ref: ConversationRef, size: int) -> 
            JOIN episodes ep ON ep.conversation_id = :cid AND ep.platform_message_id = 'b' || (split_part(r.fact, ' ', 2)::int + 1)
            WHERE r.conversation_id = :cid AND r.predicate = 'relates_to' AND split_part(r.fact, ' ', 2)::int % 3 = 0
            UNION ALL SELECT r.id, p.episode_id, :cid, r.fact, ARRAY[p.episode_id] FROM relations r
-           JOIN entity_provenance p ON p.entity_id = r.object_id
+           JOIN entity_provenance p ON p.conversation_id = :cid AND p.entity_id = r.object_id
            WHERE r.conversation_id = :cid AND r.predicate = 'mentions'""",
         """INSERT INTO communities (conversation_id, label, summary, dirty)
            SELECT :cid, 'community ' || c, 'community ' || c, false FROM generate_series(0, (:topics - 1) / 20) AS c""",
@@ -403,7 +404,7 @@ async def bulk_conversation(memory: Memory, ref: ConversationRef, size: int) -> 
         # Each message's own vector, so that a deletion recomputes its successor's
         # exchange vector as it does in a real conversation (memory.episodes.exchange_vectors).
         """UPDATE episodes e SET embedding = d.embedding FROM search_documents d
-           WHERE d.kind = 'episode' AND d.ref_id = e.id AND e.conversation_id = :cid""",
+           WHERE d.conversation_id = :cid AND d.kind = 'episode' AND d.ref_id = e.id AND e.conversation_id = :cid""",
     ]
     async with memory.sessions.begin() as session:
         cid = await ensure_conversation(session, ref)

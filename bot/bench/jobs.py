@@ -124,9 +124,9 @@ _CONSOLIDATED = text(
     "WHERE e.conversation_id = :c AND e.id > :w AND e.id <= k.last_episode_id"
 )
 _DELETABLE = text(
-    "SELECT ep.platform_message_id FROM entity_provenance p JOIN episodes ep ON ep.id = p.episode_id "
+    "SELECT ep.platform_message_id FROM entity_provenance p JOIN episodes ep ON ep.conversation_id = :c AND ep.id = p.episode_id "
     "JOIN community_members m ON m.entity_id = p.entity_id AND m.conversation_id = :c "
-    "JOIN communities c ON c.id = m.community_id AND NOT c.dirty "
+    "JOIN communities c ON c.conversation_id = :c AND c.id = m.community_id AND NOT c.dirty "
     "JOIN checkpoints k ON k.conversation_id = :c "
     "WHERE p.conversation_id = :c AND ep.id <= k.last_episode_id ORDER BY ep.id LIMIT 20"
 )
