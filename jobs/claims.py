@@ -99,6 +99,7 @@ async def last_runs(memory: Memory, conversation_ids: list[int]) -> dict[tuple[i
     async with memory.engine.connect() as connection:
         rows = await connection.execute(
             text(
+                "/* multi-shard: jobs-status */ "
                 "SELECT DISTINCT ON (conversation_id, job) conversation_id, job, owner, status, result, started_at, finished_at "
                 "FROM job_runs WHERE conversation_id = ANY(:ids) ORDER BY conversation_id, job, id DESC"
             ),

@@ -61,6 +61,10 @@ MULTI_SHARD: dict[str, str] = {
         "conversation at once (Citus runs it on every shard in parallel); nothing a "
         "conversation's work waits on"
     ),
+    "jobs-status": (
+        "`stashbird jobs status`: the newest run of each job in the conversations the backlog "
+        "listed, one read for an operator; the runs themselves are claimed per conversation"
+    ),
     "audit-conversations": (
         "the audit's list of conversations with their message counts (memory.audit.overview), "
         "for the operator or a configured admin; each count is of one conversation's rows"
