@@ -216,7 +216,7 @@ async def _superseded_pair(memory: Memory, cid: int, prefix: str) -> tuple[int, 
         denver = await entity(session, cid, "Denver", [e2])
         old = await relation(session, cid, ann, boston, "Ann lives in Boston", [e1])
         new = await relation(session, cid, ann, denver, "Ann lives in Denver", [e2])
-        await supersede_relation(session, old, new, T0)
+        await supersede_relation(session, cid, old, new, T0)
     return old, new, denver
 
 
