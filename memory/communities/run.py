@@ -132,7 +132,7 @@ async def _save_state(session: AsyncSession, conversation_id: int, top_entity: i
 
 async def _drop_communities(session: AsyncSession, conversation_id: int, ids: list[int]) -> None:
     if ids:
-        await remove_documents(session, "community", ids)
+        await remove_documents(session, conversation_id, "community", ids)
         await session.execute(delete(Community).where(Community.conversation_id == conversation_id, Community.id.in_(ids)))
 
 
@@ -236,7 +236,7 @@ async def _join(session: AsyncSession, conversation_id: int, state: CommunitySta
     await session.execute(
         update(Community).where(Community.conversation_id == conversation_id, Community.id.in_(dirtied)).values(dirty=True)
     )
-    await remove_documents(session, "community", dirtied)
+    await remove_documents(session, conversation_id, "community", dirtied)
     report.joined += len(joined)
 
 

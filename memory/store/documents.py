@@ -54,12 +54,14 @@ async def upsert_documents(session: AsyncSession, conversation_id: int, document
     await session.execute(statement)
 
 
-async def remove_documents(session: AsyncSession, kind: str, ref_ids: Iterable[int]) -> int:
+async def remove_documents(session: AsyncSession, conversation_id: int, kind: str, ref_ids: Iterable[int]) -> int:
     ids = list(ref_ids)
     if not ids:
         return 0
     result = await session.execute(
-        delete(SearchDocument).where(SearchDocument.kind == kind, SearchDocument.ref_id.in_(ids))
+        delete(SearchDocument).where(
+            SearchDocument.conversation_id == conversation_id, SearchDocument.kind == kind, SearchDocument.ref_id.in_(ids)
+        )
     )
     return int(getattr(result, "rowcount", 0) or 0)
 
