@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-from sqlalchemy import select
+from sqlalchemy import select, text
 
 from memory.core import Memory
 from memory.episodes.append import append_messages, validate_message
@@ -13,7 +13,7 @@ from memory.graph.writes import create_entity, create_relation, supersede_relati
 from memory.retrieval.evidence import assemble
 from memory.retrieval.pipeline import retrieve
 from memory.retrieval.search import TERM_SAMPLE, QueryVariant, SearchConfig, SearchHints, search
-from memory.retrieval.search_sql import term_shares
+from memory.retrieval.search_sql import planned_sizes, term_shares
 from memory.retrieval.timeparse import TimeRange
 from memory.store.conversations import ConversationRef, ensure_conversation
 from memory.store.schema import SearchDocument
@@ -275,3 +275,15 @@ async def test_two_connections_find_what_one_finds(memory: Memory, conversation_
         )
     assert [(c.key, c.text_rank > 0) for c in side_by_side.candidates] == [(c.key, c.text_rank > 0) for c in alone.candidates]
     assert any(c.text_rank > 0 for c in alone.candidates), "full text must have found Biscuit"
+
+
+async def test_search_sizes_are_the_planners_estimates(memory: Memory, conversation_id: int) -> None:
+    """The plan's sizes come from EXPLAIN of statements pinned to the conversation (under
+    Citus, planned on its shard), not from pg_stats."""
+    await _store(memory, conversation_id, [("ann", f"note {i} about gardening") for i in range(40)])
+    async with memory.engine.begin() as connection:
+        await connection.execute(text("ANALYZE search_documents"))
+    async with memory.sessions() as session:
+        index_rows, planned = await planned_sizes(session, conversation_id, ["episode", "community"])
+    assert index_rows >= planned["episode"] >= 1
+    assert planned["community"] >= 1  # the planner never estimates below one row
