@@ -11,6 +11,7 @@ from memory.consolidation.rolling_context import (
     entry,
     fit_context,
     merge_context,
+    one_per_entity,
 )
 from memory.graph.reconcile import (
     EntityCandidate,
@@ -162,3 +163,15 @@ def test_rolling_context_drops_least_supported_first() -> None:
     assert [e["entity_id"] for e in fitted] == [3, 4, 5]
     merged = merge_context(entries, [entry(1, "E1", "new text", [99])])
     assert merged[-1]["episode_ids"] == [0, 1, 99] and merged[-1]["text"] == "new text"
+
+
+@given(st.lists(st.tuples(st.integers(1, 6), st.lists(st.integers(1, 30), max_size=4)), max_size=20))
+def test_one_entry_per_entity_keeps_the_latest_text_and_every_episode(items: list[tuple[int, list[int]]]) -> None:
+    entries = [entry(e, f"E{e}", f"text {i}", episodes) for i, (e, episodes) in enumerate(items)]
+    kept = one_per_entity(entries)
+    ids = [item["entity_id"] for item in kept]
+    assert len(ids) == len(set(ids)) and set(ids) == {e for e, _ in items}
+    last = {e: i for i, (e, _) in enumerate(items)}
+    assert [item["text"] for item in kept] == [f"text {i}" for i in sorted(last.values())]
+    for item in kept:
+        assert item["episode_ids"] == sorted({x for e, episodes in items if e == item["entity_id"] for x in episodes})

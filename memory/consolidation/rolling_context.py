@@ -44,6 +44,22 @@ def merge_context(entries: Sequence[Entry], updates: Sequence[Entry]) -> list[En
     return merged
 
 
+def one_per_entity(entries: Sequence[Entry]) -> list[Entry]:
+    """One entry per entity where several came to name the same one (two mentions of a
+    chunk resolved to one entity, a placeholder to an entity already in the context):
+    the latest text and place, with every episode the texts rested on (the context's
+    rows are keyed by entity)."""
+    episodes: dict[int, list[int]] = {}
+    for item in entries:
+        episodes.setdefault(item["entity_id"], []).extend(item["episode_ids"])
+    last = {item["entity_id"]: i for i, item in enumerate(entries)}
+    return [
+        entry(item["entity_id"], item["name"], item["text"], episodes[item["entity_id"]])
+        for i, item in enumerate(entries)
+        if last[item["entity_id"]] == i
+    ]
+
+
 def fit_context(entries: Sequence[Entry], budget: int) -> list[Entry]:
     """Drop the least-supported entries until the rendered context fits ``budget``."""
     kept = list(entries)

@@ -47,6 +47,7 @@ from memory.consolidation.rolling_context import (
     entry,
     fit_context,
     merge_context,
+    one_per_entity,
     render_context,
     without_episodes,
 )
@@ -312,7 +313,7 @@ async def _candidates(session: AsyncSession, conversation_id: int, vector: Seque
     rows = await session.execute(
         select(Entity.id, Entity.name, distance)
         .where(Entity.conversation_id == conversation_id, Entity.embedding.is_not(None))
-        .order_by(distance)
+        .order_by(distance, Entity.id)  # entities with one name and vector: the same one every time
         .limit(limit)
     )
     return [EntityCandidate(entity_id, name, 1.0 - float(d)) for entity_id, name, d in rows]
@@ -539,7 +540,7 @@ def _final_rolling(
     placeholders = {m.context_key: m.entity_id for m in mentions.values()} | vanished
     rolling = [{**item, "entity_id": placeholders.get(item["entity_id"], item["entity_id"])} for item in rolling]
     rolling = [item for item in rolling if item["entity_id"] is not None and item["entity_id"] > 0]
-    return fit_context(rolling, budget)
+    return fit_context(one_per_entity(rolling), budget)
 
 
 async def _save(
