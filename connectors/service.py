@@ -115,6 +115,10 @@ class ServiceConfig:
     retry_seconds: float = 2.0  # first retry delay; doubles per attempt
     retention: timedelta = timedelta(days=2)  # finished events kept for the redelivery check
     prune_seconds: float = 3600.0
+    # A claim is given back after this long and taken again at once if events are left:
+    # it holds a transaction open (memory.store.locks), and while any transaction is open
+    # VACUUM cannot remove the rows deleted after it began (deleted messages among them).
+    claim_seconds: float = 10.0
 
 
 def core_message(message: ChatMessage, author: Author) -> Message:
@@ -242,6 +246,7 @@ class ChatService:
         """Process one conversation's ready events in order, if no other process holds
         it; returns how many were processed."""
         done = 0
+        until = time.monotonic() + self.config.claim_seconds
         async with inbox_claim(self.memory, conversation, principal=SERVICE) as claim:
             if claim is None:
                 return 0
@@ -257,7 +262,7 @@ class ChatService:
                         if not await self._process(claim, conversation, item):
                             return done
                         done += 1
-                if not items:
+                if not items or time.monotonic() > until:  # more is claimed again (ServiceConfig)
                     break
         return done
 

@@ -291,3 +291,16 @@ async def test_admin_commands_run_the_audit_queries(
     assert "Lisbon" in about
     assert "give the answer's number" in bad
     assert help_text.startswith("/memory about")
+
+
+async def test_a_claim_is_given_back_after_its_time_and_the_rest_claimed_again(
+    memory: Memory, platform: RecordingPlatform, ref: ConversationRef
+) -> None:
+    """A claim holds a transaction open (VACUUM waits for it): it ends after
+    ``claim_seconds`` even with events left, which the next claim processes, in order."""
+    service = ChatService(memory, [platform], ServiceConfig(batch=1, claim_seconds=0))
+    for i in range(3):
+        await service.accept(posted(ref, f"m{i}", f"Message number {i}", i))
+    assert await service.process_conversation(ref) == 1
+    assert await service.drain() == 2
+    assert await stored(memory, ref) == {f"m{i}": f"Message number {i}" for i in range(3)}
