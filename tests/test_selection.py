@@ -12,6 +12,8 @@ from memory.retrieval.answering import NOT_IN_MEMORY, draft_offline
 from memory.retrieval.evidence import EpisodeRef
 from memory.retrieval.reading import candidate_names
 from memory.retrieval.selection import (
+    DEFAULT_WEIGHTS,
+    AbstentionRule,
     Cues,
     Seen,
     SelectionWeights,
@@ -23,14 +25,20 @@ from memory.retrieval.selection import (
 
 T0 = datetime(2026, 3, 2, 9, tzinfo=timezone.utc)
 SPEAKERS = ["Priya", "Tom", "Alice"]
-OPEN = SelectionWeights(abstain_below=float("-inf"), mismatch_margin=float("inf"))
+OPEN = SelectionWeights(abstention=AbstentionRule(refuse_above=float("inf")))
 
 
 def seen(
     i: int, speaker: str, text: str, *, terms=(), similarity=0.5, rank=0.5, outdated=False, correction=None, role="user"
 ) -> Seen:
+    """A message as reading shows it: its searched (exchange) vector as close as its own,
+    and the terms of a sentence that asks nothing stated."""
     episode = EpisodeRef(i, f"m{i}", speaker, role, T0 + timedelta(minutes=i), text)
-    return Seen(episode, rank, similarity, frozenset(terms), outdated=outdated, correction=correction)
+    stated = frozenset(terms) if "?" not in text else frozenset()
+    return Seen(
+        episode, rank, similarity, frozenset(terms), exchange=similarity, stated_terms=stated, outdated=outdated,
+        correction=correction,
+    )
 
 
 def test_answer_types() -> None:
@@ -97,13 +105,63 @@ def test_someone_never_mentioned_is_not_in_memory() -> None:
 
 
 def test_another_speakers_experience_is_not_the_named_ones() -> None:
-    cues = Cues({"charity": 1.0, "race": 1.0}, named="Tom", name_forms=("Tom",))
+    """LoCoMo's adversarial form: the question gives Priya's race to Tom. Only Priya's
+    message states its words, so the default rule refuses; asked of Priya, it answers."""
     chat = [
         seen(1, "Priya", "I ran a charity race last Sunday!", terms={"charity", "race"}, similarity=0.8, rank=1.0),
         seen(2, "Tom", "Nice, well done.", similarity=0.3, rank=0.5),
     ]
-    choice = choose(cues, chat, SPEAKERS, SelectionWeights(abstain_below=float("-inf"), mismatch_margin=0.5))
+    about_tom = Cues({"charity": 1.0, "race": 1.0}, named="Tom", name_forms=("Tom",))
+    choice = choose(about_tom, chat, SPEAKERS)
     assert not choice.in_memory and "other than Tom" in (choice.refusal or "")
+    about_priya = Cues({"charity": 1.0, "race": 1.0}, named="Priya", name_forms=("Priya",))
+    answered = choose(about_priya, chat, SPEAKERS)
+    assert answered.in_memory and answered.ranked[0][0].episode.platform_message_id == "m1"
+    assert answered.doubt < choice.doubt
+
+
+chats = st.lists(
+    st.tuples(
+        st.sampled_from(SPEAKERS),
+        st.sampled_from(["I ran a charity race.", "Nice, well done.", "My dog is called Rex.", "The race was long."]),
+        st.floats(0, 1),
+        st.floats(0, 1),
+    ),
+    min_size=1,
+    max_size=10,
+)
+
+
+def _chat(rows) -> list[Seen]:
+    words = {"charity", "race", "dog"}
+    return [
+        seen(i, who, text, similarity=sim, rank=rank, terms={w for w in words if w in text.lower()})
+        for i, (who, text, sim, rank) in enumerate(rows)
+    ]
+
+
+@given(chats, st.sampled_from([None, *SPEAKERS]), st.floats(-5, 5), st.floats(0, 5))
+def test_refusal_is_monotone_in_the_doubt_threshold(rows, named, threshold, lower_by) -> None:
+    """Whatever refuses at one threshold refuses at every lower one, and the doubt does not
+    depend on the order the evidence shows the messages in."""
+    cues = Cues({"charity": 2.0, "race": 1.0}, named=named, name_forms=(named,) if named else ())
+    chat = _chat(rows)
+
+    def at(value: float, messages: list[Seen]):
+        return choose(cues, messages, SPEAKERS, SelectionWeights(abstention=AbstentionRule(refuse_above=value)))
+
+    high, low = at(threshold, chat), at(threshold - lower_by, chat)
+    assert high.doubt == low.doubt
+    if not high.in_memory:
+        assert not low.in_memory
+    assert at(threshold, chat[::-1]).doubt == high.doubt
+
+
+@given(chats)
+def test_without_a_named_speaker_nothing_is_refused_as_someone_elses(rows) -> None:
+    choice = choose(Cues({"charity": 2.0, "race": 1.0}), _chat(rows), SPEAKERS, DEFAULT_WEIGHTS)
+    assert choice.mismatch == 0.0
+    assert "other than" not in (choice.refusal or "")
 
 
 def test_candidate_names() -> None:

@@ -14,11 +14,10 @@ best three fused items above a relevance floor, quoted.
 
 Splits: parameters are chosen on the calibration split (26, 30, 41, 42, 43) only; the
 held-out split (44, 47, 48, 49, 50) is what the defaults are judged by. Both are
-printed, with the abstention curves of each: for values of the score threshold (the
-mismatch margin held at its default) and of the mismatch margin (the threshold held),
-the share of adversarial questions answered "not in memory" and of answerable ones
-wrongly refused (a question naming someone never mentioned, or whose best message holds
-nothing of it, is refused throughout).
+printed, with the abstention curve of each: for values of the doubt threshold around
+its default, the share of adversarial questions answered "not in memory" and of
+answerable ones wrongly refused (a question naming someone never mentioned, or whose
+best message holds nothing of it, is refused throughout).
 """
 
 from __future__ import annotations
@@ -48,11 +47,10 @@ from memory.core import Memory
 from memory.models.tokens import count_tokens
 from memory.retrieval.answering import NOT_IN_MEMORY, Answer, answer, baseline_quotes, said
 from memory.retrieval.evidence import EvidenceItem
-from memory.retrieval.selection import DEFAULT_WEIGHTS, SelectionWeights
+from memory.retrieval.selection import DEFAULT_WEIGHTS, AbstentionRule
 
 ADVERSARIAL = 5
-# The curves: each threshold moved by these steps from its default, the other held.
-CURVES = ("abstain_below", "mismatch_margin")
+# The curve: the doubt threshold moved by these steps from its default.
 STEPS = (-1.0, -0.5, -0.25, 0.0, 0.25, 0.5, 1.0)
 _STOP = set(
     "a an the and or of to in on at for with by from is are was were be been being it its this that these those "
@@ -168,23 +166,15 @@ def reply_text(result: Answer) -> str:
 
 @dataclass
 class Sweep:
-    """The abstention curves: for each value of one threshold (the other held at its
-    default), the share of adversarial questions abstained and of answerable ones refused."""
+    """The abstention curve: for each value of the doubt threshold, the share of
+    adversarial questions abstained and of answerable ones refused."""
 
-    points: dict[tuple[str, float], list[int]] = field(
-        default_factory=lambda: {(name, step): [0, 0, 0, 0] for name in CURVES for step in STEPS}
-    )
+    points: dict[float, list[int]] = field(default_factory=lambda: {step: [0, 0, 0, 0] for step in STEPS})
 
-    def add(self, category: int, result: Answer, weights: SelectionWeights) -> None:
+    def add(self, category: int, result: Answer, rule: AbstentionRule) -> None:
         confidence = result.confidence
-        for (name, step), counts in self.points.items():
-            below = weights.abstain_below + (step if name == "abstain_below" else 0.0)
-            margin = weights.mismatch_margin + (step if name == "mismatch_margin" else 0.0)
-            refused = (
-                bool(confidence["unknown"] or confidence["unrelated"])
-                or confidence["support"] < below
-                or confidence["mismatch"] > margin
-            )
+        for step, counts in self.points.items():
+            refused = bool(confidence["unknown"] or confidence["unrelated"]) or refusal(result, rule, step)
             if category == ADVERSARIAL:
                 counts[0] += 1
                 counts[1] += refused
@@ -192,32 +182,29 @@ class Sweep:
                 counts[2] += 1
                 counts[3] += refused
 
-    def figures(self, weights: SelectionWeights) -> dict[str, list[dict[str, float]]]:
-        return {
-            name: [
-                {
-                    "value": round(getattr(weights, name) + step, 3),
-                    "adversarial_not_in_memory": round(a / max(n, 1), 4),
-                    "answerable_refused": round(r / max(m, 1), 4),
-                }
-                for (curve, step), (n, a, m, r) in self.points.items()
-                if curve == name
-            ]
-            for name in CURVES
-        }
+    def figures(self, rule: AbstentionRule) -> list[dict[str, float]]:
+        return [
+            {
+                "value": round(rule.refuse_above + step, 3),
+                "adversarial_not_in_memory": round(a / max(n, 1), 4),
+                "answerable_refused": round(r / max(m, 1), 4),
+            }
+            for step, (n, a, m, r) in self.points.items()
+        ]
 
 
-def refusal(result: Answer, weights: SelectionWeights) -> bool:
-    """The default rule applied to an answer computed without thresholds."""
-    confidence = result.confidence
-    return confidence["support"] < weights.abstain_below or confidence["mismatch"] > weights.mismatch_margin
+def refusal(result: Answer, rule: AbstentionRule, step: float = 0.0) -> bool:
+    """The doubt rule (its threshold moved by ``step``) applied to an answer computed
+    without it."""
+    return result.confidence["doubt"] > rule.refuse_above + step
 
 
 async def _split(memory: Memory, conversations: list[locomo.Conversation], run_id: str, name: str) -> dict[str, Any]:
     system, baseline, sweep = Tally(), Tally(), Sweep()
     # Answers are computed without the thresholds so that the sweep sees every
     # question's scores; the default rule is applied to them afterwards.
-    open_weights = dataclasses.replace(DEFAULT_WEIGHTS, abstain_below=float("-inf"), mismatch_margin=float("inf"))
+    rule = DEFAULT_WEIGHTS.abstention
+    open_weights = dataclasses.replace(DEFAULT_WEIGHTS, abstention=dataclasses.replace(rule, refuse_above=float("inf")))
     with progress(sum(len(c.questions) for c in conversations), f"answers {name}") as bar:
         for conversation in conversations:
             conversation_id, episode_of = await locomo_conversation(memory, conversation, run_id, True)
@@ -230,8 +217,8 @@ async def _split(memory: Memory, conversations: list[locomo.Conversation], run_i
                 result = await answer(
                     memory, conversation_id, question.question, question_date, principal="bench", weights=open_weights
                 )
-                sweep.add(question.category, result, DEFAULT_WEIGHTS)
-                refused = not result.in_memory or refusal(result, DEFAULT_WEIGHTS)
+                sweep.add(question.category, result, rule)
+                refused = not result.in_memory or refusal(result, rule)
                 cited = [] if refused else [c.episode_id for c in result.citations]
                 shown = NOT_IN_MEMORY if refused else reply_text(result)
                 system.add(question.category, gold, question.answer, cited, refused, shown)
@@ -241,7 +228,7 @@ async def _split(memory: Memory, conversations: list[locomo.Conversation], run_i
         "conversations": [c.name for c in conversations],
         "system": system.figures(),
         "baseline": baseline.figures(),
-        "abstention_curves": sweep.figures(DEFAULT_WEIGHTS),
+        "abstention_curve": sweep.figures(rule),
     }
 
 
@@ -279,7 +266,7 @@ def render(result: dict[str, Any]) -> str:
     weights = result["weights"]
     lines = [
         "LoCoMo answers, offline (extractive); defaults chosen on the calibration split "
-        f"(score threshold {weights['abstain_below']}, mismatch margin {weights['mismatch_margin']})"
+        f"(doubt threshold {weights['abstention']['refuse_above']})"
     ]
     for split, figures in result["splits"].items():
         system = figures["system"]
@@ -295,12 +282,11 @@ def render(result: dict[str, Any]) -> str:
                 f"{c}: {v['first_citation_evidence']:.0%}/{v['refused']:.0%}" for c, v in system["by_category"].items()
             )
         )
-        for name, label in (("abstain_below", "score threshold"), ("mismatch_margin", "mismatch margin")):
-            lines.append(
-                f"  abstention curve over the {label} (category 5 not in memory / answerable refused): "
-                + "  ".join(
-                    f"{p['value']:.2f}: {p['adversarial_not_in_memory']:.0%}/{p['answerable_refused']:.0%}"
-                    for p in figures["abstention_curves"][name]
-                )
+        lines.append(
+            "  abstention curve over the doubt threshold (category 5 not in memory / answerable refused): "
+            + "  ".join(
+                f"{p['value']:.2f}: {p['adversarial_not_in_memory']:.0%}/{p['answerable_refused']:.0%}"
+                for p in figures["abstention_curve"]
             )
+        )
     return "\n".join(lines)

@@ -138,8 +138,8 @@ class Answer:
     notes: list[str] = field(default_factory=list)
     reply: AnswerReply = field(default_factory=lambda: AnswerReply(""))
     refusal: str | None = None  # why the answer is "not in memory", when it is
-    # Offline selection's confidence: the best message's score and how far someone
-    # else's statement beats the named speaker's (what the abstention rule compares).
+    # Offline selection's confidence: the best message's score, how far someone else's
+    # statement beats the named speaker's and the doubt the abstention rule compares.
     confidence: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -411,6 +411,7 @@ async def answer(
         confidence={
             "support": choice.support,
             "mismatch": choice.mismatch,
+            "doubt": choice.doubt,
             "unknown": float(choice.unknown),
             "unrelated": float(choice.unrelated),
         },
