@@ -68,7 +68,10 @@ def test_preferences() -> None:
 def test_named_speaker() -> None:
     speakers = ["Caroline", "Melanie Smith", "Jo"]
     assert named_speaker("What did Caroline research?", speakers) == "Caroline"
-    assert named_speaker("Where is melanie's house?", speakers) == "Melanie Smith"
+    assert named_speaker("where is melanie's house?", speakers) == "Melanie Smith"
+    # A capitalised question names people as they are capitalised: a common word is no name.
+    assert named_speaker("What is the launch code name?", ["Name U1", "Will"]) is None
+    assert named_speaker("Is Name U1 coming, and will it rain?", ["Name U1", "Will"]) == "Name U1"
     assert named_speaker("What do Caroline and Melanie both like?", speakers) is None
     assert named_speaker("What did Joanna say?", speakers) is None
 

@@ -54,12 +54,15 @@ class Retrieval:
 
 def named_speaker(question: str, speakers: Sequence[str]) -> str | None:
     """The one speaker the question names (by full name or first name, possessive
-    included), or None when it names none or several. Pure."""
+    included), or None when it names none or several. A name is matched as it is
+    capitalised ("What is the code name?" does not name a speaker called "Name U1", nor
+    "Will it rain?" one called Will) unless the whole question is in lower case, as
+    chat questions often are. Pure."""
+    flags = re.IGNORECASE if question == question.lower() else 0
     named = [
         name
         for name in speakers
-        if name.split()
-        and re.search(rf"\b({re.escape(name)}|{re.escape(name.split()[0])})\b", question, re.IGNORECASE)
+        if name.split() and re.search(rf"\b({re.escape(name)}|{re.escape(name.split()[0])})\b", question, flags)
     ]
     return named[0] if len(named) == 1 else None
 
