@@ -72,6 +72,7 @@ def test_named_speaker() -> None:
     # A capitalised question names people as they are capitalised: a common word is no name.
     assert named_speaker("What is the launch code name?", ["Name U1", "Will"]) is None
     assert named_speaker("Is Name U1 coming, and will it rain?", ["Name U1", "Will"]) == "Name U1"
+    assert named_speaker("Where did Ann go hiking?", ["ann", "bob"]) == "ann"
     assert named_speaker("What do Caroline and Melanie both like?", speakers) is None
     assert named_speaker("What did Joanna say?", speakers) is None
 

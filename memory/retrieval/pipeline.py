@@ -54,16 +54,20 @@ class Retrieval:
 
 def named_speaker(question: str, speakers: Sequence[str]) -> str | None:
     """The one speaker the question names (by full name or first name, possessive
-    included), or None when it names none or several. A name is matched as it is
-    capitalised ("What is the code name?" does not name a speaker called "Name U1", nor
-    "Will it rain?" one called Will) unless the whole question is in lower case, as
-    chat questions often are. Pure."""
-    flags = re.IGNORECASE if question == question.lower() else 0
-    named = [
-        name
-        for name in speakers
-        if name.split() and re.search(rf"\b({re.escape(name)}|{re.escape(name.split()[0])})\b", question, flags)
-    ]
+    included), or None when it names none or several. A name counts where the question
+    writes it capitalised or as the speaker spells it ("What is the code name?" names
+    no speaker called "Name U1"), anywhere in a question all in lower case, as chat
+    questions often are. Pure."""
+    any_case = question == question.lower()
+
+    def names(name: str) -> bool:
+        pattern = rf"\b({re.escape(name)}|{re.escape(name.split()[0])})\b"
+        return any(
+            any_case or m.group(0)[0].isupper() or m.group(0) in (name, name.split()[0])
+            for m in re.finditer(pattern, question, re.IGNORECASE)
+        )
+
+    named = [name for name in speakers if name.split() and names(name)]
     return named[0] if len(named) == 1 else None
 
 
