@@ -33,14 +33,14 @@ def build_embedder(settings: Settings) -> Embedder:
             f"STASHBIRD_EMBEDDING_DIM is {settings.embedding_dim}, but the local embedder (no "
             f"STASHBIRD_EMBEDDING_BASE_URL) makes {LocalEmbedder.dim}-dimensional vectors; unset it or configure an endpoint"
         )
-    return _local_embedder()
+    return _local_embedder(settings.embedding_threads)
 
 
 @cache
-def _local_embedder() -> LocalEmbedder:
+def _local_embedder(threads: int) -> LocalEmbedder:
     """One per process: loading the model is most of a short command's start-up, and a
     process that runs several commands (tests, a service) needs it once."""
-    return LocalEmbedder()
+    return LocalEmbedder(threads=threads)
 
 
 def build_llm(settings: Settings) -> LLMClient | None:

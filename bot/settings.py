@@ -30,6 +30,7 @@ class Settings(BaseSettings):
     embedding_base_url: str | None = Field(None, validation_alias=_env("STASHBIRD_EMBEDDING_BASE_URL"))
     embedding_api_key: str | None = Field(None, validation_alias=_env("STASHBIRD_EMBEDDING_API_KEY"))
     embedding_model: str = Field("text-embedding-3-small", validation_alias=_env("STASHBIRD_EMBEDDING_MODEL"))
+    embedding_threads: int = Field(1, ge=0, le=256, validation_alias=_env("STASHBIRD_EMBEDDING_THREADS"))
 
     llm_base_url: str | None = Field(None, validation_alias=_env("STASHBIRD_LLM_BASE_URL"))
     llm_api_key: str | None = Field(None, validation_alias=_env("STASHBIRD_LLM_API_KEY"))

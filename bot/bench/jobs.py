@@ -14,7 +14,11 @@ Figures:
   (regenerated or dissolved); communities still dirty at the end count with their age;
 - duplicate work: runs of one item by two processes at once, messages consolidated more
   than once, chunks extracted and then dropped because another run saved them first;
-- each process's CPU: seconds (user + system) and share of the workers' total.
+- each process's CPU: seconds (user + system) and share of the workers' total;
+- CPU per message: this process (ingestion: embedding and storing each message, plus
+  the watching), the workers and the database server (every server process, exited
+  ones included, when the server runs on this machine), in ms per message ingested, and
+  the rate that cost allows on this machine's cores, load aside.
 After the load stops, the workers get up to ``--drain`` seconds to finish the backlog.
 """
 
@@ -231,6 +235,27 @@ def _cpu(process: psutil.Process) -> float:
     return float(times.user + times.system)
 
 
+async def _server_cpu(memory: Memory) -> float | None:
+    """CPU seconds the database server used so far: the postmaster, its exited children
+    (counted in its own times) and its live ones. None when the server is elsewhere."""
+    async with memory.engine.connect() as connection:
+        backend = (await connection.execute(text("SELECT pg_backend_pid()"))).scalar_one()
+    try:
+        postmaster = psutil.Process(backend).parent()
+        if postmaster is None:
+            return None
+        times = postmaster.cpu_times()
+        total = float(times.user + times.system + times.children_user + times.children_system)
+        for child in postmaster.children():
+            try:
+                total += _cpu(child)
+            except psutil.Error:
+                continue
+        return total
+    except psutil.Error:
+        return None
+
+
 async def _stop(workers: list[asyncio.subprocess.Process]) -> list[float]:
     handles = [psutil.Process(w.pid) for w in workers]
     cpu = [_cpu(h) for h in handles]  # before exit, while the processes still exist
@@ -262,6 +287,7 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
         refs = [ConversationRef("bench", "jobs", f"c{n}-{uuid.uuid4().hex[:6]}") for n in range(args.conversations)]
         ids = {}
         workers = await _start_workers(args.processes, url, args)
+        own_cpu, server_cpu = time.process_time(), await _server_cpu(memory)
         started = time.monotonic()
         stop_at = started + args.duration
         for ref in refs:  # a first message creates the conversation
@@ -276,14 +302,31 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
         finally:
             cpu = await _stop(workers)
         wall = time.monotonic() - started
+        server_after = await _server_cpu(memory)
+        server_used = None if server_cpu is None or server_after is None else server_after - server_cpu
+        driver = [time.process_time() - own_cpu, server_used]
         duplicates = await _duplicates(memory, seen)
     finally:
         await memory.close()
-    return _result(args, seen, cpu, wall, duplicates)
+    return _result(args, seen, cpu, driver, wall, duplicates)
+
+
+def _per_message(seen: Observed, workers: list[float], driver: list[float | None]) -> dict[str, Any]:
+    """CPU ms per message ingested, by where it was spent, and the message rate that
+    cost would allow with every core of this machine busy."""
+    messages = max(seen.ingested, 1)
+    ingestion, server = driver
+    parts = {"driver_ms": ingestion, "workers_ms": sum(workers), "server_ms": server}
+    per = {name: None if seconds is None else round(seconds * 1000 / messages, 1) for name, seconds in parts.items()}
+    total = sum(v for v in per.values() if v is not None)
+    cores = psutil.cpu_count() or 1
+    ceiling = round(cores * 1000 / total, 1) if total else None
+    return {**per, "total_ms": round(total, 1), "cores": cores, "ceiling_per_second": ceiling}
 
 
 def _result(
-    args: argparse.Namespace, seen: Observed, cpu: list[float], wall: float, duplicates: dict[str, int]
+    args: argparse.Namespace, seen: Observed, cpu: list[float], driver: list[float | None], wall: float,
+    duplicates: dict[str, int],
 ) -> dict[str, Any]:
     lags, regen = seen.consolidation_lags, seen.regeneration_lags
     total_cpu = sum(cpu) or 1.0
@@ -307,6 +350,8 @@ def _result(
             {"process": i, "cpu_seconds": round(c, 1), "share_of_workers": round(c / total_cpu, 3), "cores": round(c / wall, 2)}
             for i, c in enumerate(cpu)
         ],
+        "cpu_per_message": _per_message(seen, cpu, driver),
+        "load_average": [round(load, 1) for load in os.getloadavg()],
         "wall_seconds": round(wall, 1),
     }
 
@@ -332,4 +377,11 @@ def render(result: dict[str, Any]) -> str:
         f"{p['cores']} cores on average"
         for p in result["cpu"]
     ]
+    m = result["cpu_per_message"]
+    server = "n/a (remote server)" if m["server_ms"] is None else f"{m['server_ms']:g}"
+    lines.append(
+        f"CPU per message: {m['total_ms']:g} ms (driver {m['driver_ms']:g}, workers {m['workers_ms']:g}, "
+        f"database {server}); {m['cores']} cores allow about {m['ceiling_per_second']} msg/s; "
+        f"load average {' '.join(f'{x:g}' for x in result['load_average'])}"
+    )
     return "\n".join(lines)

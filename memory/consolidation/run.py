@@ -24,8 +24,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, cast
 
+from pgvector import Vector
 from pydantic import BaseModel, Field
-from sqlalchemy import Select, func, select
+from sqlalchemy import Select, func, select, text
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -308,15 +309,29 @@ def _mentions(entities: Sequence[ExtractedEntity], relations: Sequence[Extracted
     return mentions
 
 
-async def _candidates(session: AsyncSession, conversation_id: int, vector: Sequence[float], limit: int) -> list[EntityCandidate]:
-    distance = Entity.embedding.cosine_distance(list(vector))
+_CANDIDATES = text(
+    "SELECT m.key, c.id, c.name, c.distance "
+    "FROM unnest(CAST(:keys AS text[]), CAST(:vectors AS text[])) AS m(key, vector) "
+    "CROSS JOIN LATERAL (SELECT e.id, e.name, e.embedding <=> CAST(m.vector AS vector) AS distance FROM entities e "
+    "WHERE e.conversation_id = :c AND e.embedding IS NOT NULL ORDER BY distance, e.id LIMIT :k) c"
+)
+
+
+async def _candidates(
+    session: AsyncSession, conversation_id: int, vectors: Mapping[str, Sequence[float]], limit: int
+) -> dict[str, list[EntityCandidate]]:
+    """The ``limit`` nearest entities to each vector (by key, nearest first, then by id:
+    entities with one name and vector resolve the same way every time), one query for
+    all of them."""
     rows = await session.execute(
-        select(Entity.id, Entity.name, distance)
-        .where(Entity.conversation_id == conversation_id, Entity.embedding.is_not(None))
-        .order_by(distance, Entity.id)  # entities with one name and vector: the same one every time
-        .limit(limit)
+        _CANDIDATES,
+        {"keys": list(vectors), "vectors": [Vector._to_db(list(v)) for v in vectors.values()], "c": conversation_id,
+         "k": limit},
     )
-    return [EntityCandidate(entity_id, name, 1.0 - float(d)) for entity_id, name, d in rows]
+    found: dict[str, list[EntityCandidate]] = {key: [] for key in vectors}
+    for key, entity_id, name, distance in rows:
+        found[key].append(EntityCandidate(entity_id, name, 1.0 - float(distance)))
+    return found
 
 
 def _entity_text(mention: _Mention, name: str, type_: str) -> str:
@@ -483,14 +498,15 @@ async def _resolve_entities(
     doubtful ones (one batched LLM call)."""
     params = memory.params
     async with memory.sessions() as session:
-        for key, mention in mentions.items():
-            found = await _candidates(session, conversation_id, name_vectors[key], params.entity_neighbours)
-            decision = entity_decision(mention.name, found, params)
-            if decision.kind == "merge":
-                mention.decision, mention.entity_id = "merge", decision.entity_id
-                mention.name = next(c.name for c in found if c.entity_id == decision.entity_id)
-            elif decision.kind == "adjudicate":
-                mention.candidates = decision.candidates
+        candidates = await _candidates(session, conversation_id, name_vectors, params.entity_neighbours)
+    for key, mention in mentions.items():
+        found = candidates[key]
+        decision = entity_decision(mention.name, found, params)
+        if decision.kind == "merge":
+            mention.decision, mention.entity_id = "merge", decision.entity_id
+            mention.name = next(c.name for c in found if c.entity_id == decision.entity_id)
+        elif decision.kind == "adjudicate":
+            mention.candidates = decision.candidates
     await _adjudicate(memory, list(mentions.values()), usage)
     for mention in mentions.values():
         if mention.decision == "merge" and mention.candidates:
@@ -659,32 +675,38 @@ async def _write_entities(
         )).scalars()
     )
     vanished: dict[int, int | None] = {}
+    support: dict[int, list[EntityWitness]] = {}
+    created: list[tuple[str, _Mention]] = []
     for key, mention in mentions.items():
         if mention.decision == "merge" and mention.entity_id is not None and mention.entity_id not in existing:
             vanished[mention.entity_id] = None
             mention.decision = "new"
         if not mention.episodes:
             mention.entity_id = None
-            continue
-        if mention.decision == "merge" and mention.entity_id is not None:
-            await graph.add_entity_support(session, conversation_id, mention.entity_id, mention.witnesses())
-            if mention.summary:
-                await graph.update_entity_summary(
-                    session, conversation_id, mention.entity_id, summary=mention.summary,
-                    document_embedding=doc_vectors[key], summary_episode_ids=mention.summary_episodes,
-                )
+        elif mention.decision == "merge" and mention.entity_id is not None:
+            support.setdefault(mention.entity_id, []).extend(mention.witnesses())
             report.entities_merged += 1
-            continue
-        previous = mention.entity_id
-        mention.entity_id = await graph.create_entity(
-            session, conversation_id, name=mention.name, type_=mention.type, summary=mention.summary,
-            embedding=name_vectors[key], episode_ids=mention.episodes, document_embedding=doc_vectors[key],
-            attributes={"summary_episode_ids": sorted(mention.summary_episodes)} if mention.summary else {},
-            witnesses=mention.witnesses(),
+        else:
+            created.append((key, mention))
+    await graph.add_entities_support(session, conversation_id, support)
+    for key, mention in mentions.items():
+        if mention.decision == "merge" and mention.entity_id is not None and mention.episodes and mention.summary:
+            await graph.update_entity_summary(
+                session, conversation_id, mention.entity_id, summary=mention.summary,
+                document_embedding=doc_vectors[key], summary_episode_ids=mention.summary_episodes,
+            )
+    new_ids = await graph.create_entities(session, conversation_id, [
+        graph.NewEntity(
+            m.name, m.type, m.summary, name_vectors[key], m.witnesses(), doc_vectors[key],
+            {"summary_episode_ids": sorted(m.summary_episodes)} if m.summary else {},
         )
-        if previous in vanished:
-            vanished[previous] = mention.entity_id
-        report.entities_created += 1
+        for key, m in created
+    ])
+    for (_, mention), entity_id in zip(created, new_ids, strict=True):
+        if mention.entity_id in vanished:
+            vanished[mention.entity_id] = entity_id
+        mention.entity_id = entity_id
+    report.entities_created += len(created)
     return vanished
 
 
@@ -752,16 +774,18 @@ async def _write_relations(
         wording = FactWording(fact.fact, fact.valid_from, fact.episodes, vector)
         for episode in fact.episodes:
             wordings.setdefault(target, {}).setdefault(episode, wording)
-    real: dict[int, int] = {}
-    for temp_id in book.inserted:
-        state = book.relations[temp_id]
-        real[temp_id] = await graph.create_relation(
-            session, conversation_id, subject_id=state.subject_id, object_id=state.object_id,
-            predicate=state.predicate, fact=state.fact, embedding=vector_of[temp_id],
-            episode_ids=state.provenance, valid_from=state.valid_from, wordings=wordings[temp_id],
+    created = [book.relations[temp_id] for temp_id in book.inserted]
+    ids = await graph.create_relations(session, conversation_id, [
+        graph.NewRelation(
+            state.subject_id, state.object_id, state.predicate, state.fact, vector_of[temp_id], wordings[temp_id],
+            state.valid_from,
         )
-    for relation_id, added in book.supported.items():
-        await graph.add_relation_support(session, conversation_id, relation_id, {e: wordings[relation_id][e] for e in added})
+        for temp_id, state in zip(book.inserted, created, strict=True)
+    ])
+    real = dict(zip(book.inserted, ids, strict=True))
+    await graph.add_relations_support(session, conversation_id, {
+        relation_id: {e: wordings[relation_id][e] for e in added} for relation_id, added in book.supported.items()
+    })
     for old_id in book.superseded:
         old = book.relations[old_id]
         assert old.superseded_by is not None

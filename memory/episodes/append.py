@@ -19,7 +19,7 @@ from memory.episodes.exchange_vectors import (
 )
 from memory.errors import ValidationError
 from memory.models.embedder import Embedder
-from memory.store.conversations import ROLES, ensure_speaker
+from memory.store.conversations import ROLES, ensure_speakers
 from memory.store.documents import Document, episode_document_text, upsert_documents
 from memory.store.ledger import Usage, record_usage
 from memory.store.locks import LockPurpose, lock_conversation
@@ -164,36 +164,31 @@ async def append_messages(
             conversation_id,
             Usage.embedding("ingestion", "embed_episode", batch),
         )
-    speakers = {
-        key: await ensure_speaker(session, conversation_id, *key)
-        for key in dict.fromkeys((m.speaker_id, m.speaker_name, m.role) for m in messages)
-    }
+    speakers = await ensure_speakers(session, conversation_id, ((m.speaker_id, m.speaker_name, m.role) for m in messages))
     own_vector: dict[str, Sequence[float]] = {}
     for message, vector in zip(messages, vectors, strict=True):
         own_vector.setdefault(message.platform_message_id, vector)
     candidates = [m for m in messages if m.platform_message_id not in refused]
     inserted: dict[str, int] = {}
     if candidates:
-        rows = await session.execute(
+        rows = await session.execute(  # rows as parameters: the statement is compiled once per process
             insert(Episode)
-            .values(
-                [
-                    {
-                        "conversation_id": conversation_id,
-                        "speaker_id": speakers[(m.speaker_id, m.speaker_name, m.role)],
-                        "role": m.role,
-                        "text": m.text,
-                        "message_time": m.message_time,
-                        "platform_message_id": m.platform_message_id,
-                        "reply_to": m.reply_to,
-                        "thread_id": m.thread_id,
-                        "embedding": list(own_vector[m.platform_message_id]),
-                    }
-                    for m in candidates
-                ]
-            )
             .on_conflict_do_nothing(constraint="uq_episode_platform_message")
-            .returning(Episode.platform_message_id, Episode.id)
+            .returning(Episode.platform_message_id, Episode.id),
+            [
+                {
+                    "conversation_id": conversation_id,
+                    "speaker_id": speakers[(m.speaker_id, m.speaker_name, m.role)],
+                    "role": m.role,
+                    "text": m.text,
+                    "message_time": m.message_time,
+                    "platform_message_id": m.platform_message_id,
+                    "reply_to": m.reply_to,
+                    "thread_id": m.thread_id,
+                    "embedding": list(own_vector[m.platform_message_id]),
+                }
+                for m in candidates
+            ],
         )
         inserted = {message_id: episode_id for message_id, episode_id in rows}
     results: list[AppendResult] = []

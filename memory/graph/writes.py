@@ -4,6 +4,7 @@ write; this module only knows *how*, inside the caller's transaction."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -30,43 +31,94 @@ def relation_document_text(fact: str) -> str:
     return fact
 
 
+@dataclass(frozen=True)
+class NewEntity:
+    """An entity to create: ``embedding`` is what entity resolution compares (the name's),
+    ``document_embedding`` the search document's (its full text; the name's when None);
+    ``witnesses`` give each supporting episode's own wording."""
+
+    name: str
+    type: str
+    summary: str
+    embedding: Sequence[float]
+    witnesses: Sequence[EntityWitness]
+    document_embedding: Sequence[float] | None = None
+    attributes: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class NewRelation:
+    """An active relation to create, with each supporting episode's wording (the key)."""
+
+    subject_id: int
+    object_id: int
+    predicate: str
+    fact: str
+    embedding: Sequence[float]
+    wordings: Mapping[int, FactWording]
+    valid_from: datetime | None = None
+
+
 async def _add_support(
-    session: AsyncSession, link: type[EntityProvenance] | type[RelationProvenance], owner: dict[str, int],
-    conversation_id: int, rows: Iterable[dict[str, Any]],
+    session: AsyncSession, link: type[EntityProvenance] | type[RelationProvenance], conversation_id: int,
+    rows: Iterable[dict[str, Any]],
 ) -> None:
-    """The one provenance writer: a link per episode with that episode's wording. Adding
-    an episode twice keeps the first link (provenance is a set)."""
-    values = [{**owner, "conversation_id": conversation_id, **row} for row in rows]
+    """The one provenance writer, one statement for any number of links: a link per
+    (owner, episode) with that episode's wording. Adding an episode twice keeps the
+    first link (provenance is a set)."""
+    values = [{"conversation_id": conversation_id, **row} for row in rows]
     if values:
-        await session.execute(insert(link).values(values).on_conflict_do_nothing())
+        await session.execute(insert(link).on_conflict_do_nothing(), values)
+
+
+def _entity_links(entity_id: int, witnesses: Iterable[EntityWitness]) -> list[dict[str, Any]]:
+    return [
+        {
+            "entity_id": entity_id, "episode_id": w.episode_id, "name": w.name, "type": w.type, "summary": w.summary,
+            "summary_sources": sorted(w.summary_sources) if w.summary else [],
+        }
+        for w in witnesses
+    ]
+
+
+def _relation_links(relation_id: int, wordings: Mapping[int, FactWording]) -> list[dict[str, Any]]:
+    return [
+        {
+            "relation_id": relation_id, "episode_id": episode_id, "fact": w.fact, "valid_from": w.valid_from,
+            "sources": sorted(w.sources), "embedding": list(w.embedding) if w.embedding is not None else None,
+        }
+        for episode_id, w in wordings.items()
+    ]
 
 
 async def add_entity_support(
     session: AsyncSession, conversation_id: int, entity_id: int, witnesses: Iterable[EntityWitness]
 ) -> None:
     """Add episodes to P(e), each with its name form, type and summary contribution."""
-    rows = [
-        {
-            "episode_id": w.episode_id, "name": w.name, "type": w.type, "summary": w.summary,
-            "summary_sources": sorted(w.summary_sources) if w.summary else [],
-        }
-        for w in witnesses
-    ]
-    await _add_support(session, EntityProvenance, {"entity_id": entity_id}, conversation_id, rows)
+    await add_entities_support(session, conversation_id, {entity_id: witnesses})
+
+
+async def add_entities_support(
+    session: AsyncSession, conversation_id: int, witnesses: Mapping[int, Iterable[EntityWitness]]
+) -> None:
+    """``add_entity_support`` for several entities (by id) in one statement."""
+    rows = [row for entity_id, said in witnesses.items() for row in _entity_links(entity_id, said)]
+    await _add_support(session, EntityProvenance, conversation_id, rows)
 
 
 async def add_relation_support(
     session: AsyncSession, conversation_id: int, relation_id: int, wordings: Mapping[int, FactWording]
 ) -> None:
     """Add episodes to P(r), each (the key) with the wording its extraction gave."""
-    rows = [
-        {
-            "episode_id": episode_id, "fact": w.fact, "valid_from": w.valid_from, "sources": sorted(w.sources),
-            "embedding": list(w.embedding) if w.embedding is not None else None,
-        }
-        for episode_id, w in wordings.items()
-    ]
-    await _add_support(session, RelationProvenance, {"relation_id": relation_id}, conversation_id, rows)
+    await add_relations_support(session, conversation_id, {relation_id: wordings})
+
+
+async def add_relations_support(
+    session: AsyncSession, conversation_id: int, wordings: Mapping[int, Mapping[int, FactWording]]
+) -> None:
+    """``add_relation_support`` for several relations (by id) in one statement."""
+    rows = [row for relation_id, said in wordings.items() for row in _relation_links(relation_id, said)]
+    await _add_support(session, RelationProvenance, conversation_id, rows)
 
 
 def same_wording(
@@ -75,6 +127,34 @@ def same_wording(
     """Witnesses that all said the same (the summary drawn from all of them)."""
     episodes = frozenset(episode_ids)
     return [EntityWitness(e, name, type_, summary, episodes if summary else frozenset()) for e in episodes]
+
+
+async def create_entities(session: AsyncSession, conversation_id: int, entities: Sequence[NewEntity]) -> list[int]:
+    """New entities with their provenance and search documents: one statement per table
+    whatever their number. Returns their ids, in order."""
+    if not entities:
+        return []
+    rows = await session.execute(
+        insert(Entity).returning(Entity.id, sort_by_parameter_order=True),
+        [
+            {
+                "conversation_id": conversation_id, "name": e.name, "type": e.type, "summary": e.summary,
+                "embedding": list(e.embedding), "attributes": dict(e.attributes),
+            }
+            for e in entities
+        ],
+    )
+    ids = list(rows.scalars())
+    await add_entities_support(session, conversation_id, {i: e.witnesses for i, e in zip(ids, entities, strict=True)})
+    await upsert_documents(
+        session,
+        conversation_id,
+        [
+            Document("entity", i, entity_document_text(e.name, e.type, e.summary), e.document_embedding or e.embedding)
+            for i, e in zip(ids, entities, strict=True)
+        ],
+    )
+    return ids
 
 
 async def create_entity(
@@ -90,36 +170,39 @@ async def create_entity(
     attributes: dict[str, Any] | None = None,
     witnesses: Iterable[EntityWitness] | None = None,
 ) -> int:
-    """A new entity with its provenance and search document.
+    """One new entity (``create_entities``); by default every episode said ``name``,
+    ``type_`` and ``summary``."""
+    said = list(witnesses) if witnesses is not None else same_wording(name, type_, summary, episode_ids)
+    entity = NewEntity(name, type_, summary, embedding, said, document_embedding, attributes or {})
+    return (await create_entities(session, conversation_id, [entity]))[0]
 
-    ``embedding`` is what entity resolution compares (consolidation embeds the name);
-    ``document_embedding``, when given, is the search document's (its full text).
-    ``witnesses`` give each episode's own wording; by default every episode said
-    ``name``, ``type_`` and ``summary``."""
-    entity_id = (
-        await session.execute(
-            insert(Entity)
-            .values(
-                conversation_id=conversation_id,
-                name=name,
-                type=type_,
-                summary=summary,
-                embedding=list(embedding),
-                attributes=attributes or {},
-            )
-            .returning(Entity.id)
-        )
-    ).scalar_one()
-    await add_entity_support(
-        session, conversation_id, entity_id,
-        witnesses if witnesses is not None else same_wording(name, type_, summary, episode_ids),
+
+async def create_relations(session: AsyncSession, conversation_id: int, relations: Sequence[NewRelation]) -> list[int]:
+    """New active relations with their provenance and search documents: one statement
+    per table whatever their number. Returns their ids, in order."""
+    if not relations:
+        return []
+    rows = await session.execute(
+        insert(Relation).returning(Relation.id, sort_by_parameter_order=True),
+        [
+            {
+                "conversation_id": conversation_id, "subject_id": r.subject_id, "object_id": r.object_id,
+                "predicate": r.predicate, "fact": r.fact, "valid_from": r.valid_from, "status": "active",
+            }
+            for r in relations
+        ],
     )
+    ids = list(rows.scalars())
+    await add_relations_support(session, conversation_id, {i: r.wordings for i, r in zip(ids, relations, strict=True)})
     await upsert_documents(
         session,
         conversation_id,
-        [Document("entity", entity_id, entity_document_text(name, type_, summary), document_embedding or embedding)],
+        [
+            Document("relation", i, relation_document_text(r.fact), r.embedding, r.valid_from)
+            for i, r in zip(ids, relations, strict=True)
+        ],
     )
-    return entity_id
+    return ids
 
 
 async def create_relation(
@@ -135,33 +218,13 @@ async def create_relation(
     valid_from: datetime | None = None,
     wordings: Mapping[int, FactWording] | None = None,
 ) -> int:
-    """A new active relation with its provenance and search document. ``wordings`` give
-    each episode's own wording; by default all of them said ``fact`` together."""
-    relation_id = (
-        await session.execute(
-            insert(Relation)
-            .values(
-                conversation_id=conversation_id,
-                subject_id=subject_id,
-                object_id=object_id,
-                predicate=predicate,
-                fact=fact,
-                valid_from=valid_from,
-                status="active",
-            )
-            .returning(Relation.id)
-        )
-    ).scalar_one()
+    """One new active relation (``create_relations``); by default all of its episodes
+    said ``fact`` together."""
     if wordings is None:
         together = frozenset(episode_ids)
         wordings = {e: FactWording(fact, valid_from, together, embedding) for e in together}
-    await add_relation_support(session, conversation_id, relation_id, wordings)
-    await upsert_documents(
-        session,
-        conversation_id,
-        [Document("relation", relation_id, relation_document_text(fact), embedding, valid_from)],
-    )
-    return relation_id
+    relation = NewRelation(subject_id, object_id, predicate, fact, embedding, wordings, valid_from)
+    return (await create_relations(session, conversation_id, [relation]))[0]
 
 
 async def supersede_relation(

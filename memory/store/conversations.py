@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from sqlalchemy import delete, select
@@ -60,6 +61,10 @@ async def find_conversation(session: AsyncSession, ref: ConversationRef) -> int 
 
 
 async def ensure_conversation(session: AsyncSession, ref: ConversationRef) -> int:
+    """The conversation's id, created if new (one read when it exists, as it nearly always does)."""
+    found = await find_conversation(session, ref)
+    if found is not None:
+        return found
     await session.execute(
         insert(Conversation)
         .values(platform=ref.platform, workspace_id=ref.workspace_id, channel_id=ref.channel_id)
@@ -68,6 +73,21 @@ async def ensure_conversation(session: AsyncSession, ref: ConversationRef) -> in
     conversation_id = await find_conversation(session, ref)
     assert conversation_id is not None
     return conversation_id
+
+
+async def ensure_speakers(
+    session: AsyncSession, conversation_id: int, speakers: Iterable[tuple[str, str, str]]
+) -> dict[tuple[str, str, str], int]:
+    """``ensure_speaker`` for (platform user id, display name, role) keys, reading them
+    all in one query and writing only the new or changed ones (usually none)."""
+    keys = list(dict.fromkeys(speakers))
+    rows = await session.execute(
+        select(Speaker.id, Speaker.platform_user_id, Speaker.display_name, Speaker.role).where(
+            Speaker.conversation_id == conversation_id, Speaker.platform_user_id.in_({k[0] for k in keys})
+        )
+    )
+    known = {(user, name, role): speaker_id for speaker_id, user, name, role in rows}
+    return {key: known[key] if key in known else await ensure_speaker(session, conversation_id, *key) for key in keys}
 
 
 async def ensure_speaker(

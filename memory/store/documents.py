@@ -41,7 +41,9 @@ async def upsert_documents(session: AsyncSession, conversation_id: int, document
     ]
     if not rows:
         return
-    statement = insert(SearchDocument).values(rows)
+    # Rows as parameters (one statement all the same): compiled once per process, where
+    # a statement with the rows inlined is compiled again for every call.
+    statement = insert(SearchDocument)
     statement = statement.on_conflict_do_update(
         constraint="uq_search_document_ref",
         set_={
@@ -51,7 +53,7 @@ async def upsert_documents(session: AsyncSession, conversation_id: int, document
             "is_current": statement.excluded.is_current,
         },
     )
-    await session.execute(statement)
+    await session.execute(statement, rows)
 
 
 async def remove_documents(session: AsyncSession, conversation_id: int, kind: str, ref_ids: Iterable[int]) -> int:
