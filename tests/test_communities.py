@@ -11,10 +11,11 @@ from sqlalchemy import select
 from bot.testing.scripted_llm import ScriptedLLMServer
 from memory import api
 from memory.core import Memory
+from memory.graph.writes import supersede_relation
 from memory.params import MemoryParams
 from memory.store.conversations import ConversationRef
 from memory.store.residue import find_tokens
-from memory.store.schema import Community, CommunityMember, SearchDocument, UsageEntry
+from memory.store.schema import Community, CommunityMember, Relation, SearchDocument, UsageEntry
 from tests.test_forgetting import add_messages, entity, relation
 
 OPERATOR = api.Principal.operator("test")
@@ -115,6 +116,33 @@ async def test_new_entities_join_incrementally_and_a_large_change_rebuilds(
     report = await api.update_communities(memory, conversation_ref, principal=OPERATOR, rebuild_share=0.2)
     assert report.rebuilt and report.created >= 1  # 4 of 10 entities new or touched since the build: over 0.2
     assert {hal, ivy} in (await members(memory, cid)).values()
+
+
+async def test_removed_and_superseded_relations_count_in_the_rebuild_share(
+    memory: Memory, conversation_ref: ConversationRef, conversation_id: int
+) -> None:
+    """A deletion that removes relations leaves no row to find: their surviving ends are
+    recorded and counted, and a rebuild accounts for them; a superseded relation's
+    ends count too (its old object lost an edge)."""
+    cid = conversation_id
+    ids = await two_groups(memory, cid, "qz" + uuid.uuid4().hex[:8])
+    await api.build_communities(memory, conversation_ref, principal=OPERATOR)
+
+    async def update(share: float) -> bool:
+        report = await api.update_communities(memory, conversation_ref, principal=OPERATOR, rebuild_share=share)
+        return report.rebuilt
+
+    await api.forget(memory, conversation_ref, "m1", principal=OPERATOR)  # Ann's and Bob's relations to the place go
+    assert not await update(0.4)  # Ann and Bob of 6 entities: 0.33
+    assert await update(0.3)
+    assert not await update(0.0)  # the rebuild accounted for them
+    (m5,) = await add_messages(memory, cid, ["Cat sails with Fay now"], prefix="n")
+    async with memory.sessions.begin() as session:
+        newer = await relation(session, cid, ids["cat"], ids["fay"], "Cat sails with Fay", [m5])
+        dan = select(Relation.id).where(Relation.conversation_id == cid, Relation.fact == "Cat sails with Dan")
+        old = (await session.execute(dan)).scalar_one()
+        await supersede_relation(session, old, newer, None)
+    assert await update(0.4)  # Cat, Fay (the new relation) and Dan (its superseded one's object): 0.5
 
 
 async def test_deleting_a_supporting_message_dirties_then_regeneration_drops_what_rested_on_it(

@@ -6,9 +6,12 @@
   by new ones, which start dirty and get their summaries from regeneration.
 - **Incremental membership**: after consolidation, each entity newer than the last pass
   joins the community most common among its neighbours; that community is marked dirty
-  (its search document goes until it is regenerated). When the share of the entities new
-  since the last build, or touching a relation new since then, passes
-  ``community_rebuild_share``, a full build runs instead.
+  (its search document goes until it is regenerated). When the share of the entities
+  whose place in the graph changed since the last build passes ``community_rebuild_share``,
+  a full build runs instead: entities new since then, the ends of relations new since
+  then, of relations superseded since then, and of relations a deletion removed or
+  restored since then (recorded by ``note_changed_relations``, as a removed relation
+  leaves no row to find).
 - **Regeneration**: a dirty community is re-summarised from its surviving members and
   their active relations, or dissolved when fewer than two named members survive.
 
@@ -20,10 +23,12 @@ any transaction; writes take the lock again and re-check what they read.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from sqlalchemy import delete, func, insert, or_, select, update
+from sqlalchemy import BigInteger, cast, delete, func, insert, or_, select, text, union, update
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memory.communities.propagation import (
@@ -84,6 +89,7 @@ class _Graph:
     edges: list[tuple[int, int]]
     top_entity: int
     top_relation: int
+    changed: frozenset[int] = frozenset()  # changed_entity_ids when read: a build accounts for these
 
 
 def _active(conversation_id: int) -> Any:
@@ -106,7 +112,12 @@ async def _load_graph(memory: Memory, conversation_id: int) -> _Graph:
             (s, o)
             for s, o in await session.execute(select(Relation.subject_id, Relation.object_id).where(_active(conversation_id)))
         ]
-        return _Graph(nodes, edges, *await _tops(session, conversation_id))
+        changed = (
+            await session.execute(
+                select(CommunityState.changed_entity_ids).where(CommunityState.conversation_id == conversation_id)
+            )
+        ).scalar()
+        return _Graph(nodes, edges, *await _tops(session, conversation_id), frozenset(changed or ()))
 
 
 async def _memberships(session: AsyncSession, conversation_id: int) -> dict[int, frozenset[int]]:
@@ -119,13 +130,18 @@ async def _memberships(session: AsyncSession, conversation_id: int) -> dict[int,
     return {c: frozenset(m) for c, m in members.items()}
 
 
-async def _save_state(session: AsyncSession, conversation_id: int, top_entity: int, top_relation: int, built: bool) -> None:
+async def _save_state(
+    session: AsyncSession, conversation_id: int, top_entity: int, top_relation: int, built: frozenset[int] | None
+) -> None:
+    """Record what a pass saw; ``built``: a full build's, with the changed entities it
+    accounted for (those recorded since its read stay for the next threshold check)."""
     state = await session.get(CommunityState, conversation_id, with_for_update=True)
     if state is None:
-        state = CommunityState(conversation_id=conversation_id)
+        state = CommunityState(conversation_id=conversation_id, changed_entity_ids=[])
         session.add(state)
-    if built:
+    if built is not None:
         state.built_at, state.built_entity_id, state.built_relation_id = func.now(), top_entity, top_relation
+        state.changed_entity_ids = sorted(set(state.changed_entity_ids or ()) - built)
     state.seen_entity_id = max(state.seen_entity_id or 0, top_entity)
     state.seen_relation_id = max(state.seen_relation_id or 0, top_relation)
 
@@ -167,19 +183,39 @@ async def build(memory: Memory, conversation_id: int) -> CommunityReport:
             )
             report.created += 1
         report.replaced = len(existing) - len(unchanged)
-        await _save_state(session, conversation_id, graph.top_entity, graph.top_relation, built=True)
+        await _save_state(session, conversation_id, graph.top_entity, graph.top_relation, built=graph.changed)
     return report
 
 
+_NOTE_CHANGED = text(
+    "UPDATE community_state s SET changed_entity_ids = ARRAY("
+    "SELECT x FROM unnest(s.changed_entity_ids) AS x "
+    "UNION SELECT subject_id FROM relations WHERE conversation_id = :c AND id = ANY(:ids) "
+    "UNION SELECT object_id FROM relations WHERE conversation_id = :c AND id = ANY(:ids) ORDER BY 1) "
+    "WHERE s.conversation_id = :c"
+)
+
+
+async def note_changed_relations(session: AsyncSession, conversation_id: int, relation_ids: Iterable[int]) -> None:
+    """Before a deletion removes (or restores) these relations: their ends count as
+    changed for the next rebuild threshold. Nothing to note before a first build."""
+    ids = sorted(set(relation_ids))
+    if ids:
+        await session.execute(_NOTE_CHANGED, {"c": conversation_id, "ids": ids})
+
+
 async def _changed_share(session: AsyncSession, conversation_id: int, state: CommunityState) -> tuple[int, int]:
-    """(entities new since the last build or touching a relation new since then, all entities)."""
-    new_entities = select(Entity.id).where(Entity.conversation_id == conversation_id, Entity.id > state.built_entity_id)
-    new_relations = (
-        select(Relation.subject_id, Relation.object_id)
-        .where(Relation.conversation_id == conversation_id, Relation.id > state.built_relation_id)
-        .subquery()
+    """(entities whose place in the graph changed since the last build, all entities)."""
+    in_conversation = Relation.conversation_id == conversation_id
+    moved = in_conversation & (
+        (Relation.id > state.built_relation_id) | (Relation.superseded_by > state.built_relation_id)
     )
-    touched = select(new_relations.c.subject_id).union(select(new_relations.c.object_id), new_entities).subquery()
+    touched = union(
+        select(Entity.id).where(Entity.conversation_id == conversation_id, Entity.id > state.built_entity_id),
+        select(Relation.subject_id).where(moved),
+        select(Relation.object_id).where(moved),
+        select(func.unnest(cast(list(state.changed_entity_ids or ()), ARRAY(BigInteger)))),
+    ).subquery()
     changed = (
         await session.execute(
             select(func.count())
@@ -251,7 +287,7 @@ async def update_membership(memory: Memory, conversation_id: int, rebuild_share:
         rebuild = state is None or rebuild_due(*await _changed_share(session, conversation_id, state), share)
         if state is not None and not rebuild:
             await _join(session, conversation_id, state, report)
-            await _save_state(session, conversation_id, *await _tops(session, conversation_id), built=False)
+            await _save_state(session, conversation_id, *await _tops(session, conversation_id), built=None)
     return await build(memory, conversation_id) if rebuild else report
 
 

@@ -55,6 +55,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import ARRAY, insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from memory.communities.run import note_changed_relations
 from memory.consolidation.context_store import Stored, in_order, load_context, save_context
 from memory.consolidation.summary import rebuild_summary
 from memory.core import Memory
@@ -265,6 +266,7 @@ async def apply_decision(session: AsyncSession, conversation_id: int, decision: 
     relation is made current before its superseder goes, and every other link to a
     relation that goes is cleared (the key has no ON DELETE action: see migration 0010).
     """
+    await note_changed_relations(session, conversation_id, decision.relations_removed | decision.relations_restored)
     if decision.relations_restored:
         restored = list(decision.relations_restored)
         await session.execute(
