@@ -15,10 +15,11 @@ Figures:
 - duplicate work: runs of one item by two processes at once, messages consolidated more
   than once, chunks extracted and then dropped because another run saved them first;
 - each process's CPU: seconds (user + system) and share of the workers' total;
-- CPU per message: this process (ingestion: embedding and storing each message, plus
-  the watching), the workers and the database server (every server process, exited
-  ones included, when the server runs on this machine), in ms per message ingested, and
-  the rate that cost allows on this machine's cores, load aside.
+- CPU per message: this process per message ingested (embedding and storing each
+  message, plus the watching), the workers per message consolidated (with the
+  community jobs and the polling), the database server per message ingested (every
+  server process, exited ones included, when the server runs on this machine), and the
+  rate their sum allows on this machine's cores, load aside.
 After the load stops, the workers get up to ``--drain`` seconds to finish the backlog.
 """
 
@@ -226,6 +227,7 @@ async def _duplicates(memory: Memory, seen: Observed) -> dict[str, int]:
         "messages_consolidated_twice": max(0, episodes - int(consolidated) - seen.deleted),
         "chunks_saved_by_another_run": sum(1 for r in done if r["result"].get("stopped")),
         "runs": len(runs),
+        "messages_consolidated": int(consolidated),
         "failed_runs": sum(1 for r in runs if r["status"] == "failed"),
     }
 
@@ -311,13 +313,17 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     return _result(args, seen, cpu, driver, wall, duplicates)
 
 
-def _per_message(seen: Observed, workers: list[float], driver: list[float | None]) -> dict[str, Any]:
-    """CPU ms per message ingested, by where it was spent, and the message rate that
-    cost would allow with every core of this machine busy."""
-    messages = max(seen.ingested, 1)
+def _per_message(seen: Observed, workers: list[float], driver: list[float | None], consolidated: int) -> dict[str, Any]:
+    """CPU ms per message, by where it was spent: this process per message ingested, the
+    workers per message consolidated (a backlog left at the end is not charged to them),
+    the database per message ingested; their sum is what a message costs in the steady
+    state, and the rate it allows with every core of this machine busy."""
     ingestion, server = driver
-    parts = {"driver_ms": ingestion, "workers_ms": sum(workers), "server_ms": server}
-    per = {name: None if seconds is None else round(seconds * 1000 / messages, 1) for name, seconds in parts.items()}
+    per = {
+        "driver_ms": round(ingestion * 1000 / max(seen.ingested, 1), 1) if ingestion is not None else None,
+        "workers_ms": round(sum(workers) * 1000 / max(consolidated, 1), 1),
+        "server_ms": round(server * 1000 / max(seen.ingested, 1), 1) if server is not None else None,
+    }
     total = sum(v for v in per.values() if v is not None)
     cores = psutil.cpu_count() or 1
     ceiling = round(cores * 1000 / total, 1) if total else None
@@ -350,7 +356,7 @@ def _result(
             {"process": i, "cpu_seconds": round(c, 1), "share_of_workers": round(c / total_cpu, 3), "cores": round(c / wall, 2)}
             for i, c in enumerate(cpu)
         ],
-        "cpu_per_message": _per_message(seen, cpu, driver),
+        "cpu_per_message": _per_message(seen, cpu, driver, duplicates["messages_consolidated"]),
         "load_average": [round(load, 1) for load in os.getloadavg()],
         "wall_seconds": round(wall, 1),
     }
@@ -380,8 +386,9 @@ def render(result: dict[str, Any]) -> str:
     m = result["cpu_per_message"]
     server = "n/a (remote server)" if m["server_ms"] is None else f"{m['server_ms']:g}"
     lines.append(
-        f"CPU per message: {m['total_ms']:g} ms (driver {m['driver_ms']:g}, workers {m['workers_ms']:g}, "
-        f"database {server}); {m['cores']} cores allow about {m['ceiling_per_second']} msg/s; "
+        f"CPU per message: {m['total_ms']:g} ms (driver {m['driver_ms']:g} per message ingested, workers "
+        f"{m['workers_ms']:g} per message consolidated ({result['duplicate_work']['messages_consolidated']}), database "
+        f"{server} per message ingested); {m['cores']} cores allow about {m['ceiling_per_second']} msg/s; "
         f"load average {' '.join(f'{x:g}' for x in result['load_average'])}"
     )
     return "\n".join(lines)
