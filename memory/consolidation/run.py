@@ -710,6 +710,30 @@ async def _write_entities(
     return vanished
 
 
+async def _relation_book(session: AsyncSession, conversation_id: int, subjects: set[int], reconcile: bool) -> RelationBook:
+    """The active relations of these subjects, for reconciliation (none without it)."""
+    rows = await session.execute(
+        select(Relation).where(
+            Relation.conversation_id == conversation_id, Relation.status == "active", Relation.subject_id.in_(subjects)
+        )
+    ) if reconcile else None
+    return RelationBook.of(
+        RelationState(
+            r.id,
+            r.subject_id,
+            r.object_id,
+            r.predicate,
+            r.fact,
+            frozenset(),
+            r.status,
+            r.superseded_by,
+            r.valid_from,
+            r.invalid_at,
+        )
+        for r in (rows.scalars() if rows is not None else [])
+    )
+
+
 async def _write_relations(
     session: AsyncSession,
     conversation_id: int,
@@ -737,27 +761,7 @@ async def _write_relations(
         )
     if not facts:
         return
-    subjects = {fact.subject_id for fact, _ in facts}
-    rows = await session.execute(
-        select(Relation).where(
-            Relation.conversation_id == conversation_id, Relation.status == "active", Relation.subject_id.in_(subjects)
-        )
-    ) if reconcile else None
-    book = RelationBook.of(
-        RelationState(
-            r.id,
-            r.subject_id,
-            r.object_id,
-            r.predicate,
-            r.fact,
-            frozenset(),
-            r.status,
-            r.superseded_by,
-            r.valid_from,
-            r.invalid_at,
-        )
-        for r in (rows.scalars() if rows is not None else [])
-    )
+    book = await _relation_book(session, conversation_id, {fact.subject_id for fact, _ in facts}, reconcile)
     vector_of: dict[int, Sequence[float]] = {}
     wordings: dict[int, dict[int, FactWording]] = {}  # relation (book id) -> episode -> its wording
     for fact, vector in facts:

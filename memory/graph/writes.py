@@ -129,31 +129,32 @@ def same_wording(
     return [EntityWitness(e, name, type_, summary, episodes if summary else frozenset()) for e in episodes]
 
 
+async def _inserted(session: AsyncSession, model: type[Entity] | type[Relation], rows: list[dict[str, Any]]) -> list[int]:
+    """Insert rows in one statement (rows as parameters: compiled once per process) and
+    return their ids in the rows' order."""
+    result = await session.execute(insert(model).returning(model.id, sort_by_parameter_order=True), rows)
+    return list(result.scalars())
+
+
 async def create_entities(session: AsyncSession, conversation_id: int, entities: Sequence[NewEntity]) -> list[int]:
     """New entities with their provenance and search documents: one statement per table
     whatever their number. Returns their ids, in order."""
     if not entities:
         return []
-    rows = await session.execute(
-        insert(Entity).returning(Entity.id, sort_by_parameter_order=True),
-        [
-            {
-                "conversation_id": conversation_id, "name": e.name, "type": e.type, "summary": e.summary,
-                "embedding": list(e.embedding), "attributes": dict(e.attributes),
-            }
-            for e in entities
-        ],
-    )
-    ids = list(rows.scalars())
-    await add_entities_support(session, conversation_id, {i: e.witnesses for i, e in zip(ids, entities, strict=True)})
-    await upsert_documents(
-        session,
-        conversation_id,
-        [
-            Document("entity", i, entity_document_text(e.name, e.type, e.summary), e.document_embedding or e.embedding)
-            for i, e in zip(ids, entities, strict=True)
-        ],
-    )
+    ids = await _inserted(session, Entity, [
+        {
+            "conversation_id": conversation_id, "name": e.name, "type": e.type, "summary": e.summary,
+            "embedding": list(e.embedding), "attributes": dict(e.attributes),
+        }
+        for e in entities
+    ])
+    pairs = list(zip(ids, entities, strict=True))
+    await add_entities_support(session, conversation_id, {i: e.witnesses for i, e in pairs})
+    documents = [
+        Document("entity", i, entity_document_text(e.name, e.type, e.summary), e.document_embedding or e.embedding)
+        for i, e in pairs
+    ]
+    await upsert_documents(session, conversation_id, documents)
     return ids
 
 
@@ -182,26 +183,17 @@ async def create_relations(session: AsyncSession, conversation_id: int, relation
     per table whatever their number. Returns their ids, in order."""
     if not relations:
         return []
-    rows = await session.execute(
-        insert(Relation).returning(Relation.id, sort_by_parameter_order=True),
-        [
-            {
-                "conversation_id": conversation_id, "subject_id": r.subject_id, "object_id": r.object_id,
-                "predicate": r.predicate, "fact": r.fact, "valid_from": r.valid_from, "status": "active",
-            }
-            for r in relations
-        ],
-    )
-    ids = list(rows.scalars())
-    await add_relations_support(session, conversation_id, {i: r.wordings for i, r in zip(ids, relations, strict=True)})
-    await upsert_documents(
-        session,
-        conversation_id,
-        [
-            Document("relation", i, relation_document_text(r.fact), r.embedding, r.valid_from)
-            for i, r in zip(ids, relations, strict=True)
-        ],
-    )
+    ids = await _inserted(session, Relation, [
+        {
+            "conversation_id": conversation_id, "subject_id": r.subject_id, "object_id": r.object_id,
+            "predicate": r.predicate, "fact": r.fact, "valid_from": r.valid_from, "status": "active",
+        }
+        for r in relations
+    ])
+    pairs = list(zip(ids, relations, strict=True))
+    await add_relations_support(session, conversation_id, {i: r.wordings for i, r in pairs})
+    documents = [Document("relation", i, relation_document_text(r.fact), r.embedding, r.valid_from) for i, r in pairs]
+    await upsert_documents(session, conversation_id, documents)
     return ids
 
 
