@@ -14,7 +14,8 @@ Figures:
   (regenerated or dissolved); communities still dirty at the end count with their age;
 - duplicate work: runs of one item by two processes at once, messages consolidated more
   than once, chunks extracted and then dropped because another run saved them first;
-- each process's CPU: seconds (user + system) and share of the workers' total;
+- each process's CPU: seconds (user + system) from the start of the load, and share of
+  the workers' total;
 - CPU per message: this process per message ingested (embedding and storing each
   message, plus the watching), the workers per message consolidated (with the
   community jobs and the polling), the database server per message ingested (every
@@ -289,6 +290,7 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
         refs = [ConversationRef("bench", "jobs", f"c{n}-{uuid.uuid4().hex[:6]}") for n in range(args.conversations)]
         ids = {}
         workers = await _start_workers(args.processes, url, args)
+        started_cpu = [_cpu(psutil.Process(w.pid)) for w in workers]  # start-up (imports, the embedding model) apart
         own_cpu, server_cpu = time.process_time(), await _server_cpu(memory)
         started = time.monotonic()
         stop_at = started + args.duration
@@ -302,7 +304,7 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
                 _observe(memory, ids, args, seen, stop_at),
             )
         finally:
-            cpu = await _stop(workers)
+            cpu = [used - before for used, before in zip(await _stop(workers), started_cpu, strict=True)]
         wall = time.monotonic() - started
         server_after = await _server_cpu(memory)
         server_used = None if server_cpu is None or server_after is None else server_after - server_cpu
