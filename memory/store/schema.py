@@ -220,7 +220,7 @@ class CommunityMember(Base):
 class CommunityState(Base):
     """Per conversation: the newest entity and relation ids the last full community build
     and the last incremental pass saw (migration 0007), and the entities whose relations
-    were removed or restored since the build (0010), for the rebuild threshold."""
+    were removed or restored since the build (0012), for the rebuild threshold."""
 
     __tablename__ = "community_state"
 
@@ -231,7 +231,7 @@ class CommunityState(Base):
     seen_entity_id: Mapped[int] = mapped_column(BigInteger, default=0)
     seen_relation_id: Mapped[int] = mapped_column(BigInteger, default=0)
     # Entities whose edges changed other than by a new relation since the last build: the
-    # ends of relations deleted or restored by forgetting (migration 0010).
+    # ends of relations deleted or restored by forgetting (migration 0012).
     changed_entity_ids: Mapped[list[int]] = mapped_column(ARRAY(BigInteger), default=list)
 
 

@@ -2,8 +2,8 @@
 holds the entities whose relations a deletion removed (or restored) since the last full
 community build; a new relation's ends are found by id, a removed one leaves no row.
 
-Revision ID: 0010
-Revises: 0004
+Revision ID: 0012
+Revises: 0011
 """
 
 import sqlalchemy as sa
@@ -11,8 +11,8 @@ from sqlalchemy.dialects import postgresql as pg
 
 from alembic import op
 
-revision = "0010"
-down_revision = "0004"
+revision = "0012"
+down_revision = "0011"
 branch_labels = None
 depends_on = None
 
