@@ -141,7 +141,7 @@ async def test_removed_and_superseded_relations_count_in_the_rebuild_share(
         newer = await relation(session, cid, ids["cat"], ids["fay"], "Cat sails with Fay", [m5])
         dan = select(Relation.id).where(Relation.conversation_id == cid, Relation.fact == "Cat sails with Dan")
         old = (await session.execute(dan)).scalar_one()
-        await supersede_relation(session, old, newer, None)
+        await supersede_relation(session, cid, old, newer, None)
     assert await update(0.4)  # Cat, Fay (the new relation) and Dan (its superseded one's object): 0.5
 
 
