@@ -7,7 +7,6 @@ behind them is private and may move.
 
 from memory.api import (
     IngestReport,
-    Principal,
     Rejected,
     about,
     ask,
@@ -54,6 +53,7 @@ from memory.api import (
     update_communities,
     usage,
     vacuum,
+    word_residue,
 )
 from memory.audit.about import About
 from memory.audit.explain import Explanation
@@ -88,9 +88,11 @@ from memory.models.embedder import Embedder, LocalEmbedder, OpenAIEmbedder
 from memory.models.llm import OPERATION_HEADER, LLMClient, LLMError
 from memory.models.tokens import count_tokens
 from memory.params import MemoryParams
-from memory.retrieval.answering import Answer, AnswerReply, Citation, QuotedMessage
+from memory.principal import Principal
+from memory.retrieval.answering import NOT_IN_MEMORY, Answer, AnswerReply, Citation, QuotedMessage, baseline_reply
 from memory.retrieval.recall import Recall
 from memory.retrieval.search import SearchResult
+from memory.retrieval.selection import AbstentionRule, SelectionWeights
 from memory.store.backlog import Backlog
 from memory.store.citus import CitusPlan
 from memory.store.conversations import ConversationRef
@@ -102,6 +104,7 @@ from memory.store.embedded import (
 from memory.store.erasure import MaintenanceReport
 from memory.store.inbox import InboxBacklog, InboxClaim, InboxEntry, InboxItem
 from memory.store.integrity import Integrity
+from memory.store.residue import WordResidue
 from memory.synthetic import (
     SuppliedCommunity,
     SuppliedEntity,
@@ -112,6 +115,7 @@ from memory.synthetic import (
 from memory.validation import check_text, normalize_id, parse_time
 
 __all__ = [
+    "AbstentionRule",
     "About",
     "AccessDenied",
     "Answer",
@@ -147,6 +151,7 @@ __all__ = [
     "MemoryParams",
     "Message",
     "ModelUnavailable",
+    "NOT_IN_MEMORY",
     "OPERATION_HEADER",
     "OfflineExtractor",
     "OpenAIEmbedder",
@@ -158,6 +163,7 @@ __all__ = [
     "Rejected",
     "ReplayExtractor",
     "SearchResult",
+    "SelectionWeights",
     "StashbirdError",
     "Stats",
     "StoredMessage",
@@ -168,10 +174,12 @@ __all__ = [
     "SuppliedRelation",
     "UnknownConversation",
     "ValidationError",
+    "WordResidue",
     "about",
     "ask",
     "audit_conversations",
     "backlog",
+    "baseline_reply",
     "build_communities",
     "check_text",
     "citus_plan",
@@ -226,4 +234,5 @@ __all__ = [
     "usage",
     "vacuum",
     "validate_message",
+    "word_residue",
 ]

@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequenc
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
+from typing import Any
 
 from memory.audit.about import About
 from memory.audit.about import about as _about
@@ -53,10 +53,12 @@ from memory.forgetting.commands import (
 from memory.forgetting.policies import ForgettingPolicy, delete_by_policy
 from memory.graph.reads import list_facts
 from memory.limits import MAX_EVIDENCE_K
+from memory.principal import Principal
 from memory.retrieval.answering import Answer, answer
 from memory.retrieval.recall import Recall, search_with_vector
 from memory.retrieval.recall import recall as _recall
 from memory.retrieval.search import SearchResult
+from memory.retrieval.selection import DEFAULT_WEIGHTS, SelectionWeights
 from memory.store import erasure
 from memory.store import inbox as _inbox
 from memory.store.audit import write_audit
@@ -76,49 +78,12 @@ from memory.store.inbox import InboxBacklog, InboxClaim, InboxEntry
 from memory.store.integrity import Integrity, check_integrity
 from memory.store.ledger import usage_totals
 from memory.store.locks import LockPurpose, lock_conversation
-from memory.store.residue import find_tokens
+from memory.store.residue import WordResidue, find_tokens
+from memory.store.residue import word_residue as _word_residue
 from memory.synthetic import SuppliedGraph, SuppliedIds, bulk_graph, bulk_messages, supply_graph
 from memory.validation import check_json, check_text, normalize_id
 
 log = logging.getLogger("memory")
-
-PrincipalKind = Literal["operator", "user", "event", "job"]
-Role = Literal["user", "admin", "bot"]
-
-
-@dataclass(frozen=True)
-class Principal:
-    """Who asks: a platform user (with the role the platform gives), a platform event
-    (a delete or edit the platform reported), a scheduled job, or the operator (the
-    command line, which has database access anyway)."""
-
-    kind: PrincipalKind
-    id: str
-    role: Role = "user"
-
-    @classmethod
-    def operator(cls, name: str) -> Principal:
-        return cls("operator", name, "admin")
-
-    @classmethod
-    def user(cls, user_id: str, role: Role = "user") -> Principal:
-        return cls("user", user_id, role)
-
-    @classmethod
-    def event(cls, event_id: str) -> Principal:
-        return cls("event", event_id)
-
-    @classmethod
-    def job(cls, name: str) -> Principal:
-        return cls("job", name)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "id", normalize_id(self.id, "principal"))
-
-    def __str__(self) -> str:
-        """The audit log's form: ``kind:id``."""
-        return f"{self.kind}:{self.id}"
-
 
 @dataclass(frozen=True)
 class Rejected:
@@ -239,14 +204,19 @@ async def ask(
     principal: Principal,
     date: datetime | None = None,
     k: int | None = None,
+    weights: SelectionWeights = DEFAULT_WEIGHTS,
 ) -> Answer:
-    """Answer from this conversation's memory only, citing messages; the trace is stored."""
+    """Answer from this conversation's memory only, citing messages; the trace is stored.
+    ``weights``: the offline answer selection's weights and abstention thresholds (the
+    answers benchmark sweeps them; the service keeps the calibrated defaults)."""
     check_text(question, "question")
     if k is not None and not 1 <= k <= MAX_EVIDENCE_K:
         raise ValidationError("k", f"evidence items must be between 1 and {MAX_EVIDENCE_K}, got {k}")
     conversation_id = await resolve_conversation(memory, conversation)
     with _logged("ask", conversation_id, principal) as fields:
-        result = await answer(memory, conversation_id, question, date, principal=str(principal), k=k)
+        result = await answer(
+            memory, conversation_id, conversation, question, principal=principal, date=date, k=k, weights=weights
+        )
         fields.update(mode=result.mode, in_memory=result.in_memory, citations=len(result.citations))
     return result
 
@@ -650,6 +620,17 @@ async def residue(memory: Memory, pattern: str, *, principal: Principal) -> dict
     survives nowhere."""
     async with memory.sessions() as session:
         return await find_tokens(session, pattern)
+
+
+async def word_residue(
+    memory: Memory, conversation: ConversationRef, gone_texts: Iterable[str], *, principal: Principal,
+    ignore: Iterable[str] = (),
+) -> WordResidue:
+    """Words that only ``gone_texts`` (deleted or edited-away messages) said, less
+    ``ignore``, and where in the conversation's rows any of them is still found."""
+    conversation_id = await resolve_conversation(memory, conversation)
+    async with memory.sessions() as session:
+        return await _word_residue(session, conversation_id, gone_texts, ignore)
 
 
 async def load_supplied(

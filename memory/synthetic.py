@@ -19,9 +19,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import BigInteger, DateTime, Integer, bindparam, text
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from memory.core import Memory
 from memory.episodes.append import Message, append_messages
+from memory.graph.wording import FactWording
 from memory.graph.writes import create_entity, create_relation
 from memory.store.conversations import ensure_speaker
 from memory.store.documents import Document, upsert_documents
@@ -42,6 +44,9 @@ class SuppliedRelation:
     predicate: str
     fact: str
     message_ids: frozenset[str]
+    # Each supporting message's own wording of the fact, as an extractor reading that
+    # message alone would give it (a message not named here words it as ``fact``).
+    wordings: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -91,11 +96,7 @@ async def supply_graph(
                 episode_ids={episodes[m] for m in entity.message_ids},
             )
         relations = [
-            await create_relation(
-                session, conversation_id, subject_id=entities[r.subject], object_id=entities[r.object],
-                predicate=r.predicate, fact=r.fact, embedding=next(vectors), episode_ids={episodes[m] for m in r.message_ids},
-            )
-            for r in graph.relations
+            await _supply_relation(session, conversation_id, r, entities, episodes, next(vectors)) for r in graph.relations
         ]
         for supplied in graph.communities:
             community = Community(conversation_id=conversation_id, label=supplied.label, summary=supplied.summary, dirty=False)
@@ -108,6 +109,28 @@ async def supply_graph(
             document = Document("community", community.id, supplied.summary, next(vectors))
             await upsert_documents(session, conversation_id, [document])
     return SuppliedIds(episodes, entities, relations)
+
+
+async def _supply_relation(
+    session: AsyncSession,
+    conversation_id: int,
+    relation: SuppliedRelation,
+    entities: dict[str, int],
+    episodes: dict[str, int],
+    vector: Sequence[float],
+) -> int:
+    """One relation; with ``wordings``, each supporting message says it in its own words
+    (all sharing the relation's vector), else all of them said ``fact`` together."""
+    support = {episodes[m] for m in relation.message_ids}
+    wordings = {
+        episodes[m]: FactWording(relation.wordings.get(m, relation.fact), None, frozenset({episodes[m]}), vector)
+        for m in relation.message_ids
+    }
+    return await create_relation(
+        session, conversation_id, subject_id=entities[relation.subject], object_id=entities[relation.object],
+        predicate=relation.predicate, fact=relation.fact, embedding=vector, episode_ids=support,
+        wordings=wordings if relation.wordings else None,
+    )
 
 
 # Two statements, not one with the episodes' INSERT in a CTE, which Citus would not route.
@@ -184,11 +207,11 @@ def _bulk_graph_statements() -> list[str]:
            UNION ALL SELECT :cid, display_name, 'person', '', CAST('{{}}' AS jsonb), {vec("s.id")}
            FROM speakers s WHERE conversation_id = :cid""",
         "ANALYZE entities",
-        """INSERT INTO entity_provenance (entity_id, episode_id, conversation_id)
-           SELECT en.id, ep.id, :cid FROM episodes ep
+        """INSERT INTO entity_provenance (entity_id, episode_id, conversation_id, name, type)
+           SELECT en.id, ep.id, :cid, en.name, en.type FROM episodes ep
            JOIN entities en ON en.conversation_id = :cid AND en.name = 'topic ' || (substr(ep.platform_message_id, 2)::int / 5)
            WHERE ep.conversation_id = :cid
-           UNION ALL SELECT en.id, ep.id, :cid FROM episodes ep
+           UNION ALL SELECT en.id, ep.id, :cid, en.name, en.type FROM episodes ep
            JOIN speakers sp ON sp.conversation_id = :cid AND sp.id = ep.speaker_id
            JOIN entities en ON en.conversation_id = :cid AND en.name = sp.display_name WHERE ep.conversation_id = :cid""",
         """INSERT INTO relations (conversation_id, subject_id, object_id, predicate, fact, status)
@@ -200,14 +223,14 @@ def _bulk_graph_statements() -> list[str]:
            JOIN entities t ON t.conversation_id = :cid AND t.name = 'topic ' || g.t
            JOIN entities h ON h.conversation_id = :cid AND h.name = 'Speaker ' || (g.t % 2)""",
         "ANALYZE relations, entity_provenance",
-        """INSERT INTO relation_provenance (relation_id, episode_id, conversation_id)
-           SELECT r.id, ep.id, :cid FROM relations r
+        """INSERT INTO relation_provenance (relation_id, episode_id, conversation_id, fact, sources)
+           SELECT r.id, ep.id, :cid, r.fact, ARRAY[ep.id] FROM relations r
            JOIN episodes ep ON ep.conversation_id = :cid AND ep.platform_message_id = 'b' || split_part(r.fact, ' ', 2)
            WHERE r.conversation_id = :cid AND r.predicate = 'relates_to'
-           UNION ALL SELECT r.id, ep.id, :cid FROM relations r
+           UNION ALL SELECT r.id, ep.id, :cid, r.fact, ARRAY[ep.id] FROM relations r
            JOIN episodes ep ON ep.conversation_id = :cid AND ep.platform_message_id = 'b' || (split_part(r.fact, ' ', 2)::int + 1)
            WHERE r.conversation_id = :cid AND r.predicate = 'relates_to' AND split_part(r.fact, ' ', 2)::int % 3 = 0
-           UNION ALL SELECT r.id, p.episode_id, :cid FROM relations r
+           UNION ALL SELECT r.id, p.episode_id, :cid, r.fact, ARRAY[p.episode_id] FROM relations r
            JOIN entity_provenance p ON p.conversation_id = :cid AND p.entity_id = r.object_id
            WHERE r.conversation_id = :cid AND r.predicate = 'mentions'""",
         """INSERT INTO communities (conversation_id, label, summary, dirty)

@@ -15,8 +15,8 @@ from memory.api import Principal
 from memory.consolidation.extraction import ReplayExtractor
 from memory.core import Memory
 from memory.episodes.append import validate_message
-from memory.errors import ValidationError
-from memory.retrieval.answering import NOT_IN_MEMORY, NOTES, answer
+from memory.errors import UnknownConversation, ValidationError
+from memory.retrieval.answering import NOT_IN_MEMORY, NOTES, Answer
 from memory.store.conversations import ConversationRef
 from memory.store.schema import (
     AnswerEvidence,
@@ -54,6 +54,11 @@ async def _chat(memory: Memory, ref: ConversationRef) -> dict[str, int]:
         return dict(rows.all())
 
 
+async def _ask(memory: Memory, ref: ConversationRef, question: str, k: int | None = None) -> Answer:
+    """Asked by the operator the day after the chat."""
+    return await api.ask(memory, ref, question, principal=OPERATOR, date=T0 + timedelta(days=1), k=k)
+
+
 async def _id(session, ref: ConversationRef) -> int:
     from memory.store.conversations import find_conversation
 
@@ -64,7 +69,7 @@ async def test_extractive_answer_quotes_speaker_and_date(
     memory: Memory, conversation_ref: ConversationRef, conversation_id: int
 ) -> None:
     episodes = await _chat(memory, conversation_ref)
-    result = await answer(memory, conversation_ref, "Where did Tom move?", T0 + timedelta(days=1))
+    result = await _ask(memory, conversation_ref, "Where did Tom move?")
     assert result.mode == "extractive" and result.in_memory
     assert result.answer.startswith('tom said on 06 May 2024: "I moved to the Berlin office last week."')
     assert [(c.episode_id, c.platform_message_id, c.speaker) for c in result.citations] == [
@@ -77,7 +82,7 @@ async def test_not_in_memory_when_nothing_relevant(
     memory: Memory, conversation_ref: ConversationRef, conversation_id: int
 ) -> None:
     await _chat(memory, conversation_ref)
-    result = await answer(memory, conversation_ref, "What is the capital of Peru?", T0 + timedelta(days=1))
+    result = await _ask(memory, conversation_ref, "What is the capital of Peru?")
     assert result.answer == NOT_IN_MEMORY
     assert not result.in_memory and result.citations == []
     assert result.evidence, "evidence is still shown and traced, it just does not answer"
@@ -87,7 +92,7 @@ async def test_bot_messages_are_context_not_evidence(
     memory: Memory, conversation_ref: ConversationRef, conversation_id: int
 ) -> None:
     await _chat(memory, conversation_ref)
-    result = await answer(memory, conversation_ref, "When is the Atlas launch review?", T0 + timedelta(days=1))
+    result = await _ask(memory, conversation_ref, "When is the Atlas launch review?")
     assert any(item.is_bot for item in result.evidence)
     assert result.citations and all(c.speaker != "stashbird" for c in result.citations)
     assert result.citations[0].platform_message_id == "m0"
@@ -97,7 +102,9 @@ async def test_trace_usage_and_audit_are_stored(
     memory: Memory, conversation_ref: ConversationRef, conversation_id: int
 ) -> None:
     await _chat(memory, conversation_ref)
-    result = await answer(memory, conversation_ref, "Who has a cat?", T0 + timedelta(days=1), principal="U123", k=3)
+    result = await api.ask(
+        memory, conversation_ref, "Who has a cat?", principal=Principal.user("U123"), date=T0 + timedelta(days=1), k=3
+    )
     assert len(result.evidence) == 3
     async with memory.sessions() as session:
         trace = (await session.execute(select(AnswerTrace).where(AnswerTrace.id == result.trace_id))).scalar_one()
@@ -120,7 +127,7 @@ async def test_trace_usage_and_audit_are_stored(
         ).all()
     assert (trace.conversation_id, trace.principal, trace.question, trace.answer) == (
         conversation_id,
-        "U123",
+        "user:U123",
         "Who has a cat?",
         result.answer,
     )
@@ -133,10 +140,10 @@ async def test_trace_usage_and_audit_are_stored(
 async def test_unknown_conversation_and_empty_question_are_refused(
     memory: Memory, conversation_ref: ConversationRef
 ) -> None:
-    with pytest.raises(ValidationError, match="conversation"):
-        await answer(memory, "no-such-conversation-anywhere", "hello?")
+    with pytest.raises(UnknownConversation):
+        await api.ask(memory, ConversationRef.parse("no-such-conversation-anywhere"), "hello?", principal=OPERATOR)
     with pytest.raises(ValidationError, match="question"):
-        await answer(memory, conversation_ref, "  ")
+        await api.ask(memory, conversation_ref, "  ", principal=OPERATOR)
 
 
 async def test_llm_path_decomposes_reranks_answers_and_records_usage(
@@ -164,9 +171,7 @@ async def test_llm_path_decomposes_reranks_answers_and_records_usage(
     scripted_llm.on("decompose", lambda request: {"queries": ["Where did Tom move?", "Where is lunch on Wednesday?"]})
     scripted_llm.on("rerank", rerank)
     scripted_llm.on("answer", respond)
-    result = await answer(
-        llm_memory, conversation_ref, "Where did Tom move and where is lunch?", T0 + timedelta(days=1), k=2
-    )
+    result = await _ask(llm_memory, conversation_ref, "Where did Tom move and where is lunch?", k=2)
     assert result.mode == "llm" and result.in_memory
     assert result.sub_queries == ["Where did Tom move?", "Where is lunch on Wednesday?"]
     assert scripted_llm.count("decompose") == scripted_llm.count("rerank") == scripted_llm.count("answer") == 1
@@ -196,7 +201,7 @@ async def test_llm_says_plainly_when_memory_lacks_the_answer(
 ) -> None:
     await _chat(llm_memory, conversation_ref)
     scripted_llm.on("answer", lambda request: {"answer": "", "citations": ["E1"], "in_memory": False})
-    result = await answer(llm_memory, conversation_ref, "What is Tom's salary?", T0 + timedelta(days=1))
+    result = await _ask(llm_memory, conversation_ref, "What is Tom's salary?")
     assert result.answer == NOT_IN_MEMORY and not result.in_memory and result.citations == []
     assert scripted_llm.count("decompose") == 0  # a focused question is not decomposed
     assert scripted_llm.count("rerank") == 1
@@ -208,7 +213,7 @@ async def test_failed_rerank_falls_back_to_fused_order(
     await _chat(llm_memory, conversation_ref)
     scripted_llm.fail_next(5, status=500, operation="rerank")
     scripted_llm.on("answer", lambda request: {"answer": "Room 4.", "citations": ["E1", "E2"], "in_memory": True})
-    result = await answer(llm_memory, conversation_ref, "Where is the Atlas launch review?", T0 + timedelta(days=1))
+    result = await _ask(llm_memory, conversation_ref, "Where is the Atlas launch review?")
     assert result.answer == "Room 4." and result.notes == [NOTES["rerank"]]
     # Fused order: the review message and the bot's echo of it lead; the bot is never cited.
     assert {item.episode.platform_message_id for item in result.evidence[:2]} == {"m0", "m3"}
@@ -231,9 +236,7 @@ async def test_each_failing_llm_step_falls_back_offline_with_a_note(
         scripted_llm.timeout_next(10, seconds=3, operation=step)
     else:
         scripted_llm.malformed_next(10, operation=step)
-    result = await answer(
-        llm_memory, conversation_ref, "Where did Tom move and where is lunch?", T0 + timedelta(days=1)
-    )
+    result = await _ask(llm_memory, conversation_ref, "Where did Tom move and where is lunch?")
     assert result.notes == [NOTES[step]] and result.reply.notes == (NOTES[step],)
     assert result.in_memory and result.citations
     if step == "answer":
@@ -297,7 +300,7 @@ async def test_a_question_about_a_person_finds_what_others_said_of_them(
     memory: Memory, conversation_ref: ConversationRef, conversation_id: int
 ) -> None:
     await _multi_party(memory, conversation_ref)
-    result = await answer(memory, conversation_ref, "Where did Tom move to?", T0 + timedelta(days=1))
+    result = await _ask(memory, conversation_ref, "Where did Tom move to?")
     assert result.in_memory and result.citations[0].platform_message_id == "p2"
     assert result.reply.line.startswith("priya said on")
     assert "Also:" not in result.answer
@@ -307,7 +310,7 @@ async def test_the_correction_leads_and_the_superseded_message_is_marked(
     memory: Memory, conversation_ref: ConversationRef, conversation_id: int
 ) -> None:
     await _multi_party(memory, conversation_ref)
-    result = await answer(memory, conversation_ref, "When is the launch?", T0 + timedelta(days=1))
+    result = await _ask(memory, conversation_ref, "When is the launch?")
     assert result.in_memory and result.citations[0].platform_message_id == "p6"
     assert "Friday" in result.reply.line and "Monday" not in result.reply.line
     outdated = [m for m in result.reply.messages if m.outdated]
@@ -319,8 +322,8 @@ async def test_a_question_nobody_answered_is_not_in_memory(
     memory: Memory, conversation_ref: ConversationRef, conversation_id: int
 ) -> None:
     await _multi_party(memory, conversation_ref)
-    result = await answer(memory, conversation_ref, "Who has the keys to the lab?", T0 + timedelta(days=1))
+    result = await _ask(memory, conversation_ref, "Who has the keys to the lab?")
     assert all(c.platform_message_id != "p7" for c in result.citations)
     assert not result.in_memory and result.answer == NOT_IN_MEMORY
-    named = await answer(memory, conversation_ref, "Where did Gregor move to?", T0 + timedelta(days=1))
+    named = await _ask(memory, conversation_ref, "Where did Gregor move to?")
     assert not named.in_memory and "Gregor" in named.refusal

@@ -5,7 +5,6 @@ entity, a screenshot, and no trace of a deleted message or another conversation.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 import shutil
@@ -14,11 +13,9 @@ import uuid
 from itertools import combinations
 from pathlib import Path
 
-import pytest
-from test_cli_ingest import stashbird
+from clirun import stashbird
 
 from bot.audit_report import HEIGHT, WIDTH, layout, shelves
-from bot.cli import main
 from memory import (
     ConversationRef,
     Memory,
@@ -60,17 +57,9 @@ async def _conversation(memory: Memory, ref: ConversationRef, rows: list[tuple[s
     await consolidate(memory, ref, principal=OPERATOR, extractor=OfflineExtractor())
 
 
-async def audit(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    capsys.readouterr()
-    code = await asyncio.to_thread(main, ["audit", *args])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 async def test_audit_commands_and_the_html_report(
-    memory: Memory, database_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    memory: Memory, database_url: str, tmp_path: Path
 ) -> None:
-    monkeypatch.setenv("DATABASE_URL", database_url)
     name = f"cli-audit-{uuid.uuid4().hex[:8]}"
     ref, other = ConversationRef.parse(name), ConversationRef("slack", "T9", f"C{uuid.uuid4().hex[:6]}")
     gone, foreign = f"zq{uuid.uuid4().hex[:10]}", f"zq{uuid.uuid4().hex[:10]}"
@@ -88,15 +77,15 @@ async def test_audit_commands_and_the_html_report(
     await ask(memory, ref, "Where does Ann live?", principal=OPERATOR)
     await forget(memory, ref, "4", principal=OPERATOR)
 
-    code, about, _ = await audit(capsys, "about", "--conversation", name, "Ann")
+    code, about, _ = stashbird(database_url, "audit", "about", "--conversation", name, "Ann")
     assert code == 0 and about.startswith("as the operator") and "superseded facts (1)" in about
     assert "Correction: I moved to Denver" in about and "I live in Boston now." in about
-    code, dry, _ = await audit(capsys, "provenance", "--conversation", name, "--message", "3", "--json")
+    code, dry, _ = stashbird(database_url, "audit", "provenance", "--conversation", name, "--message", "3", "--json")
     dry_run = json.loads(dry)
     assert dry_run["principal"] == "operator:cli" and dry_run["dry_run"]["counts"]["relations_restored"] == 1
-    code, forgotten, _ = await audit(capsys, "forgotten", "--conversation", name)
+    code, forgotten, _ = stashbird(database_url, "audit", "forgotten", "--conversation", name)
     assert code == 0 and re.search(r"\sdelete\s+4\s+deleted\s+operator\s", forgotten) and gone not in forgotten
-    code, _, error = await audit(capsys, "stats", "--conversation", "no-such-conversation")
+    code, _, error = stashbird(database_url, "audit", "stats", "--conversation", "no-such-conversation")
     assert code == 2 and "no conversation" in error
 
     out = tmp_path / "report.html"

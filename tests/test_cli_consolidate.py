@@ -8,10 +8,10 @@ import uuid
 from pathlib import Path
 
 import pytest
+from clirun import stashbird
 
 from memory.consolidation.extraction import ReplayExtractor
 from memory.errors import ValidationError
-from tests.test_cli_ingest import stashbird
 
 
 def _write(path: Path, rows: list) -> Path:

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import uuid
 
+from clirun import stashbird
+
 from memory.retrieval.answering import NOT_IN_MEMORY
-from tests.test_cli_ingest import stashbird
 
 
 def test_demo_remembers_answers_and_forgets(database_url: str) -> None:

@@ -11,11 +11,9 @@ import uuid
 from pathlib import Path
 
 import pytest
-from clirun import run_cli
+from clirun import stashbird
 
 from memory import ConversationRef, Memory, Principal, ValidationError, ingest, validate_message
-
-Capture = pytest.CaptureFixture[str]
 
 
 def closed_port() -> int:
@@ -43,30 +41,30 @@ def one_line(err: str, *words: str) -> bool:
     ],
 )
 async def test_bad_settings_are_one_line(
-    env: dict[str, str], words: tuple[str, ...], cli_env: None, monkeypatch: pytest.MonkeyPatch, capsys: Capture
+    env: dict[str, str], words: tuple[str, ...], cli_env: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    code, _, err = await run_cli(capsys, "usage", "--conversation", "x")
+    code, _, err = stashbird(None, "usage", "--conversation", "x")
     assert code == 2 and one_line(err, *words), err
     assert "secret" not in err
 
 
-async def test_a_data_folder_that_is_a_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Capture) -> None:
+async def test_a_data_folder_that_is_a_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("DATABASE_URL", raising=False)
     monkeypatch.setenv("STASHBIRD_DATA_DIR", str(tmp_path / "file"))
     (tmp_path / "file").write_text("not a folder")
-    code, _, err = await run_cli(capsys, "usage", "--conversation", "x")
+    code, _, err = stashbird(None, "usage", "--conversation", "x")
     assert code == 2 and one_line(err, "STASHBIRD_DATA_DIR", "is a file")
 
 
 async def test_an_embedding_endpoint_that_is_down_stops_the_run_with_its_summary(
-    cli_env: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Capture
+    cli_env: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("STASHBIRD_EMBEDDING_BASE_URL", f"http://127.0.0.1:{closed_port()}/v1")
     path = tmp_path / "m.jsonl"
     path.write_text(json.dumps({"id": "1", "author": "ann", "text": "hi", "ts": 1}) + "\n")
-    code, out, _ = await run_cli(capsys, "ingest", str(path), "--conversation", f"down-{uuid.uuid4().hex[:6]}")
+    code, out, _ = stashbird(None, "ingest", str(path), "--conversation", f"down-{uuid.uuid4().hex[:6]}")
     assert code == 2
     assert "ingested 0" in out and "stopped: embedding endpoint" in out and "1 messages not attempted" in out
 
@@ -85,40 +83,40 @@ async def test_an_embedding_endpoint_that_is_down_stops_the_run_with_its_summary
     ],
 )
 async def test_bad_arguments_are_one_line(
-    argv: list[str], words: tuple[str, ...], cli_env: None, capsys: Capture
+    argv: list[str], words: tuple[str, ...], cli_env: None
 ) -> None:
-    code, _, err = await run_cli(capsys, *argv)
+    code, _, err = stashbird(None, *argv)
     assert code == 2 and one_line(err, *words), err
 
 
-async def test_debug_shows_the_traceback(cli_env: None, capsys: Capture) -> None:
+async def test_debug_shows_the_traceback(cli_env: None) -> None:
     with pytest.raises(ValidationError, match="k:"):
-        await run_cli(capsys, "--debug", "ask", "--conversation", "x", "--k", "0", "q?")
+        stashbird(None, "--debug", "ask", "--conversation", "x", "--k", "0", "q?")
 
 
-async def test_a_file_that_is_not_locomo(cli_env: None, tmp_path: Path, capsys: Capture) -> None:
+async def test_a_file_that_is_not_locomo(cli_env: None, tmp_path: Path) -> None:
     path = tmp_path / "messages.jsonl"
     path.write_text(json.dumps({"id": "1", "author": "ann", "text": "hi", "ts": 1}) + "\n")
-    code, _, err = await run_cli(capsys, "ingest", "--locomo", str(path), "--conversation", "x")
+    code, _, err = stashbird(None, "ingest", "--locomo", str(path), "--conversation", "x")
     assert code == 2 and one_line(err, "not a LoCoMo conversation")
 
 
 async def test_dash_reads_messages_from_standard_input(
-    memory: Memory, cli_env: None, monkeypatch: pytest.MonkeyPatch, capsys: Capture
+    memory: Memory, cli_env: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     line = json.dumps({"id": "s1", "author": "ann", "text": "from a pipe", "ts": 1_700_000_000})
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(line.encode() + b"\n")))
-    code, out, err = await run_cli(capsys, "ingest", "-", "--conversation", f"stdin-{uuid.uuid4().hex[:6]}", "--json")
+    code, out, err = stashbird(None, "ingest", "-", "--conversation", f"stdin-{uuid.uuid4().hex[:6]}", "--json")
     assert code == 0, err
     assert json.loads(out)["ingested"] == 1
 
 
-async def test_a_question_dated_in_year_one_is_answered(memory: Memory, cli_env: None, capsys: Capture) -> None:
+async def test_a_question_dated_in_year_one_is_answered(memory: Memory, cli_env: None) -> None:
     """Issue case 8: "last year" on 0001-01-01 would be year 0; it resolves to nothing."""
     name = f"year-one-{uuid.uuid4().hex[:6]}"
     message = validate_message({"id": "m1", "author": "Ann", "text": "I went hiking in the Alps.", "ts": "2026-01-05T10:00:00Z"})
     await ingest(memory, ConversationRef.parse(name), [message], principal=Principal.operator("test"))
     argv = ["ask", "--conversation", name, "--date", "0001-01-01", "what did Ann do last year?", "--json"]
-    code, out, err = await run_cli(capsys, *argv)
+    code, out, err = stashbird(None, *argv)
     assert code == 0, err
     assert json.loads(out)["time_ranges"] == []

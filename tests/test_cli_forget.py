@@ -7,7 +7,7 @@ import json
 import uuid
 from pathlib import Path
 
-from test_cli_ingest import stashbird
+from clirun import stashbird
 
 
 def test_forget_and_edit_commands(database_url: str, tmp_path: Path) -> None:

@@ -4,57 +4,19 @@ script), and once as a real subprocess."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 import subprocess
 import sys
 import uuid
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
-from bot.cli import main
+from clirun import stashbird
 
 # The LoCoMo data lives in ``shared/`` beside the checkout (or beside its worktrees' folder).
 _CANDIDATES = [parent / "shared" / "data" / "locomo" / "26.json" for parent in Path(__file__).resolve().parents]
 LOCOMO_26 = next((path for path in _CANDIDATES if path.exists()), _CANDIDATES[0])
-
-
-@dataclass(frozen=True)
-class Run:
-    returncode: int
-    stdout: str
-    stderr: str
-
-
-def stashbird(database_url: str, *args: str) -> Run:
-    """``stashbird ARGS`` with DATABASE_URL set, run by ``bot.cli.main`` in this process."""
-    out, err = io.StringIO(), io.StringIO()
-    previous = os.environ.get("DATABASE_URL")
-    os.environ["DATABASE_URL"] = database_url
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            # In a thread of its own: main() runs its own event loop, and an async test
-            # already runs one in this thread.
-            with ThreadPoolExecutor(1) as pool:
-                code = pool.submit(_main, list(args)).result()
-    finally:
-        if previous is None:
-            del os.environ["DATABASE_URL"]
-        else:
-            os.environ["DATABASE_URL"] = previous
-    return Run(code, out.getvalue(), err.getvalue())
-
-
-def _main(argv: list[str]) -> int:
-    try:
-        return main(argv)
-    except SystemExit as exit:  # argparse refusing the arguments
-        return exit.code if isinstance(exit.code, int) else 2
 
 
 def test_the_installed_command_runs_as_a_process(database_url: str, tmp_path: Path) -> None:

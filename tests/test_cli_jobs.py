@@ -9,8 +9,8 @@ import json
 import uuid
 
 import pytest
+from clirun import stashbird
 from sqlalchemy import func, select
-from test_cli_ingest import stashbird
 
 from bot.commands import jobs as jobs_command
 from bot.settings import Settings

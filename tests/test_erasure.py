@@ -8,8 +8,8 @@ import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 
+from clirun import stashbird
 from sqlalchemy import text
-from test_cli_ingest import stashbird
 
 from memory import api
 from memory.api import Principal

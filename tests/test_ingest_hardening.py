@@ -9,7 +9,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from clirun import run_cli
+from clirun import stashbird
 from hostile import HOSTILE, mixed_file
 from sqlalchemy import text
 
@@ -19,7 +19,7 @@ OPERATOR = Principal.operator("test")
 
 
 async def test_a_thousand_good_lines_among_a_hundred_hostile_ones(
-    memory: Memory, cli_env: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    memory: Memory, cli_env: None, tmp_path: Path
 ) -> None:
     """The issue's done-when check: every kind of hostile line, none stops the others."""
     data, numbers, kinds = mixed_file(1000, 100)
@@ -28,7 +28,7 @@ async def test_a_thousand_good_lines_among_a_hundred_hostile_ones(
     path.write_bytes(data)
     name = f"hostile-{uuid.uuid4().hex[:8]}"
 
-    code, out, err = await run_cli(capsys, "ingest", str(path), "--conversation", name, "--json")
+    code, out, err = stashbird(None, "ingest", str(path), "--conversation", name, "--json")
     assert code == 0, err
     report = json.loads(out)
     assert (report["ingested"], report["duplicates"]) == (1000, 0)
@@ -37,7 +37,7 @@ async def test_a_thousand_good_lines_among_a_hundred_hostile_ones(
     stored = await messages(memory, ConversationRef.parse(name), principal=OPERATOR)
     assert sorted(m["message_id"] for m in stored) == sorted(f"g{i}" for i in range(1000))
 
-    code, out, _ = await run_cli(capsys, "forget", "--conversation", name, "--message", "g3")  # stored from "  g3\t"
+    code, out, _ = stashbird(None, "forget", "--conversation", name, "--message", "g3")  # stored from "  g3\t"
     assert code == 0 and "deleted" in out
 
 
@@ -81,10 +81,10 @@ async def test_an_id_with_surrounding_spaces_is_deleted_and_edited_by_its_stripp
 
 
 async def test_forget_on_an_unknown_conversation_is_an_error_and_creates_nothing(
-    memory: Memory, cli_env: None, capsys: pytest.CaptureFixture[str]
+    memory: Memory, cli_env: None
 ) -> None:
     name = f"typo-{uuid.uuid4().hex[:8]}"
-    code, _, err = await run_cli(capsys, "forget", "--conversation", name, "--message", "m1")
+    code, _, err = stashbird(None, "forget", "--conversation", name, "--message", "m1")
     assert code == 2 and f"no conversation '{name}'" in err and len(err.strip().splitlines()) == 1
     with pytest.raises(UnknownConversation):
         await messages(memory, ConversationRef.parse(name), principal=OPERATOR)

@@ -10,11 +10,6 @@ import memory
 
 ROOT = Path(__file__).resolve().parents[1]
 OUTSIDE = ("bot", "jobs", "connectors")
-# Known and to be converted: benchmarks that landed (issues 11 and 15) while the rest
-# moved to the public API: forget's supplied graph with per-turn wordings and word-level
-# residue scan (memory.load_supplied, integrity, residue and forget(policy=...) exist for
-# it), and the offline answers benchmark with its shared LoCoMo loader.
-NOT_YET = {"bot/bench/forget.py", "bot/bench/common.py", "bot/bench/answers.py"}
 
 
 def private_imports(source: str) -> list[str]:
@@ -42,6 +37,6 @@ def test_nothing_outside_the_core_imports_its_private_modules() -> None:
     offenders = {
         str(path.relative_to(ROOT)): names
         for path in modules
-        if str(path.relative_to(ROOT)) not in NOT_YET and (names := private_imports(path.read_text(encoding="utf-8")))
+        if (names := private_imports(path.read_text(encoding="utf-8")))
     }
     assert offenders == {}

@@ -87,14 +87,14 @@ async def test_a_deleted_witness_leaves_no_word_and_the_answer_credits_only_zack
     assert "Brindlemere Quays" in names and "Brindlemere Quay" not in names
     assert "Yara lives in Brindlemere Quays" in documents
     async with memory.sessions() as session:
-        assert await word_residue(session, cid, [F1]) == {}
+        assert (await word_residue(session, cid, [F1])).found == {}
     answer = await api.ask(memory, conversation_ref, "Where does Yara live?", principal=OPERATOR)
     assert "Brindlemere Quays" in answer.answer and "quenchwick" not in answer.answer.lower()
     assert answer.citations and {c.speaker for c in answer.citations} == {"Zack"}
     relation_items = [item for item in answer.evidence if item.kind == "relation"]
     assert relation_items and all(s.speaker == "Zack" for item in relation_items for s in item.supporting)
     async with memory.sessions() as session:  # the answer's own trace holds no word of f1 either
-        assert await word_residue(session, cid, [F1]) == {}
+        assert (await word_residue(session, cid, [F1])).found == {}
 
 
 async def test_an_edit_leaves_no_word_of_the_replaced_text(memory: Memory, conversation_ref: ConversationRef) -> None:
@@ -103,14 +103,14 @@ async def test_an_edit_leaves_no_word_of_the_replaced_text(memory: Memory, conve
     report = await api.edit(memory, conversation_ref, "f1", corrected, principal=OPERATOR)
     assert report.status == "edited"
     async with memory.sessions() as session:
-        assert await word_residue(session, cid, [F1]) == {}
+        assert (await word_residue(session, cid, [F1])).found == {}
     facts, names, _ = await shown(memory, cid)
     assert facts == ["Yara lives in Brindlemere Quays"] and "Brindlemere Quay" not in names
 
     again = ReplayExtractor.from_records([said("f1", "Brindlemere Quays", "Yara moved to Brindlemere Quays", "duplicate")])
     await api.consolidate(memory, conversation_ref, principal=OPERATOR, extractor=again)
     async with memory.sessions() as session:
-        assert await word_residue(session, cid, [F1]) == {}
+        assert (await word_residue(session, cid, [F1])).found == {}
         assert corrected in await surviving_texts(session, cid)
     facts, _, _ = await shown(memory, cid)
     assert facts == ["Yara lives in Brindlemere Quays"]  # the earliest worded witness is still Zack's
@@ -145,4 +145,4 @@ async def test_a_sentence_drawn_from_two_messages_goes_with_either(memory: Memor
     facts, _, _ = await shown(memory, cid)
     assert facts == ["Yara lives in Brindlemere Quay"]  # subject, predicate, object
     async with memory.sessions() as session:
-        assert await word_residue(session, cid, [F1]) == {}
+        assert (await word_residue(session, cid, [F1])).found == {}

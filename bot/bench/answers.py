@@ -33,6 +33,7 @@ from typing import Any
 
 from bot import locomo
 from bot.bench.common import (
+    BENCH,
     REUSE_DATABASE,
     SPLITS,
     add_locomo_argument,
@@ -43,13 +44,19 @@ from bot.bench.common import (
 )
 from bot.progress import progress
 from bot.settings import Settings
-from memory.core import Memory
-from memory.models.tokens import count_tokens
-from memory.retrieval.answering import NOT_IN_MEMORY, Answer, answer, baseline_quotes, said
-from memory.retrieval.evidence import EvidenceItem
-from memory.retrieval.selection import DEFAULT_WEIGHTS, AbstentionRule
+from memory import (
+    NOT_IN_MEMORY,
+    AbstentionRule,
+    Answer,
+    Memory,
+    SelectionWeights,
+    ask,
+    baseline_reply,
+    count_tokens,
+)
 
 ADVERSARIAL = 5
+DEFAULTS = SelectionWeights()  # the calibrated weights and abstention rule
 # The curve: the doubt threshold moved by these steps from its default.
 STEPS = (-1.0, -0.5, -0.25, 0.0, 0.25, 0.5, 1.0)
 _STOP = set(
@@ -108,7 +115,7 @@ class Tally:
     answers: int = 0
     by_category: dict[int, list[int]] = field(default_factory=dict)  # asked, first evidence, refused/abstained
 
-    def add(self, category: int, gold: set[int], gold_answer: str, cited: Sequence[int], refused: bool, reply: str) -> None:
+    def add(self, category: int, gold: set[str], gold_answer: str, cited: Sequence[str], refused: bool, reply: str) -> None:
         self.answers += 1
         self.tokens += count_tokens(reply)
         counts = self.by_category.setdefault(category, [0, 0, 0])
@@ -142,19 +149,6 @@ class Tally:
                 for c, (q, f, r) in sorted(self.by_category.items())
             },
         }
-
-
-def baseline_reply(items: Sequence[EvidenceItem]) -> tuple[str, list[int]]:
-    """The baseline's answer text and cited episodes (the best three relevant items)."""
-    chosen = baseline_quotes(items)
-    lines = []
-    cited: list[int] = []
-    for index, item in enumerate(chosen):
-        shown = [e for e in (((item.episode,) if item.episode else ()) + item.supporting) if not e.is_bot]
-        cited += [e.episode_id for e in shown if e.episode_id not in cited]
-        quote = said(item.episode) if item.episode else item.text
-        lines.append(("Also: " if index else "") + f"{quote} [{item.label}]")
-    return ("\n".join(lines) if lines else NOT_IN_MEMORY), cited
 
 
 def reply_text(result: Answer) -> str:
@@ -203,23 +197,21 @@ async def _split(memory: Memory, conversations: list[locomo.Conversation], run_i
     system, baseline, sweep = Tally(), Tally(), Sweep()
     # Answers are computed without the thresholds so that the sweep sees every
     # question's scores; the default rule is applied to them afterwards.
-    rule = DEFAULT_WEIGHTS.abstention
-    open_weights = dataclasses.replace(DEFAULT_WEIGHTS, abstention=dataclasses.replace(rule, refuse_above=float("inf")))
+    rule = DEFAULTS.abstention
+    open_weights = dataclasses.replace(DEFAULTS, abstention=dataclasses.replace(rule, refuse_above=float("inf")))
     with progress(sum(len(c.questions) for c in conversations), f"answers {name}") as bar:
         for conversation in conversations:
-            conversation_id, episode_of = await locomo_conversation(memory, conversation, run_id, True)
+            ref, stored = await locomo_conversation(memory, conversation, run_id, True)
             question_date = max(conversation.session_dates.values()) + timedelta(days=1)
             for question in conversation.questions:
                 bar.update(1)
-                gold = {episode_of[e] for e in question.evidence if e in episode_of}
+                gold = {e for e in question.evidence if e in stored}
                 if question.category != ADVERSARIAL and not gold:
                     continue
-                result = await answer(
-                    memory, conversation_id, question.question, question_date, principal="bench", weights=open_weights
-                )
+                result = await ask(memory, ref, question.question, principal=BENCH, date=question_date, weights=open_weights)
                 sweep.add(question.category, result, rule)
                 refused = not result.in_memory or refusal(result, rule)
-                cited = [] if refused else [c.episode_id for c in result.citations]
+                cited = [] if refused else [c.platform_message_id for c in result.citations]
                 shown = NOT_IN_MEMORY if refused else reply_text(result)
                 system.add(question.category, gold, question.answer, cited, refused, shown)
                 text, cited = baseline_reply(result.evidence)
@@ -245,7 +237,7 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
         names = {split: chosen[: args.conversations] for split, chosen in names.items()}
     run_id = reuse_run_id(True) if args.reuse else uuid.uuid4().hex[:6]
     database = REUSE_DATABASE if args.reuse else "stashbird_bench_answers"
-    result: dict[str, Any] = {"bench": "answers", "weights": dataclasses.asdict(DEFAULT_WEIGHTS), "splits": {}}
+    result: dict[str, Any] = {"bench": "answers", "weights": dataclasses.asdict(DEFAULTS), "splits": {}}
     async with bench_memory(settings, database, keep=args.reuse) as memory:
         for split, chosen in names.items():
             if chosen:

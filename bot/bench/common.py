@@ -12,8 +12,6 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, AsyncIterator
 
-from sqlalchemy import func, select
-
 from bot import locomo
 from bot.runtime import build_embedder
 from bot.settings import Settings
@@ -23,15 +21,15 @@ from memory import (
     Memory,
     OfflineExtractor,
     Principal,
+    UnknownConversation,
     build_communities,
     consolidate,
     drop_embedded_database,
     ingest,
+    messages,
     open_memory,
     start_embedded,
 )
-from memory.store.conversations import find_conversation
-from memory.store.schema import Episode
 
 DEFAULT_LOCOMO = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "locomo"
 # Tuning is done on the calibration split only; figures are reported on the held-out one.
@@ -62,31 +60,23 @@ def reuse_run_id(consolidated: bool) -> str:
 
 async def locomo_conversation(
     memory: Memory, conversation: locomo.Conversation, run_id: str, consolidated: bool, communities: bool = False
-) -> tuple[int, dict[str, int]]:
+) -> tuple[ConversationRef, set[str]]:
     """Ingest and consolidate offline (both skipped for what the database already
     holds: the ingest when every turn is stored, the consolidation past its
-    checkpoint), and build communities when asked. Returns the conversation's id and
-    its episode ids by LoCoMo turn id."""
+    checkpoint), and build communities when asked. Returns the conversation and the
+    LoCoMo turn ids it holds."""
     ref = ConversationRef("bench", run_id, f"locomo-{conversation.name}")
-    async with memory.sessions() as session:
-        known = await find_conversation(session, ref)
+    try:
+        stored = len(await messages(memory, ref, principal=BENCH))
+    except UnknownConversation:
         stored = 0
-        if known is not None:
-            stored = (
-                await session.execute(select(func.count()).select_from(Episode).where(Episode.conversation_id == known))
-            ).scalar_one()
     if stored < len(conversation.turns):
         await ingest(memory, ref, [t.message for t in conversation.turns], principal=BENCH)
     if consolidated:
         await consolidate(memory, ref, principal=BENCH, extractor=OfflineExtractor())
     if communities:
         await build_communities(memory, ref, principal=BENCH)
-    async with memory.sessions() as session:
-        conversation_id = await find_conversation(session, ref)
-        rows = await session.execute(
-            select(Episode.platform_message_id, Episode.id).where(Episode.conversation_id == conversation_id)
-        )
-        return int(conversation_id or 0), dict(rows.all())
+    return ref, {str(m["message_id"]) for m in await messages(memory, ref, principal=BENCH)}
 
 
 @asynccontextmanager

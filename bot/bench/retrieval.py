@@ -40,9 +40,11 @@ import numpy as np
 
 from bot import locomo
 from bot.bench.common import (
+    BENCH,
     add_locomo_argument,
     bench_memory,
     load_locomo,
+    locomo_conversation,
     median,
     percentile,
 )
@@ -51,20 +53,12 @@ from bot.settings import Settings
 from memory import (
     ConversationRef,
     Memory,
-    OfflineExtractor,
-    Principal,
-    UnknownConversation,
     ValidationError,
-    build_communities,
-    consolidate,
-    ingest,
     load_bulk_messages,
     messages,
     recall,
     search_vector,
 )
-
-BENCH = Principal.operator("bench")
 
 KS = (10, 30)
 CATEGORIES = (1, 2, 3, 4)
@@ -125,25 +119,6 @@ class Score:
         }
 
 
-async def _ingest(
-    memory: Memory, conversation: locomo.Conversation, run_id: str, graph: bool, communities: bool = False
-) -> ConversationRef:
-    """Ingest and consolidate (both skipped for what the database already holds: the
-    ingest when every turn is stored, the consolidation past its checkpoint)."""
-    ref = ConversationRef("bench", run_id, f"locomo-{conversation.name}")
-    try:
-        stored = len(await messages(memory, ref, principal=BENCH))
-    except UnknownConversation:
-        stored = 0
-    if stored < len(conversation.turns):
-        await ingest(memory, ref, [t.message for t in conversation.turns], principal=BENCH)
-    if graph:
-        await consolidate(memory, ref, principal=BENCH, extractor=OfflineExtractor())
-    if communities:
-        await build_communities(memory, ref, principal=BENCH)
-    return ref
-
-
 async def _score(
     memory: Memory, ref: ConversationRef, question: locomo.Question, date: datetime, kinds: Sequence[str],
     scores: dict[int, Score],
@@ -169,7 +144,7 @@ async def _locomo(
     total = sum(1 for c in conversations for q in c.questions if q.category in CATEGORIES)
     with progress(total, "retrieval") as bar:
         for conversation in conversations:
-            ref = await _ingest(memory, conversation, run_id, graph, communities)
+            ref, _ = await locomo_conversation(memory, conversation, run_id, graph, communities)
             question_date = max(conversation.session_dates.values()) + timedelta(days=1)
             for question in conversation.questions:
                 if question.category not in CATEGORIES:

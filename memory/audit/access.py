@@ -12,12 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import insert, literal, select
-from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from memory.store.conversations import ConversationRef
-from memory.store.schema import AuditEntry, Conversation
+from memory.store.audit import write_audit
+from memory.store.conversations import ConversationRef, find_conversation
 
 GRANTED = "audit"
 REFUSED = "audit_refused"
@@ -39,18 +37,10 @@ def may_list(kind: str, principal_id: str, admin_ids: frozenset[str]) -> bool:
 async def log_request(
     session: AsyncSession, conversation: ConversationRef, principal: str, granted: bool, query: str, arguments: dict[str, Any]
 ) -> int | None:
-    """Log the request in the named conversation's audit log, resolving the conversation
-    in the same statement (this is on every audit query's path); None when there is no
-    such conversation, and so nothing logged."""
-    details = literal({"query": query, "arguments": arguments}, JSONB)
-    source = select(Conversation.id, literal(principal), literal(GRANTED if granted else REFUSED), details).where(
-        Conversation.platform == conversation.platform,
-        Conversation.workspace_id == conversation.workspace_id,
-        Conversation.channel_id == conversation.channel_id,
-    )
-    statement = (
-        insert(AuditEntry)
-        .from_select(["conversation_id", "principal", "action", "details"], source)
-        .returning(AuditEntry.conversation_id)
-    )
-    return (await session.execute(statement)).scalar()
+    """Log the request in the named conversation's audit log and return the
+    conversation's id; None when there is no such conversation, and so nothing logged."""
+    conversation_id = await find_conversation(session, conversation)
+    if conversation_id is not None:
+        details = {"query": query, "arguments": arguments}
+        await write_audit(session, conversation_id, principal, GRANTED if granted else REFUSED, details)
+    return conversation_id

@@ -30,11 +30,12 @@ from datetime import datetime, timezone
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, Field
-from sqlalchemy import insert, select
+from sqlalchemy import insert
 
 from memory.core import Memory
-from memory.errors import StashbirdError, ValidationError
+from memory.errors import StashbirdError
 from memory.models.llm import LLMClient
+from memory.principal import Principal
 from memory.retrieval.evidence import (
     EpisodeRef,
     EvidenceItem,
@@ -46,9 +47,10 @@ from memory.retrieval.llm_steps import decompose, needs_decomposition, rerank
 from memory.retrieval.pipeline import retrieve, speaker_names
 from memory.retrieval.reading import corrections_of, question_cues, read_seen
 from memory.retrieval.selection import DEFAULT_WEIGHTS, Choice, SelectionWeights, choose
-from memory.store.conversations import ConversationRef, find_conversation
+from memory.store.audit import write_audit
+from memory.store.conversations import ConversationRef
 from memory.store.ledger import Usage, record_usage
-from memory.store.schema import AnswerEvidence, AnswerTrace, AuditEntry, Conversation
+from memory.store.schema import AnswerEvidence, AnswerTrace
 
 log = logging.getLogger(__name__)
 
@@ -195,6 +197,19 @@ def baseline_quotes(items: Sequence[EvidenceItem]) -> list[EvidenceItem]:
     return relevant[:BASELINE_QUOTES]
 
 
+def baseline_reply(items: Sequence[EvidenceItem]) -> tuple[str, list[str]]:
+    """The baseline's answer text and the platform ids of the messages it cites: the
+    items ``baseline_quotes`` chooses, each quoted with its label. Pure."""
+    lines = []
+    cited: list[str] = []
+    for index, item in enumerate(baseline_quotes(items)):
+        shown = [e for e in (((item.episode,) if item.episode else ()) + item.supporting) if not e.is_bot]
+        cited += [e.platform_message_id for e in shown if e.platform_message_id not in cited]
+        quote = said(item.episode) if item.episode else item.text
+        lines.append(("Also: " if index else "") + f"{quote} [{item.label}]")
+    return ("\n".join(lines) if lines else NOT_IN_MEMORY), cited
+
+
 def cite(items: Sequence[EvidenceItem], labels: Sequence[str]) -> list[Citation]:
     """The non-bot messages behind the cited labels, each once, in citation order. Pure."""
     by_label = labelled_episodes(items)
@@ -274,19 +289,6 @@ def draft_offline(choice: Choice, link: Any = lambda _: None) -> Drafted:
     return Drafted(text, True, cited, messages)
 
 
-async def _conversation(memory: Memory, conversation: ConversationRef | str | int) -> tuple[int, Conversation]:
-    async with memory.sessions() as session:
-        if isinstance(conversation, int):
-            found: int | None = conversation
-        else:
-            ref = conversation if isinstance(conversation, ConversationRef) else ConversationRef.parse(conversation)
-            found = await find_conversation(session, ref)
-        row = (await session.execute(select(Conversation).where(Conversation.id == found))).scalar() if found else None
-    if row is None:
-        raise ValidationError("conversation", f"no conversation {str(conversation)!r} in memory")
-    return row.id, row
-
-
 async def _guarded(step: str, notes: list[str], usages: list[Usage], call: Awaitable[tuple[T, Usage]]) -> T | None:
     """Run an LLM step; on failure go on with its offline stand-in and say so."""
     try:
@@ -343,21 +345,19 @@ async def _draft_llm(
 
 async def answer(
     memory: Memory,
-    conversation: ConversationRef | str | int,
+    conversation_id: int,
+    conversation: ConversationRef,
     question: str,
-    question_date: datetime | None = None,
-    principal: str = "cli",
+    *,
+    principal: Principal,
+    date: datetime | None = None,
     k: int | None = None,
     weights: SelectionWeights = DEFAULT_WEIGHTS,
 ) -> Answer:
-    """Answer ``question`` from the memory of one conversation (see the module doc)."""
-    if not question or not question.strip():
-        raise ValidationError("question", "is empty")
+    """Answer ``question`` from the memory of one conversation, resolved by the caller
+    (its id and reference; the API checks the question and ``k``; see the module doc)."""
     k = k or memory.params.evidence_k
-    if k < 1:
-        raise ValidationError("k", "must be at least 1")
-    conversation_id, row = await _conversation(memory, conversation)
-    question_date = question_date or datetime.now(timezone.utc)
+    question_date = date or datetime.now(timezone.utc)
     if question_date.tzinfo is None:
         question_date = question_date.replace(tzinfo=timezone.utc)
     llm = memory.llm
@@ -379,7 +379,7 @@ async def answer(
         items = await assemble(session, conversation_id, candidates, k)
 
     def link(message_id: str) -> str | None:
-        return message_link(row.platform, row.workspace_id, row.channel_id, message_id)
+        return message_link(conversation.platform, conversation.workspace_id, conversation.channel_id, message_id)
 
     # The offline choice is cheap and always made: it is the fallback, and a question
     # about someone the conversation never names needs no model call.
@@ -458,7 +458,7 @@ def trace_retrieval(result: Answer) -> dict[str, Any]:
     }
 
 
-async def _store_trace(memory: Memory, conversation_id: int, principal: str, result: Answer) -> int:
+async def _store_trace(memory: Memory, conversation_id: int, principal: Principal, result: Answer) -> int:
     items, usages = result.evidence, result.usage
     episode_ids = sorted({e.episode_id for item in items for e in item.episodes})
     async with memory.sessions.begin() as session:
@@ -467,7 +467,7 @@ async def _store_trace(memory: Memory, conversation_id: int, principal: str, res
                 insert(AnswerTrace)
                 .values(
                     conversation_id=conversation_id,
-                    principal=principal,
+                    principal=str(principal),
                     question=result.question,
                     sub_queries=result.sub_queries,
                     answer=result.answer,
@@ -483,14 +483,8 @@ async def _store_trace(memory: Memory, conversation_id: int, principal: str, res
                     [{"trace_id": trace_id, "episode_id": e, "conversation_id": conversation_id} for e in episode_ids]
                 )
             )
-        await session.execute(
-            insert(AuditEntry).values(
-                conversation_id=conversation_id,
-                principal=principal,
-                action="answer",
-                details={"trace_id": trace_id, "evidence_items": len(items), "evidence_episodes": len(episode_ids)},
-            )
-        )
+        details = {"trace_id": trace_id, "evidence_items": len(items), "evidence_episodes": len(episode_ids)}
+        await write_audit(session, conversation_id, str(principal), "answer", details)
         for usage in usages:
             await record_usage(session, conversation_id, usage)
     return trace_id

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -142,13 +143,22 @@ async def _lexemes(session: AsyncSession, candidates: Iterable[str]) -> dict[str
     return {lexeme: word for lexeme, word in rows}
 
 
+@dataclass(frozen=True)
+class WordResidue:
+    """The words only the gone texts said (``checked``), and those of them found in the
+    conversation's rows, mapped to the ``table.column`` places (empty: none survived)."""
+
+    checked: frozenset[str]
+    found: dict[str, set[str]]
+
+
 async def word_residue(
     session: AsyncSession, conversation_id: int, gone_texts: Iterable[str], ignore: Iterable[str] = ()
-) -> dict[str, set[str]]:
-    """Words only the gone texts said, found anywhere in the conversation's rows, mapped
-    to the ``table.column`` places they were found (empty: no word survived)."""
+) -> WordResidue:
+    """Words only the gone texts said, looked for anywhere in the conversation's rows."""
     surviving = await surviving_texts(session, conversation_id)
-    return await find_words(session, conversation_id, unique_words(gone_texts, surviving, ignore), surviving)
+    checked = unique_words(gone_texts, surviving, ignore)
+    return WordResidue(frozenset(checked), await find_words(session, conversation_id, checked, surviving))
 
 
 async def find_words(
