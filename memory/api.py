@@ -17,73 +17,44 @@ from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequenc
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from memory.audit.about import About
-from memory.audit.about import about as _about
-from memory.audit.access import log_request, may_audit, may_list
-from memory.audit.explain import Explanation
-from memory.audit.explain import explain as _explain
-from memory.audit.forgotten import DeletionLog, deletion_log
-from memory.audit.overview import ConversationSummary, Overview, conversation_summaries
-from memory.audit.overview import overview as _overview
-from memory.audit.provenance import Provenance
-from memory.audit.provenance import provenance as _provenance
-from memory.audit.stats import Stats, conversation_stats
-from memory.communities import run as _communities
-from memory.communities.run import CommunityReport
-from memory.consolidation.extraction import Extractor
-from memory.consolidation.run import ConsolidationReport, unconsolidated_count
-from memory.consolidation.run import consolidate as _consolidate
-from memory.consolidation.summary import rebuild_summary
-from memory.core import Memory
-from memory.episodes.append import AppendResult, Message
-from memory.episodes.chain import chain
-from memory.episodes.ingest import ingest_messages
-from memory.episodes.listing import StoredMessage
-from memory.episodes.listing import stored_messages as _stored_messages
-from memory.episodes.reindex import clear_stale_mark, reindex_episodes
 from memory.errors import AccessDenied, ConfigurationError, UnknownConversation, ValidationError
-from memory.forgetting.commands import (
-    DeletionReport,
-    EditReport,
-    delete_episode,
-    edit_episode,
-)
-from memory.forgetting.policies import ForgettingPolicy, delete_by_policy
-from memory.graph.reads import list_facts
 from memory.limits import MAX_EVIDENCE_K
 from memory.principal import Principal
-from memory.retrieval.answering import Answer, answer
-from memory.retrieval.recall import Recall, search_with_vector
-from memory.retrieval.recall import recall as _recall
-from memory.retrieval.search import SearchResult
-from memory.retrieval.selection import DEFAULT_WEIGHTS, SelectionWeights
-from memory.store import erasure
-from memory.store import inbox as _inbox
-from memory.store.audit import write_audit
-from memory.store.backlog import Backlog, read_backlog
-from memory.store.citus import CitusPlan
-from memory.store.citus import apply_plan as apply_citus_plan
-from memory.store.citus import read_plan as read_citus_plan
-from memory.store.conversations import (
-    ConversationRef,
-    delete_conversation,
-    ensure_conversation,
-    find_conversation,
-    list_conversations,
-)
-from memory.store.erasure import MaintenanceReport
-from memory.store.inbox import InboxBacklog, InboxClaim, InboxEntry
-from memory.store.integrity import Integrity, check_integrity
-from memory.store.ledger import usage_totals
-from memory.store.locks import LockPurpose, lock_conversation
-from memory.store.residue import WordResidue, find_tokens
-from memory.store.residue import word_residue as _word_residue
-from memory.synthetic import SuppliedGraph, SuppliedIds, bulk_graph, bulk_messages, supply_graph
+from memory.store.conversations import delete_conversation, ensure_conversation, find_conversation, list_conversations
 from memory.validation import check_json, check_text, normalize_id
 
+if TYPE_CHECKING:
+    from memory.audit.about import About
+    from memory.audit.explain import Explanation
+    from memory.audit.forgotten import DeletionLog
+    from memory.audit.overview import ConversationSummary, Overview
+    from memory.audit.provenance import Provenance
+    from memory.audit.stats import Stats
+    from memory.communities.run import CommunityReport
+    from memory.consolidation.extraction import Extractor
+    from memory.consolidation.run import ConsolidationReport
+    from memory.core import Memory
+    from memory.episodes.append import AppendResult, Message
+    from memory.episodes.listing import StoredMessage
+    from memory.forgetting.commands import DeletionReport, EditReport
+    from memory.forgetting.policies import ForgettingPolicy
+    from memory.retrieval.answering import Answer
+    from memory.retrieval.recall import Recall
+    from memory.retrieval.search import SearchResult
+    from memory.retrieval.selection import SelectionWeights
+    from memory.store.backlog import Backlog
+    from memory.store.citus import CitusPlan
+    from memory.store.conversations import ConversationRef
+    from memory.store.erasure import MaintenanceReport
+    from memory.store.inbox import InboxBacklog, InboxClaim, InboxEntry
+    from memory.store.integrity import Integrity
+    from memory.store.residue import WordResidue
+    from memory.synthetic import SuppliedGraph, SuppliedIds
+
 log = logging.getLogger("memory")
+
 
 @dataclass(frozen=True)
 class Rejected:
@@ -156,6 +127,7 @@ async def ingest(
     """Append messages (idempotent on their platform ids); each is searchable at once. A
     message the database refuses is reported in ``rejected`` and costs the others
     nothing; an embedding endpoint that fails stops the run (``stopped``)."""
+    from memory.episodes.ingest import ingest_messages
     conversation_id = await resolve_conversation(memory, conversation, create=True)
     with _logged("ingest", conversation_id, principal) as fields:
         run = await ingest_messages(memory, conversation_id, messages, on_batch=on_batch)
@@ -182,6 +154,7 @@ async def consolidate(
     reconcile: bool = True,
 ) -> ConsolidationReport:
     """Turn the conversation's new and edited messages into entities and relations."""
+    from memory.consolidation.run import consolidate as _consolidate
     conversation_id = await resolve_conversation(memory, conversation)
     with _logged("consolidate", conversation_id, principal) as fields:
         report = await _consolidate(memory, conversation_id, extractor, on_progress, reconcile=reconcile)
@@ -191,6 +164,7 @@ async def consolidate(
 
 async def pending(memory: Memory, conversation: ConversationRef, *, principal: Principal) -> int:
     """Messages waiting for consolidation (new, or edited since)."""
+    from memory.consolidation.run import unconsolidated_count
     conversation_id = await resolve_conversation(memory, conversation)
     async with memory.sessions() as session:
         return await unconsolidated_count(session, conversation_id)
@@ -204,11 +178,12 @@ async def ask(
     principal: Principal,
     date: datetime | None = None,
     k: int | None = None,
-    weights: SelectionWeights = DEFAULT_WEIGHTS,
+    weights: SelectionWeights | None = None,
 ) -> Answer:
     """Answer from this conversation's memory only, citing messages; the trace is stored.
     ``weights``: the offline answer selection's weights and abstention thresholds (the
     answers benchmark sweeps them; the service keeps the calibrated defaults)."""
+    from memory.retrieval.answering import answer
     check_text(question, "question")
     if k is not None and not 1 <= k <= MAX_EVIDENCE_K:
         raise ValidationError("k", f"evidence items must be between 1 and {MAX_EVIDENCE_K}, got {k}")
@@ -237,6 +212,8 @@ async def forget(
     benchmark's comparison rules instead (``episode-only``, ``cascade``; no audit entry,
     and the report holds the chain and the documents removed only): never what the
     service does."""
+    from memory.forgetting.commands import delete_episode
+    from memory.forgetting.policies import delete_by_policy
     message_id = normalize_id(message_id, "message")
     conversation_id = await resolve_conversation(memory, conversation, create=principal.kind == "event")
     if policy != "stashbird":
@@ -258,6 +235,7 @@ async def edit(
 ) -> EditReport:
     """Correct a message: retract what the old text supported, store the new text in
     place and queue it for consolidation."""
+    from memory.forgetting.commands import edit_episode
     message_id, text = normalize_id(message_id, "message"), check_text(text, "text")
     conversation_id = await resolve_conversation(memory, conversation)
     with _logged("edit", conversation_id, principal) as fields:
@@ -270,6 +248,7 @@ async def facts(
     memory: Memory, conversation: ConversationRef, *, principal: Principal, include_superseded: bool = True
 ) -> list[dict[str, object]]:
     """Relations in creation order with their status and supporting message ids."""
+    from memory.graph.reads import list_facts
     conversation_id = await resolve_conversation(memory, conversation)
     async with memory.sessions() as session:
         return await list_facts(session, conversation_id, include_superseded)
@@ -277,6 +256,7 @@ async def facts(
 
 async def messages(memory: Memory, conversation: ConversationRef, *, principal: Principal) -> list[dict[str, object]]:
     """The conversation's stored messages in chain order."""
+    from memory.episodes.chain import chain
     conversation_id = await resolve_conversation(memory, conversation)
     async with memory.sessions() as session:
         return await chain(session, conversation_id)
@@ -284,6 +264,7 @@ async def messages(memory: Memory, conversation: ConversationRef, *, principal: 
 
 async def usage(memory: Memory, conversation: ConversationRef, *, principal: Principal) -> list[dict[str, object]]:
     """LLM and embedding calls and tokens by phase and operation."""
+    from memory.store.ledger import usage_totals
     conversation_id = await resolve_conversation(memory, conversation)
     async with memory.sessions() as session:
         return await usage_totals(session, conversation_id)
@@ -305,6 +286,7 @@ async def stored_messages(
 ) -> list[StoredMessage]:
     """Ids, threads and times of the stored messages (from ``since``, of one thread),
     in time order: what a connector compares with the platform's history."""
+    from memory.episodes.listing import stored_messages as _stored_messages
     conversation_id = await resolve_conversation(memory, conversation)
     async with memory.sessions() as session:
         return await _stored_messages(session, conversation_id, since, thread_id)
@@ -317,6 +299,8 @@ def inbox_entry(
     Ids are normalised as everywhere (so the delete of a message finds the events about
     it), and a payload the database cannot hold is refused (ValidationError): checked
     here, per event, so that one bad event never fails the others stored with it. Pure."""
+    from memory.store.inbox import InboxEntry
+
     event_id = normalize_id(event_id, "event_id")
     message_id = None if message_id is None else normalize_id(message_id, "message")
     check_json(payload, "payload")
@@ -328,12 +312,15 @@ async def inbox_put(memory: Memory, entries: Sequence[InboxEntry], *, principal:
     (one commit: events that arrive together share a disk flush). Per entry, False when
     its conversation's inbox already holds its event id: a redelivery, which changes
     nothing."""
+    from memory.store import inbox as _inbox
+
     async with memory.sessions.begin() as session:
         return await _inbox.put(session, entries)
 
 
 async def inbox_conversations(memory: Memory, *, principal: Principal) -> list[ConversationRef]:
     """Conversations whose inbox has events ready to process."""
+    from memory.store import inbox as _inbox
     async with memory.sessions() as session:
         return await _inbox.pending_conversations(session)
 
@@ -345,6 +332,7 @@ async def inbox_claim(
     """Hold a conversation's inbox for processing, or None when another process holds
     it. Held until the block ends or this process dies (the lock goes with its
     connection), so events are processed once at a time, in order, by one process."""
+    from memory.store import inbox as _inbox
     conversation_id = await resolve_conversation(memory, conversation)
     async with _inbox.claim(memory.engine, conversation_id) as claim:
         yield claim
@@ -352,18 +340,21 @@ async def inbox_claim(
 
 async def inbox_backlog(memory: Memory, *, principal: Principal) -> InboxBacklog:
     """Events waiting across all conversations, events given up on, age of the oldest."""
+    from memory.store import inbox as _inbox
     async with memory.sessions() as session:
         return await _inbox.backlog(session)
 
 
 async def inbox_prune(memory: Memory, older_than: timedelta, *, principal: Principal) -> int:
     """Drop inbox rows finished more than ``older_than`` ago; returns how many."""
+    from memory.store import inbox as _inbox
     async with memory.sessions.begin() as session:
         return await _inbox.prune(session, older_than)
 
 
 async def read_cursor(memory: Memory, conversation: ConversationRef, name: str, *, principal: Principal) -> dict[str, Any] | None:
     """A resumable job's saved position in this conversation (None: start afresh)."""
+    from memory.store import inbox as _inbox
     async with memory.sessions() as session:
         conversation_id = await find_conversation(session, conversation)
         return None if conversation_id is None else await _inbox.read_cursor(session, conversation_id, name)
@@ -373,6 +364,7 @@ async def save_cursor(
     memory: Memory, conversation: ConversationRef, name: str, value: dict[str, Any] | None, *, principal: Principal
 ) -> None:
     """Save a resumable job's position (None: the job finished; forget it)."""
+    from memory.store import inbox as _inbox
     async with memory.sessions.begin() as session:
         conversation_id = await ensure_conversation(session, conversation)
         await _inbox.write_cursor(session, conversation_id, name, value)
@@ -389,6 +381,7 @@ async def backlog(
 ) -> list[Backlog]:
     """Waiting background work per conversation (all of them, or one): consolidation
     lag, dirty communities, a dirty running summary, graph changes communities have not seen."""
+    from memory.store.backlog import read_backlog
     conversation_id = None if conversation is None else await resolve_conversation(memory, conversation)
     async with memory.sessions() as session:
         return await read_backlog(session, conversation_id)
@@ -396,6 +389,7 @@ async def backlog(
 
 async def build_communities(memory: Memory, conversation: ConversationRef, *, principal: Principal) -> CommunityReport:
     """Rebuild the conversation's communities by label propagation and summarise them."""
+    from memory.communities import run as _communities
     conversation_id = await resolve_conversation(memory, conversation)
     report = await _communities.build(memory, conversation_id)
     report.add(await _communities.regenerate(memory, conversation_id))
@@ -408,6 +402,7 @@ async def update_communities(
     """After consolidation: new entities join their neighbours' community (which becomes
     dirty), or everything is rebuilt when the share of new entities passes ``rebuild_share``
     (default ``MemoryParams.community_rebuild_share``)."""
+    from memory.communities import run as _communities
     conversation_id = await resolve_conversation(memory, conversation)
     return await _communities.update_membership(memory, conversation_id, rebuild_share)
 
@@ -415,12 +410,14 @@ async def update_communities(
 async def regenerate_communities(memory: Memory, conversation: ConversationRef, *, principal: Principal) -> CommunityReport:
     """Re-summarise dirty communities from their surviving members; dissolve those left
     with fewer than two."""
+    from memory.communities import run as _communities
     conversation_id = await resolve_conversation(memory, conversation)
     return await _communities.regenerate(memory, conversation_id)
 
 
 async def communities(memory: Memory, conversation: ConversationRef, *, principal: Principal) -> list[dict[str, object]]:
     """The conversation's communities with their members; a dirty one shows no summary."""
+    from memory.communities import run as _communities
     conversation_id = await resolve_conversation(memory, conversation)
     async with memory.sessions() as session:
         return await _communities.list_communities(session, conversation_id)
@@ -428,6 +425,9 @@ async def communities(memory: Memory, conversation: ConversationRef, *, principa
 
 async def regenerate_summary(memory: Memory, conversation: ConversationRef, *, principal: Principal) -> bool:
     """Rebuild a running summary a deletion cleared (False when it was not dirty)."""
+    from memory.consolidation.summary import rebuild_summary
+    from memory.store.backlog import read_backlog
+    from memory.store.locks import LockPurpose, lock_conversation
     conversation_id = await resolve_conversation(memory, conversation)
     async with memory.sessions.begin() as session:
         await lock_conversation(session, conversation_id, LockPurpose.GRAPH)
@@ -445,6 +445,7 @@ async def _audited(
     """The conversation's id once the principal may audit it; every request, granted or
     refused, is written to the conversation's audit log (a refusal for a conversation
     that does not exist has no log to go to, and says only that it is refused)."""
+    from memory.audit.access import log_request, may_audit
     granted = may_audit(principal.kind, principal.id, principal.role, memory.admin_ids)
     async with memory.sessions.begin() as session:
         conversation_id = await log_request(session, conversation, str(principal), granted, query, arguments)
@@ -458,6 +459,7 @@ async def _audited(
 async def about(memory: Memory, conversation: ConversationRef, name: str, *, principal: Principal) -> About:
     """Entities matching ``name`` (by name and by meaning), each with its current and
     superseded relations and the messages that support them."""
+    from memory.audit.about import about as _about
     if not isinstance(name, str) or not name.strip():
         raise ValidationError("name", "is empty")
     # the name is embedded while the request is checked and logged (no data is read)
@@ -469,6 +471,7 @@ async def about(memory: Memory, conversation: ConversationRef, name: str, *, pri
 
 async def explain(memory: Memory, conversation: ConversationRef, answer_id: int, *, principal: Principal) -> Explanation:
     """A stored answer's trace; a withdrawn answer says which deleted message withdrew it."""
+    from memory.audit.explain import explain as _explain
     conversation_id = await _audited(memory, conversation, principal, "explain", {"answer_id": answer_id})
     async with memory.sessions() as session:
         return await _explain(session, conversation, conversation_id, answer_id)
@@ -479,6 +482,7 @@ async def forgotten(
 ) -> DeletionLog:
     """Deletions and edits (newest first): when, which message, who asked, what they
     removed, kept, anchored and restored (ids and counts, never the deleted text)."""
+    from memory.audit.forgotten import DeletionLog, deletion_log
     arguments = {"since": since.isoformat() if since else None, "limit": limit}
     conversation_id = await _audited(memory, conversation, principal, "forgotten", arguments)
     async with memory.sessions() as session:
@@ -489,6 +493,7 @@ async def forgotten(
 async def provenance(memory: Memory, conversation: ConversationRef, message_id: str, *, principal: Principal) -> Provenance:
     """Everything derived from one message, and a dry run of its deletion computed by
     the deletion's own rules: what ``forget`` would remove, keep, anchor, restore and dirty."""
+    from memory.audit.provenance import provenance as _provenance
     if not isinstance(message_id, str) or not message_id.strip():
         raise ValidationError("message", "a platform message id is required")
     conversation_id = await _audited(memory, conversation, principal, "provenance", {"message_id": message_id})
@@ -498,6 +503,7 @@ async def provenance(memory: Memory, conversation: ConversationRef, message_id: 
 async def stats(memory: Memory, conversation: ConversationRef, *, principal: Principal) -> Stats:
     """Messages, speakers, entities, anchors, relations, communities, consolidation lag,
     model usage by phase."""
+    from memory.audit.stats import conversation_stats
     conversation_id = await _audited(memory, conversation, principal, "stats", {})
     async with memory.sessions() as session:
         return await conversation_stats(session, str(conversation), conversation_id)
@@ -505,6 +511,7 @@ async def stats(memory: Memory, conversation: ConversationRef, *, principal: Pri
 
 async def overview(memory: Memory, conversation: ConversationRef, *, principal: Principal) -> Overview:
     """The whole memory of a conversation, for the audit report."""
+    from memory.audit.overview import overview as _overview
     conversation_id = await _audited(memory, conversation, principal, "overview", {})
     async with memory.sessions() as session:
         return await _overview(session, conversation, conversation_id)
@@ -514,6 +521,8 @@ async def audit_conversations(memory: Memory, *, principal: Principal) -> list[C
     """Every conversation in memory with its message count; only the operator or a
     configured admin id may list them (a platform admin is an admin of its own
     workspace only)."""
+    from memory.audit.access import may_list
+    from memory.audit.overview import conversation_summaries
     if not may_list(principal.kind, principal.id, memory.admin_ids):
         raise AccessDenied(str(principal), "*")
     async with memory.sessions() as session:
@@ -526,6 +535,9 @@ async def citus_plan(memory: Memory, *, principal: Principal, apply: bool = Fals
     co-located, in foreign-key order. With ``apply``, runs the steps Citus has not done
     yet, each in its own transaction; refused without the extension or when the schema
     breaks a rule (the plan says which)."""
+    from memory.store.citus import apply_plan as apply_citus_plan
+    from memory.store.citus import read_plan as read_citus_plan
+
     async with memory.engine.connect() as connection:
         plan = await read_citus_plan(connection)
     if not apply:
@@ -543,6 +555,7 @@ async def citus_plan(memory: Memory, *, principal: Principal, apply: bool = Fals
 async def vacuum(memory: Memory, *, principal: Principal) -> MaintenanceReport:
     """Plain VACUUM of the memory tables, after a batch of deletions: dead row versions
     and their index entries go (memory.store.erasure says what that does not promise)."""
+    from memory.store import erasure
     return await erasure.vacuum(memory.engine)
 
 
@@ -551,6 +564,8 @@ async def erase(memory: Memory, conversation: ConversationRef, *, principal: Pri
     ``conversation``: the memory tables (every conversation's: Postgres rewrites whole
     tables) are rewritten with their live rows only, indexes rebuilt, then a CHECKPOINT.
     Blocks the memory tables while it runs; recorded in the conversation's audit log."""
+    from memory.store import erasure
+    from memory.store.audit import write_audit
     conversation_id = await resolve_conversation(memory, conversation)
     report = await erasure.erase(memory.engine)
     async with memory.sessions.begin() as session:
@@ -570,6 +585,7 @@ async def reindex(
     which took the speaker's name out of message documents): one conversation, or every
     one (``None``), which also clears the store's mark of stale vectors. Returns the
     messages embedded, by conversation."""
+    from memory.episodes.reindex import clear_stale_mark, reindex_episodes
     refs = [conversation] if conversation is not None else await conversations(memory, principal=principal)
     done = {}
     for ref in refs:
@@ -593,6 +609,7 @@ async def recall(
     """The evidence ``question`` brings back, without an answer: by the service's hybrid
     retrieval (over ``kinds`` of documents, all by default), or by a named baseline
     search (``full_text``, ``vector``: messages only)."""
+    from memory.retrieval.recall import recall as _recall
     conversation_id = await resolve_conversation(memory, conversation)
     when, size = date or datetime.now(UTC), k or memory.params.evidence_k
     return await _recall(memory, conversation_id, question, when, size, search, kinds)
@@ -603,12 +620,14 @@ async def search_vector(
 ) -> SearchResult:
     """The hybrid search for a query whose vector is given (a benchmark's synthetic
     conversation carries random vectors)."""
+    from memory.retrieval.recall import search_with_vector
     conversation_id = await resolve_conversation(memory, conversation)
     return await search_with_vector(memory, conversation_id, question, vector)
 
 
 async def integrity(memory: Memory, conversation: ConversationRef, *, principal: Principal) -> Integrity:
     """Relations without support and search documents of records that are gone."""
+    from memory.store.integrity import check_integrity
     conversation_id = await resolve_conversation(memory, conversation)
     async with memory.sessions() as session:
         return await check_integrity(session, conversation_id)
@@ -618,6 +637,7 @@ async def residue(memory: Memory, pattern: str, *, principal: Principal) -> dict
     """Every distinct match of the POSIX regex ``pattern`` in any text-like column of the
     whole store (all conversations), with where it was found: proof that deleted text
     survives nowhere."""
+    from memory.store.residue import find_tokens
     async with memory.sessions() as session:
         return await find_tokens(session, pattern)
 
@@ -628,6 +648,7 @@ async def word_residue(
 ) -> WordResidue:
     """Words that only ``gone_texts`` (deleted or edited-away messages) said, less
     ``ignore``, and where in the conversation's rows any of them is still found."""
+    from memory.store.residue import word_residue as _word_residue
     conversation_id = await resolve_conversation(memory, conversation)
     async with memory.sessions() as session:
         return await _word_residue(session, conversation_id, gone_texts, ignore)
@@ -644,6 +665,7 @@ async def load_supplied(
     principal: Principal,
 ) -> SuppliedIds:
     """Benchmarks: store messages and a graph as given (see ``memory.synthetic``)."""
+    from memory.synthetic import supply_graph
     conversation_id = await resolve_conversation(memory, conversation, create=True)
     return await supply_graph(memory, conversation_id, messages, message_vectors, graph, vectors)
 
@@ -657,11 +679,13 @@ async def load_bulk_messages(
     principal: Principal,
 ) -> None:
     """Benchmarks: many messages with given vectors, bulk-inserted and chained."""
+    from memory.synthetic import bulk_messages
     conversation_id = await resolve_conversation(memory, conversation, create=True)
     await bulk_messages(memory, conversation_id, speaker, batches)
 
 
 async def load_bulk_graph(memory: Memory, conversation: ConversationRef, size: int, *, principal: Principal) -> None:
     """Benchmarks: ``size`` messages and a proportional graph with random vectors."""
+    from memory.synthetic import bulk_graph
     conversation_id = await resolve_conversation(memory, conversation, create=True)
     await bulk_graph(memory, conversation_id, size)

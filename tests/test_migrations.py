@@ -6,7 +6,15 @@ import pytest
 from sqlalchemy import text
 
 from memory.errors import ConfigurationError
-from memory.store.database import check_embedding_dim, create_engine, downgrade, upgrade
+from memory.store.database import (
+    MIGRATIONS_DIR,
+    check_embedding_dim,
+    create_engine,
+    current_revision,
+    downgrade,
+    head_revision,
+    upgrade,
+)
 
 TABLES = {
     "conversations", "speakers", "episodes", "tombstones", "entities", "entity_provenance",
@@ -39,6 +47,37 @@ async def test_upgrade_downgrade_upgrade(new_database) -> None:
         assert await _tables(engine) == set()
         await upgrade(engine, 384)
         assert await _tables(engine) == TABLES
+    finally:
+        await engine.dispose()
+
+
+def test_the_head_is_read_from_the_scripts_as_alembic_reads_it() -> None:
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    assert head_revision() == ScriptDirectory.from_config(config).get_current_head() is not None
+
+
+async def test_a_database_behind_is_migrated_and_one_at_head_never_reaches_alembic(
+    new_database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from alembic import command
+
+    engine = create_engine(new_database())
+    try:
+        assert await current_revision(engine) is None
+        await upgrade(engine, 384, "0001")
+        assert await current_revision(engine) == "0001"
+        await upgrade(engine, 384)
+        assert await current_revision(engine) == head_revision()
+
+        def refuse(*args: object) -> None:
+            raise AssertionError("alembic was asked to migrate a database at head")
+
+        monkeypatch.setattr(command, "upgrade", refuse)
+        await upgrade(engine, 384)
     finally:
         await engine.dispose()
 

@@ -40,3 +40,14 @@ def test_nothing_outside_the_core_imports_its_private_modules() -> None:
         if (names := private_imports(path.read_text(encoding="utf-8")))
     }
     assert offenders == {}
+
+
+def test_every_public_name_resolves_to_what_its_module_defines() -> None:
+    """The names are imported lazily (memory/__init__.py): each one is found, and the
+    command ``communities`` is not shadowed by the subpackage of the same name."""
+    import memory.communities.run  # noqa: F401  (binds nothing over the command)
+    from memory import api
+
+    assert all(getattr(memory, name) is not None for name in memory.__all__)
+    assert memory.communities is api.communities and callable(memory.communities)
+    assert sorted(memory.__all__) == memory.__all__ and set(memory.__all__) <= set(dir(memory))

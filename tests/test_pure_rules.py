@@ -6,12 +6,14 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from memory.consolidation.summary import SummaryLine, offline_summary
 from memory.models.llm import parse_reply
 from memory.models.retry import Retryable
-from memory.models.tokens import count_tokens
+from memory.models.tokens import TokenBudget, count_tokens
 from memory.retrieval.answering import cite
 from memory.retrieval.evidence import EpisodeRef, EvidenceItem
 
@@ -25,6 +27,28 @@ def episode(n: int, speaker: str = "ann", role: str = "user") -> EpisodeRef:
 def item(label: str, kind: str = "episode", *, own: EpisodeRef | None = None, supporting: tuple[EpisodeRef, ...] = (),
          context: tuple[EpisodeRef, ...] = (), current: bool = True) -> EvidenceItem:
     return EvidenceItem(label, kind, 1, "text", 1.0, 0.9, 0.0, current, own, supporting, context)
+
+
+@settings(deadline=None)  # the first example loads the tokenizer
+@given(
+    texts=st.lists(st.text(st.characters(blacklist_categories=("Cs",)), max_size=60), max_size=12),
+    limit=st.integers(0, 120),
+)
+def test_a_token_budget_takes_what_counting_each_text_would(texts: list[str], limit: int) -> None:
+    eager, left = [], limit
+    for text in texts:
+        cost = count_tokens(text)
+        eager.append(cost <= left)
+        left -= cost if cost <= left else 0
+    budget = TokenBudget(limit)
+    assert [budget.take(text) for text in texts] == eager
+
+
+def test_a_token_budget_spent_within_its_bytes_never_counts() -> None:
+    budget = TokenBudget(100)
+    assert budget.take("a" * 60) and budget.take("b" * 40) and budget.left == 100  # taken, not counted yet
+    assert budget.take("c" * 30)  # 100 bytes would overrun: counted now, and fits in tokens
+    assert budget.left == 100 - count_tokens("a" * 60) - count_tokens("b" * 40) - count_tokens("c" * 30)
 
 
 def test_citations_name_each_non_bot_message_once_in_citation_order() -> None:

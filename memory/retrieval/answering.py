@@ -352,10 +352,11 @@ async def answer(
     principal: Principal,
     date: datetime | None = None,
     k: int | None = None,
-    weights: SelectionWeights = DEFAULT_WEIGHTS,
+    weights: SelectionWeights | None = None,
 ) -> Answer:
     """Answer ``question`` from the memory of one conversation, resolved by the caller
-    (its id and reference; the API checks the question and ``k``; see the module doc)."""
+    (its id and reference; the API checks the question and ``k``; see the module doc).
+    ``weights``: answer selection's, the calibrated ``DEFAULT_WEIGHTS`` by default."""
     k = k or memory.params.evidence_k
     question_date = date or datetime.now(timezone.utc)
     if question_date.tzinfo is None:
@@ -383,7 +384,7 @@ async def answer(
 
     # The offline choice is cheap and always made: it is the fallback, and a question
     # about someone the conversation never names needs no model call.
-    choice = await _select(memory, conversation_id, question, retrieval.question_vector, items, weights)
+    choice = await _select(memory, conversation_id, question, retrieval.question_vector, items, weights or DEFAULT_WEIGHTS)
     grounded = None
     if llm is not None and not choice.unknown:
         grounded = await _guarded("answer", notes, usages, _grounded(llm, question, question_date, items))

@@ -25,7 +25,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import InstrumentedAttribute, aliased
 
-from memory.models.tokens import count_tokens
+from memory.models.tokens import TokenBudget
 from memory.retrieval.search import Candidate
 from memory.store.schema import EPISODE_SPEAKER, CommunityMember, EntityProvenance, Episode, Relation, RelationProvenance, Speaker
 
@@ -232,7 +232,7 @@ async def assemble(
     episodes = await load_episodes(session, conversation_id, [*hits, *all_support, *around])
     recency = {e: ref.message_time for e, ref in episodes.items()}
     shown = set(hits)
-    context_left = context_tokens
+    budget = TokenBudget(context_tokens)
     items: list[EvidenceItem] = []
     for candidate in chosen:
         episode = episodes.get(candidate.ref_id) if candidate.kind == "episode" else None
@@ -250,12 +250,10 @@ async def assemble(
                 [episodes[e] for e in after if e in episodes],
             )
             for e in nearby:
-                cost = count_tokens(_message_line("E0.0", e))
-                if e.episode_id in shown or cost > context_left:
+                if e.episode_id in shown or not budget.take(_message_line("E0.0", e)):
                     continue
                 context.append(e)
                 shown.add(e.episode_id)
-                context_left -= cost
         items.append(
             EvidenceItem(
                 label=f"E{len(items) + 1}",

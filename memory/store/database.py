@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import ast
 import logging
+import re
 from collections.abc import Callable
+from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -23,9 +26,11 @@ if TYPE_CHECKING:
     from alembic.config import Config
 
 MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "alembic"
+_REVISION_LINE = re.compile(r"^(revision|down_revision)(?:: [^=]+)? = (.+)$", re.MULTILINE)
 
 
 log = logging.getLogger(__name__)
+
 
 def async_url(url: str) -> str:
     """Accept plain ``postgresql://`` URLs as users write them and use asyncpg; any
@@ -75,7 +80,35 @@ async def _run_migration(engine: AsyncEngine, embedding_dim: int, step: Callable
         await connection.run_sync(run)
 
 
+@cache
+def head_revision(versions: Path = MIGRATIONS_DIR / "versions") -> str | None:
+    """The one head of the migration chain, read from the scripts' ``revision`` and
+    ``down_revision`` lines without loading alembic (None: not exactly one head)."""
+    revisions: set[str] = set()
+    below: set[str] = set()
+    for script in versions.glob("*.py"):
+        found = dict(_REVISION_LINE.findall(script.read_text(encoding="utf-8")))
+        if "revision" in found:
+            revisions.add(ast.literal_eval(found["revision"]))
+        down = ast.literal_eval(found.get("down_revision", "None"))
+        below |= {down} if isinstance(down, str) else set(down or ())
+    heads = revisions - below
+    return heads.pop() if len(heads) == 1 else None
+
+
+async def current_revision(engine: AsyncEngine) -> str | None:
+    """The revision the database is at (None: never migrated)."""
+    async with engine.connect() as connection:
+        if (await connection.execute(text("SELECT to_regclass('alembic_version')"))).scalar() is None:
+            return None
+        return (await connection.execute(text("SELECT version_num FROM alembic_version"))).scalar()
+
+
 async def upgrade(engine: AsyncEngine, embedding_dim: int, revision: str = "head") -> None:
+    """Migrate to ``revision``. A database already at head costs two small queries and
+    alembic is not loaded (it is most of a short command's start-up otherwise)."""
+    if revision == "head" and (head := head_revision()) is not None and await current_revision(engine) == head:
+        return
     from alembic import command
 
     await _run_migration(engine, embedding_dim, lambda config: command.upgrade(config, revision))
