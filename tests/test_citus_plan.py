@@ -13,6 +13,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from clirun import stashbird
 from sqlalchemy import text
 
 from memory import Memory
@@ -26,7 +27,6 @@ from memory.store.citus import (
     read_catalogue,
     read_plan,
 )
-from tests.clirun import run_cli
 
 
 async def test_reference_tables_first_then_parents_before_children_all_co_located(memory: Memory) -> None:
@@ -96,10 +96,10 @@ async def test_a_second_run_does_nothing_the_first_did(memory: Memory) -> None:
             await connection.commit()
 
 
-async def test_the_command_prints_the_plan_and_refuses_to_apply_without_citus(cli_env: None, capsys) -> None:
-    code, out, _ = await run_cli(capsys, "citus-plan")
+async def test_the_command_prints_the_plan_and_refuses_to_apply_without_citus(cli_env: None) -> None:
+    code, out, _ = stashbird(None, "citus-plan")
     assert code == 0 and out.startswith("citus is not installed in this database: nothing was run")
     assert "SELECT create_reference_table('conversations');" in out
     assert "SELECT create_distributed_table('episodes', 'conversation_id', colocate_with => " in out
-    code, _, err = await run_cli(capsys, "citus-plan", "--apply")
+    code, _, err = stashbird(None, "citus-plan", "--apply")
     assert code == 2 and err.strip().count("\n") == 0 and "citus is not installed" in err
