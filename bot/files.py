@@ -24,7 +24,11 @@ def open_input(path: Path) -> Iterator[BinaryIO]:
         return
     if path.is_dir():
         raise ValidationError("file", f"{path} is a folder, not a file")
-    with path.open("rb") as handle:
+    try:
+        handle = path.open("rb")
+    except ValueError:  # a NUL or a lone surrogate (UnicodeEncodeError): no file has such a name
+        raise ValidationError("file", f"{ascii(str(path))} cannot be a file name (NUL or invalid Unicode)") from None
+    with handle:
         yield handle
 
 
