@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rapidfuzz import fuzz, process, utils
-from sqlalchemy import Text, cast, func, select, text
+from sqlalchemy import func, select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memory.audit.facts import FactView, load_facts
@@ -23,7 +23,7 @@ from memory.core import Memory
 from memory.models.embedder import EmbeddingBatch
 from memory.store.conversations import ConversationRef
 from memory.store.ledger import Usage, record_usage
-from memory.store.schema import Entity, EntityProvenance
+from memory.store.schema import Entity
 
 MATCHES = 5
 NAME_SCORE = 80  # rapidfuzz WRatio, 0-100
@@ -79,81 +79,99 @@ def best_matches(name_scores: dict[int, float], similarities: dict[int, float], 
     return sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:limit]
 
 
-async def _names(memory: Memory, conversation_id: int) -> dict[int, str]:
-    """The conversation's entity names. They come as one text (an index-only scan,
-    ``ix_entities_names``): 20K rows of a large conversation cost the client more than
-    the matching."""
+async def _names(memory: Memory, conversation_id: int) -> tuple[list[int], list[str]]:
+    """The conversation's entity ids and names, in the same order. The names come as one
+    text (an index-only scan, ``ix_entities_names``, which ``NOT is_anchor`` matches and
+    ``is_anchor IS false`` does not): 20K rows of a large conversation cost the client
+    more than the matching."""
     async with memory.sessions() as session:
-        listed = (
+        ids, listed = (
             await session.execute(
-                select(func.string_agg(cast(Entity.id, Text) + "\t" + func.replace(Entity.name, "\n", " "), "\n")).where(
-                    Entity.conversation_id == conversation_id, Entity.is_anchor.is_(False)
+                select(func.array_agg(Entity.id), func.string_agg(func.replace(Entity.name, "\n", " "), "\n")).where(
+                    Entity.conversation_id == conversation_id, ~Entity.is_anchor
                 )
             )
-        ).scalar()
-    return {int(key): value for key, _, value in (line.partition("\t") for line in (listed or "").split("\n") if line)}
+        ).one()
+    return (ids, listed.split("\n")) if ids else ([], [])
 
 
-def _name_scores(names: dict[int, str], name: str) -> dict[int, float]:
+def _name_scores(ids: list[int], names: list[str], name: str) -> dict[int, float]:
     found = process.extract(
         name, names, scorer=fuzz.WRatio, processor=utils.default_process, limit=MATCHES, score_cutoff=NAME_SCORE
     )
-    return {key: float(score) for _, score, key in found}
+    return {ids[index]: float(score) for _, score, index in found}
 
 
 async def _matched_by_name(memory: Memory, conversation_id: int, name: str) -> dict[int, float]:
     """Matching runs in a thread, so the vector scan proceeds in the database meanwhile."""
-    return await asyncio.to_thread(_name_scores, await _names(memory, conversation_id), name)
+    return await asyncio.to_thread(_name_scores, *await _names(memory, conversation_id), name)
 
 
 async def _matched_by_meaning(memory: Memory, conversation_id: int, embedded: EmbeddingBatch) -> dict[int, float]:
-    distance = Entity.embedding.cosine_distance(list(embedded.vectors[0]))
+    """The nearest entities by cosine; the distance is the one output column the rows are
+    ordered by, so the database computes it once per entity, not once more for the order."""
+    distance = Entity.embedding.cosine_distance(list(embedded.vectors[0])).label("distance")
     async with memory.sessions.begin() as session:
         await record_usage(session, conversation_id, Usage.embedding("audit", "embed_query", embedded))
         rows = await session.execute(
-            select(Entity.id, 1 - distance)
+            select(Entity.id, distance)
             .where(Entity.conversation_id == conversation_id, Entity.embedding.is_not(None))
             .order_by(distance)
             .limit(MATCHES)
         )
-        return {e: float(similarity) for e, similarity in rows}
+        return {e: 1 - float(d) for e, d in rows}
 
 
-# Per entity and end (subject or object): its newest current relations and its newest
-# others, each at most RELATIONS_PER_ENTITY, by index (a speaker is the end of thousands
-# of relations; ranking them all cost more than the rest of ``about``); and how many it has.
-_SHOWN = text(
+# The matched entities, each in one row: what it is, how many messages mention it, how
+# many relations it has, and the candidates for the relations to show (``shown_relations``):
+# per end (subject or object), its newest current relations and its newest others, each at
+# most RELATIONS_PER_ENTITY, by index (a speaker is the end of thousands of relations;
+# ranking them all cost more than the rest of ``about``). One statement, not one per part.
+_ENTITIES = text(
     """
-    SELECT e.id, r.id, r.current
-    FROM unnest(CAST(:ids AS bigint[])) AS e(id)
-    CROSS JOIN LATERAL (
-        (SELECT id, true AS current FROM relations
-         WHERE conversation_id = :conversation AND subject_id = e.id AND status = 'active'
-         ORDER BY id DESC LIMIT :limit)
-        UNION ALL
-        (SELECT id, true FROM relations
-         WHERE conversation_id = :conversation AND object_id = e.id AND status = 'active'
-         ORDER BY id DESC LIMIT :limit)
-        UNION ALL
-        (SELECT id, false FROM relations
-         WHERE conversation_id = :conversation AND subject_id = e.id AND status <> 'active'
-         ORDER BY id DESC LIMIT :limit)
-        UNION ALL
-        (SELECT id, false FROM relations
-         WHERE conversation_id = :conversation AND object_id = e.id AND status <> 'active'
-         ORDER BY id DESC LIMIT :limit)
-    ) AS r
-    """
-)
-_COUNTED = text(
-    """
-    SELECT e.id,
+    SELECT e.id, e.name, e.type, e.summary, e.is_anchor,
+           (SELECT count(*) FROM entity_provenance
+            WHERE conversation_id = :conversation AND entity_id = e.id),
            (SELECT count(*) FROM relations WHERE conversation_id = :conversation AND subject_id = e.id)
          + (SELECT count(*) FROM relations
-            WHERE conversation_id = :conversation AND object_id = e.id AND subject_id <> e.id)
-    FROM unnest(CAST(:ids AS bigint[])) AS e(id)
+            WHERE conversation_id = :conversation AND object_id = e.id AND subject_id <> e.id),
+           r.ids, r.current
+    FROM entities AS e
+    CROSS JOIN LATERAL (
+        SELECT array_agg(c.id) AS ids, array_agg(c.current) AS current FROM (
+            (SELECT id, true AS current FROM relations
+             WHERE conversation_id = :conversation AND subject_id = e.id AND status = 'active'
+             ORDER BY id DESC LIMIT :limit)
+            UNION ALL
+            (SELECT id, true FROM relations
+             WHERE conversation_id = :conversation AND object_id = e.id AND status = 'active'
+             ORDER BY id DESC LIMIT :limit)
+            UNION ALL
+            (SELECT id, false FROM relations
+             WHERE conversation_id = :conversation AND subject_id = e.id AND status <> 'active'
+             ORDER BY id DESC LIMIT :limit)
+            UNION ALL
+            (SELECT id, false FROM relations
+             WHERE conversation_id = :conversation AND object_id = e.id AND status <> 'active'
+             ORDER BY id DESC LIMIT :limit)
+        ) AS c
+    ) AS r
+    WHERE e.conversation_id = :conversation AND e.id = ANY(CAST(:ids AS bigint[]))
     """
 )
+
+
+@dataclass(frozen=True)
+class _Entity:
+    """A matched entity's row, with the relations to show."""
+
+    name: str
+    type: str
+    summary: str
+    is_anchor: bool
+    mentions: int
+    relation_count: int
+    shown: list[int]
 
 
 def shown_relations(candidates: Iterable[tuple[int, int, bool]], limit: int) -> dict[int, list[int]]:
@@ -169,17 +187,15 @@ def shown_relations(candidates: Iterable[tuple[int, int, bool]], limit: int) -> 
     }
 
 
-async def _relations(session: AsyncSession, conversation_id: int, ids: list[int]) -> dict[int, tuple[list[int], int]]:
-    """Each entity's relations to show and how many it has."""
-    arguments = {"ids": ids, "conversation": conversation_id, "limit": RELATIONS_PER_ENTITY}
-    shown = shown_relations(
-        ((e, r, current) for e, r, current in await session.execute(_SHOWN, arguments)), RELATIONS_PER_ENTITY
-    )
-    return {
-        entity_id: (shown.get(entity_id, []), int(total))
-        for entity_id, total in await session.execute(_COUNTED, arguments)
-        if total
-    }
+async def _entities(session: AsyncSession, conversation_id: int, ids: list[int]) -> dict[int, _Entity]:
+    """The entities ``ids`` that still exist, by id."""
+    rows = await session.execute(_ENTITIES, {"ids": ids, "conversation": conversation_id, "limit": RELATIONS_PER_ENTITY})
+    found = {}
+    for entity_id, name, type_, summary, is_anchor, mentions, total, relations, current in rows:
+        candidates = ((entity_id, r, c) for r, c in zip(relations or (), current or (), strict=True))
+        shown = shown_relations(candidates, RELATIONS_PER_ENTITY).get(entity_id, [])
+        found[entity_id] = _Entity(name, type_, summary, is_anchor, int(mentions), int(total), shown)
+    return found
 
 
 async def about(
@@ -192,41 +208,26 @@ async def about(
     )
     matches = best_matches(by_name, by_meaning, MATCHES)
     async with memory.sessions() as session:
-        ids = [e for e, _ in matches]
-        mentions = (
-            select(func.count())
-            .where(EntityProvenance.conversation_id == conversation_id, EntityProvenance.entity_id == Entity.id)
-            .scalar_subquery()
-        )
-        entities = {
-            row[0]: row
-            for row in await session.execute(
-                select(Entity.id, Entity.name, Entity.type, Entity.summary, Entity.is_anchor, mentions).where(
-                    Entity.conversation_id == conversation_id, Entity.id.in_(ids)
-                )
-            )
-        }
-        shown = await _relations(session, conversation_id, ids)
-        facts = await load_facts(session, conversation, conversation_id, (r for rs, _ in shown.values() for r in rs))
+        entities = await _entities(session, conversation_id, [e for e, _ in matches])
+        facts = await load_facts(session, conversation, conversation_id, (r for e in entities.values() for r in e.shown))
     views = []
     for entity_id, score in matches:
         if entity_id not in entities:  # removed by a deletion meanwhile
             continue
-        _, entity_name, type_, summary, is_anchor, mentioned = entities[entity_id]
-        relation_ids, total = shown.get(entity_id, ([], 0))
-        relations = [facts[r] for r in relation_ids if r in facts]
+        entity = entities[entity_id]
+        relations = [facts[r] for r in entity.shown if r in facts]
         views.append(
             EntityView(
                 entity_id,
-                entity_name,
-                type_,
-                summary,
-                is_anchor,
+                entity.name,
+                entity.type,
+                entity.summary,
+                entity.is_anchor,
                 score,
-                int(mentioned),
+                entity.mentions,
                 tuple(f for f in relations if f.status == "active"),
                 tuple(f for f in relations if f.status != "active"),
-                total,
+                entity.relation_count,
             )
         )
     return About(str(conversation), query, tuple(views))

@@ -5,16 +5,12 @@ Only stored messages are read, so a deleted message cannot appear: its row is go
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select
-from sqlalchemy.ext.asyncio import AsyncSession
-
 from memory.store.conversations import ConversationRef
-from memory.store.schema import EPISODE_SPEAKER, Episode, Speaker
+from memory.store.schema import Episode, Speaker
 
 
 @dataclass(frozen=True)
@@ -55,46 +51,3 @@ def message_columns() -> tuple[Any, ...]:
 def message_ref(conversation: ConversationRef, row: Any) -> MessageRef:
     message_id, speaker, role, time, text = row
     return MessageRef(message_id, speaker, role, time, text, permalink(conversation, message_id))
-
-
-async def supporting_messages(
-    session: AsyncSession,
-    conversation: ConversationRef,
-    conversation_id: int,
-    owner: Any,
-    owner_ids: Iterable[int],
-    per_owner: int,
-) -> dict[int, tuple[list[MessageRef], int]]:
-    """For each owner (``owner`` is a provenance table's owner column, e.g.
-    ``RelationProvenance.relation_id``): its first ``per_owner`` supporting messages in
-    time order and how many there are."""
-    ids = sorted(set(owner_ids))
-    if not ids:
-        return {}
-    link = owner.class_
-    ranked = (
-        select(
-            owner.label("owner"),
-            *message_columns(),
-            func.row_number().over(partition_by=owner, order_by=(Episode.message_time, Episode.id)).label("rank"),
-            func.count().over(partition_by=owner).label("total"),
-        )
-        .join(Episode, Episode.id == link.episode_id)
-        .join(Speaker, EPISODE_SPEAKER)
-        .where(
-            link.conversation_id == conversation_id,
-            Episode.conversation_id == conversation_id,
-            owner.in_(ids),
-        )
-        .subquery()
-    )
-    rows = await session.execute(
-        select(ranked.c.owner, *list(ranked.c)[1:6], ranked.c.total)
-        .where(ranked.c.rank <= per_owner)
-        .order_by(ranked.c.owner, ranked.c.rank)
-    )
-    found: dict[int, tuple[list[MessageRef], int]] = {}
-    for row in rows:
-        messages, _ = found.setdefault(row[0], ([], int(row[6])))
-        messages.append(message_ref(conversation, row[1:6]))
-    return found
