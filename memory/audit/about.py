@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rapidfuzz import fuzz, process, utils
-from sqlalchemy import func, select, text
+from sqlalchemy import bindparam, func, select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memory.audit.facts import FactView, load_facts
@@ -79,20 +79,22 @@ def best_matches(name_scores: dict[int, float], similarities: dict[int, float], 
     return sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:limit]
 
 
-async def _names(memory: Memory, conversation_id: int) -> tuple[list[int], list[str]]:
-    """The conversation's entity ids and names, in the same order. The names come as one
-    text (an index-only scan, ``ix_entities_names``, which ``NOT is_anchor`` matches and
-    ``is_anchor IS false`` does not): 20K rows of a large conversation cost the client
-    more than the matching."""
-    async with memory.sessions() as session:
-        ids, listed = (
-            await session.execute(
-                select(func.array_agg(Entity.id), func.string_agg(func.replace(Entity.name, "\n", " "), "\n")).where(
-                    Entity.conversation_id == conversation_id, ~Entity.is_anchor
-                )
-            )
-        ).one()
-    return (ids, listed.split("\n")) if ids else ([], [])
+# The conversation's entity ids and names, in the same order. The names come as one text
+# by an index-only scan (``ix_entities_names``, which ``NOT is_anchor`` matches and
+# ``is_anchor IS false`` does not): 20K rows of a large conversation cost the client more
+# than the matching.
+_NAMES = select(func.array_agg(Entity.id), func.string_agg(func.replace(Entity.name, "\n", " "), "\n")).where(
+    Entity.conversation_id == bindparam("conversation"), ~Entity.is_anchor
+)
+# The nearest entities by cosine. The distance is the one output column the rows are
+# ordered by, so the database computes it once per entity, not once more for the order.
+_DISTANCE = Entity.embedding.cosine_distance(bindparam("vector", type_=Entity.embedding.type)).label("distance")
+_NEAREST = (
+    select(Entity.id, _DISTANCE)
+    .where(Entity.conversation_id == bindparam("conversation"), Entity.embedding.is_not(None))
+    .order_by(_DISTANCE)
+    .limit(MATCHES)
+)
 
 
 def _name_scores(ids: list[int], names: list[str], name: str) -> dict[int, float]:
@@ -102,23 +104,16 @@ def _name_scores(ids: list[int], names: list[str], name: str) -> dict[int, float
     return {ids[index]: float(score) for _, score, index in found}
 
 
-async def _matched_by_name(memory: Memory, conversation_id: int, name: str) -> dict[int, float]:
+async def _matched_by_name(session: AsyncSession, conversation_id: int, name: str) -> dict[int, float]:
     """Matching runs in a thread, so the vector scan proceeds in the database meanwhile."""
-    return await asyncio.to_thread(_name_scores, *await _names(memory, conversation_id), name)
+    ids, listed = (await session.execute(_NAMES, {"conversation": conversation_id})).one()
+    return await asyncio.to_thread(_name_scores, ids or [], listed.split("\n") if ids else [], name)
 
 
 async def _matched_by_meaning(memory: Memory, conversation_id: int, embedded: EmbeddingBatch) -> dict[int, float]:
-    """The nearest entities by cosine; the distance is the one output column the rows are
-    ordered by, so the database computes it once per entity, not once more for the order."""
-    distance = Entity.embedding.cosine_distance(list(embedded.vectors[0])).label("distance")
     async with memory.sessions.begin() as session:
         await record_usage(session, conversation_id, Usage.embedding("audit", "embed_query", embedded))
-        rows = await session.execute(
-            select(Entity.id, distance)
-            .where(Entity.conversation_id == conversation_id, Entity.embedding.is_not(None))
-            .order_by(distance)
-            .limit(MATCHES)
-        )
+        rows = await session.execute(_NEAREST, {"conversation": conversation_id, "vector": embedded.vectors[0]})
         return {e: 1 - float(d) for e, d in rows}
 
 
@@ -203,11 +198,11 @@ async def about(
 ) -> About:
     """``embedded`` is the name's vector (the caller embeds it while checking the request)."""
     query = name.strip()
-    by_name, by_meaning = await asyncio.gather(
-        _matched_by_name(memory, conversation_id, query), _matched_by_meaning(memory, conversation_id, embedded)
-    )
-    matches = best_matches(by_name, by_meaning, MATCHES)
-    async with memory.sessions() as session:
+    async with memory.sessions() as session:  # the name list's session serves the rest too
+        by_name, by_meaning = await asyncio.gather(
+            _matched_by_name(session, conversation_id, query), _matched_by_meaning(memory, conversation_id, embedded)
+        )
+        matches = best_matches(by_name, by_meaning, MATCHES)
         entities = await _entities(session, conversation_id, [e for e, _ in matches])
         facts = await load_facts(session, conversation, conversation_id, (r for e in entities.values() for r in e.shown))
     views = []
