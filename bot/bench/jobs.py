@@ -10,12 +10,16 @@ message that supports a member of a clean community is deleted.
 Figures:
 - consolidation lag: from a message's arrival (``ingested_at``) until the checkpoint
   covers it, sampled every 0.5 s; messages still waiting at the end count with their age;
+  also per conversation (the lowest and highest median and p99: a conversation that
+  starves shows here);
 - regeneration lag: from a deletion until each community it dirtied is clean again
   (regenerated or dissolved); communities still dirty at the end count with their age;
 - duplicate work: runs of one item by two processes at once, messages consolidated more
   than once, chunks extracted and then dropped because another run saved them first;
 - each process's CPU: seconds (user + system) from the start of the load, and share of
-  the workers' total;
+  the workers' total; and how busy it was: the share of the time from the start of the
+  load until the last run ended during which it was running an item of some job (what
+  is left is polling and idling between firings);
 - CPU per message: this process per message ingested (embedding and storing each
   message, plus the watching), the workers per message consolidated (with the
   community jobs and the polling), the database server per message ingested (every
@@ -77,12 +81,17 @@ def configure(parser: argparse.ArgumentParser) -> None:
 @dataclass
 class Observed:
     consolidation_lags: list[float] = field(default_factory=list)
+    lags_by_conversation: dict[int, list[float]] = field(default_factory=dict)
     regeneration_lags: list[float] = field(default_factory=list)
     watermarks: dict[int, int] = field(default_factory=dict)
     waiting: dict[int, tuple[int, float]] = field(default_factory=dict)  # community -> (conversation, dirtied at)
     ingested: int = 0
     deleted: int = 0
     unfinished: int = 0  # messages still waiting when the drain ended (counted with their age)
+
+    def lag(self, conversation_id: int, lags: list[float]) -> None:
+        self.consolidation_lags += lags
+        self.lags_by_conversation.setdefault(conversation_id, []).extend(lags)
 
 
 async def _start_workers(count: int, url: str, args: argparse.Namespace) -> list[asyncio.subprocess.Process]:
@@ -151,7 +160,7 @@ async def _watch(memory: Memory, ids: dict[int, ConversationRef], seen: Observed
         for cid in ids:
             rows = (await connection.execute(_CONSOLIDATED, {"c": cid, "w": seen.watermarks.get(cid, 0)})).all()
             if rows:
-                seen.consolidation_lags += [float(lag) for _, lag in rows]
+                seen.lag(cid, [float(lag) for _, lag in rows])
                 seen.watermarks[cid] = max(episode for episode, _ in rows)
             waiting = [c for c, (owner, _) in seen.waiting.items() if owner == cid]
             if waiting:
@@ -194,7 +203,7 @@ async def _observe(memory: Memory, ids: dict[int, ConversationRef], args: argpar
     async with memory.engine.connect() as connection:  # what never got done counts with its age
         for cid in ids:
             ages = [float(age) for age in (await connection.execute(_WAITING, {"c": cid})).scalars()]
-            seen.consolidation_lags += ages
+            seen.lag(cid, ages)
             seen.unfinished += len(ages)
     now = time.monotonic()
     seen.regeneration_lags += [now - since for _, since in seen.waiting.values()]
@@ -205,7 +214,8 @@ _RUNS = text(
 )
 
 
-async def _duplicates(memory: Memory, seen: Observed) -> dict[str, int]:
+async def _runs(memory: Memory) -> tuple[list[dict[str, Any]], int]:
+    """Every run in the log, and how many messages the checkpoints cover."""
     async with memory.engine.connect() as connection:
         runs = [dict(r._mapping) for r in await connection.execute(_RUNS)]
         consolidated = (
@@ -213,6 +223,10 @@ async def _duplicates(memory: Memory, seen: Observed) -> dict[str, int]:
                 text("SELECT count(*) FROM episodes e JOIN checkpoints k USING (conversation_id) WHERE e.id <= k.last_episode_id")
             )
         ).scalar_one()
+    return runs, int(consolidated)
+
+
+def _duplicates(runs: list[dict[str, Any]], consolidated: int, seen: Observed) -> dict[str, int]:
     last_end: dict[tuple[int, str], datetime] = {}
     overlapping = 0
     for run in runs:
@@ -225,12 +239,34 @@ async def _duplicates(memory: Memory, seen: Observed) -> dict[str, int]:
     episodes = sum(int(r["result"].get("episodes", 0)) for r in done)
     return {
         "overlapping_runs": overlapping,
-        "messages_consolidated_twice": max(0, episodes - int(consolidated) - seen.deleted),
+        "messages_consolidated_twice": max(0, episodes - consolidated - seen.deleted),
         "chunks_saved_by_another_run": sum(1 for r in done if r["result"].get("stopped")),
         "runs": len(runs),
-        "messages_consolidated": int(consolidated),
+        "messages_consolidated": consolidated,
         "failed_runs": sum(1 for r in runs if r["status"] == "failed"),
     }
+
+
+def _busy(runs: list[dict[str, Any]], pids: list[int], since: datetime) -> list[float]:
+    """Per worker (by pid, which its owner id names), the share of the time from ``since``
+    until the last run ended that it spent inside runs of any job (overlaps counted once)."""
+    ended = [r["finished_at"] for r in runs if r["finished_at"] is not None]
+    if not ended:
+        return [0.0 for _ in pids]
+    window = max((max(ended) - since).total_seconds(), 1e-9)
+    shares = []
+    for pid in pids:
+        spans = sorted(
+            (max(r["started_at"], since), r["finished_at"]) for r in runs
+            if r["finished_at"] is not None and r["owner"].split(":")[-2] == str(pid) and r["finished_at"] > since
+        )
+        busy, reach = 0.0, since
+        for start, end in spans:
+            if end > reach:
+                busy += (end - max(start, reach)).total_seconds()
+                reach = end
+        shares.append(round(busy / window, 3))
+    return shares
 
 
 def _cpu(process: psutil.Process) -> float:
@@ -292,7 +328,7 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
         workers = await _start_workers(args.processes, url, args)
         started_cpu = [_cpu(psutil.Process(w.pid)) for w in workers]  # start-up (imports, the embedding model) apart
         own_cpu, server_cpu = time.process_time(), await _server_cpu(memory)
-        started = time.monotonic()
+        started, started_at = time.monotonic(), datetime.now(UTC)
         stop_at = started + args.duration
         for ref in refs:  # a first message creates the conversation
             hello = Message("b-first", "bench", "bench", "Hello everyone.", datetime.now(UTC))
@@ -309,10 +345,12 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
         server_after = await _server_cpu(memory)
         server_used = None if server_cpu is None or server_after is None else server_after - server_cpu
         driver = [time.process_time() - own_cpu, server_used]
-        duplicates = await _duplicates(memory, seen)
+        runs, consolidated = await _runs(memory)
+        duplicates = _duplicates(runs, consolidated, seen)
+        busy = _busy(runs, [w.pid for w in workers], started_at)
     finally:
         await memory.close()
-    return _result(args, seen, cpu, driver, wall, duplicates)
+    return _result(args, seen, Workers(cpu, busy), driver, wall, duplicates)
 
 
 def _per_message(seen: Observed, workers: list[float], driver: list[float | None], consolidated: int) -> dict[str, Any]:
@@ -332,11 +370,29 @@ def _per_message(seen: Observed, workers: list[float], driver: list[float | None
     return {**per, "total_ms": round(total, 1), "cores": cores, "ceiling_per_second": ceiling}
 
 
+@dataclass(frozen=True)
+class Workers:
+    """Per worker process: CPU seconds from the start of the load, and busy share (``_busy``)."""
+
+    cpu: list[float]
+    busy: list[float]
+
+
+def _fairness(seen: Observed) -> dict[str, Any]:
+    """The lowest and highest per-conversation median and p99 of the consolidation lag."""
+    medians = [median(lags) for lags in seen.lags_by_conversation.values() if lags]
+    p99s = [percentile(lags, 0.99) for lags in seen.lags_by_conversation.values() if lags]
+    return {
+        "median_range": [min(medians), max(medians)] if medians else None,
+        "p99_range": [min(p99s), max(p99s)] if p99s else None,
+    }
+
+
 def _result(
-    args: argparse.Namespace, seen: Observed, cpu: list[float], driver: list[float | None], wall: float,
+    args: argparse.Namespace, seen: Observed, workers: Workers, driver: list[float | None], wall: float,
     duplicates: dict[str, int],
 ) -> dict[str, Any]:
-    lags, regen = seen.consolidation_lags, seen.regeneration_lags
+    lags, regen, cpu = seen.consolidation_lags, seen.regeneration_lags, workers.cpu
     total_cpu = sum(cpu) or 1.0
     return {
         "bench": "jobs",
@@ -348,6 +404,7 @@ def _result(
         "ingest_rate": round(seen.ingested / args.duration, 1),
         "consolidation_lag": {
             "messages": len(lags), "median": median(lags), "p99": percentile(lags, 0.99), "unfinished": seen.unfinished,
+            "per_conversation": _fairness(seen),
         },
         "regeneration_lag": {
             "deletions": seen.deleted, "communities": len(regen), "median": median(regen), "p99": percentile(regen, 0.99),
@@ -355,13 +412,24 @@ def _result(
         },
         "duplicate_work": duplicates,
         "cpu": [
-            {"process": i, "cpu_seconds": round(c, 1), "share_of_workers": round(c / total_cpu, 3), "cores": round(c / wall, 2)}
-            for i, c in enumerate(cpu)
+            {"process": i, "cpu_seconds": round(c, 1), "share_of_workers": round(c / total_cpu, 3), "cores": round(c / wall, 2),
+             "busy": busy}
+            for i, (c, busy) in enumerate(zip(cpu, workers.busy, strict=True))
         ],
         "cpu_per_message": _per_message(seen, cpu, driver, duplicates["messages_consolidated"]),
         "load_average": [round(load, 1) for load in os.getloadavg()],
         "wall_seconds": round(wall, 1),
     }
+
+
+def _render_fairness(fairness: dict[str, Any]) -> str:
+    if fairness["median_range"] is None:
+        return "per conversation: no lags"
+    (low_median, high_median), (low_p99, high_p99) = fairness["median_range"], fairness["p99_range"]
+    return (
+        f"per conversation: median {low_median:.1f}-{high_median:.1f} s, p99 {low_p99:.1f}-{high_p99:.1f} s "
+        "(lowest-highest)"
+    )
 
 
 def render(result: dict[str, Any]) -> str:
@@ -374,6 +442,7 @@ def render(result: dict[str, Any]) -> str:
         f"({result['ingest_rate']:g}/s)",
         f"consolidation lag: median {c['median']:.1f} s, p99 {c['p99']:.1f} s over {c['messages']} messages, "
         f"{c['unfinished']} of them still waiting at the end (counted with their age) (target p99 < 60 s)",
+        _render_fairness(c["per_conversation"]),
         f"regeneration lag after {r['deletions']} deletions: median {r['median']:.1f} s, p99 {r['p99']:.1f} s over "
         f"{r['communities']} communities, {r['still_dirty']} of them still dirty at the end (target p99 < 30 s)",
         f"duplicate work: {duplicates} ({d['overlapping_runs']} overlapping runs, {d['messages_consolidated_twice']} messages "
@@ -382,7 +451,7 @@ def render(result: dict[str, Any]) -> str:
     ]
     lines += [
         f"process {p['process']}: {p['cpu_seconds']} CPU s, {p['share_of_workers']:.0%} of the workers' CPU, "
-        f"{p['cores']} cores on average"
+        f"{p['cores']} cores on average, busy with runs {p['busy']:.0%} of the time"
         for p in result["cpu"]
     ]
     m = result["cpu_per_message"]
