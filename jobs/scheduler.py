@@ -3,10 +3,19 @@ no job store is shared), deciding *when*; the memory core does the work, and the
 shared between processes through claims in Postgres (jobs/claims.py).
 
 A job is a name, a ``due`` query (which items need work now) and a ``work`` coroutine
-for one item, with its APScheduler options set explicitly. Each firing runs the due
-items one at a time: claim (skip it if another process holds it), run while renewing
-the lease, record the result, release. Every database call is asynchronous, so the
-event loop never blocks on the database.
+for one item, with its APScheduler options set explicitly. Each firing is a pass over
+the due items, one at a time: claim (skip it if another process holds it), run while
+renewing the lease, record the result, release. After each item the pass asks ``due``
+again and takes the first item it has not tried yet: a list read once at the start of
+a long pass would go stale (an item that became due meanwhile would wait for the whole
+pass and the next firing, and the order, oldest backlog first, would be the order of
+long ago), and a process would sit idle between firings while work waits. Trying each
+item at most once per pass keeps a pass finite and every item's turn fair. Every
+database call is asynchronous, so the event loop never blocks on the database.
+
+A job may also name a ``prepare`` coroutine that loads what its work needs (a language
+model takes seconds of CPU to load): ``Scheduler.prepare()`` runs it once, before the
+first firing takes an item, so the first item after a start is not seconds late.
 
 Other parts register their own jobs (the chat service's deletion sweep, a VACUUM after
 deletions) with ``Scheduler.register``; an item not tied to a conversation uses
@@ -48,6 +57,7 @@ class WorkItem:
 
 Due = Callable[[Memory], Awaitable[list[WorkItem]]]
 Work = Callable[[Memory, WorkItem], Awaitable[dict[str, Any]]]
+Prepare = Callable[[Memory], Awaitable[None]]
 
 
 @dataclass(frozen=True)
@@ -63,6 +73,7 @@ class Job:
     coalesce: bool = True
     max_instances: int = 1
     misfire_grace_time: int | None = 30
+    prepare: Prepare | None = None  # loads what ``work`` needs; run once, before the first item
 
 
 @dataclass
@@ -81,7 +92,8 @@ def owner_id() -> str:
 class Scheduler:
     """``Scheduler(memory, settings)``; ``register(job)``; ``start()`` inside a running
     event loop; ``await shutdown()``. ``await run_once()`` runs every job's due items
-    once, without APScheduler (cron users, tests)."""
+    once, without APScheduler (cron users, tests). ``await prepare()`` before ``start()``
+    loads what the jobs need up front (else the first firing does)."""
 
     def __init__(
         self, memory: Memory, settings: JobSettings, *, jobs: list[Job] | None = None, only: frozenset[int] | None = None
@@ -98,6 +110,8 @@ class Scheduler:
         self._stopping = False
         self._running: set[asyncio.Task[Any]] = set()
         self._first_runs: dict[str, datetime | None] = {}
+        self._prepared: set[str] = set()
+        self._preparing = asyncio.Lock()
         for job in default_jobs(settings) if jobs is None else jobs:
             self.register(job)
 
@@ -110,6 +124,15 @@ class Scheduler:
         self._first_runs[job.name] = first_run
         if self._aps is not None:
             self._schedule(job, first_run or datetime.now(UTC))
+
+    async def prepare(self) -> None:
+        """Run each registered job's ``prepare`` once (a failure propagates, and is not retried)."""
+        async with self._preparing:
+            for job in list(self.jobs.values()):
+                if job.name not in self._prepared:
+                    self._prepared.add(job.name)
+                    if job.prepare is not None:
+                        await job.prepare(self.memory)
 
     def start(self) -> None:
         self._aps = AsyncIOScheduler(timezone=UTC)
@@ -155,25 +178,42 @@ class Scheduler:
         assert task is not None
         self._running.add(task)
         try:
+            await self._prepare_quietly()
             await self.run_job(name)
         except Exception:  # a failed due query must not stop the schedule
             log.exception("job %s failed", name)
         finally:
             self._running.discard(task)
 
+    async def _prepare_quietly(self) -> None:
+        """``prepare`` for a firing: a failure is logged and the work runs anyway (its
+        items then fail, each on the record, as they would have without it)."""
+        try:
+            await self.prepare()
+        except Exception:
+            log.exception("preparing the jobs failed")
+
     async def run_job(self, name: str) -> list[ItemResult]:
-        """Every item the job finds due, each claimed and run by at most one process."""
+        """One pass: every item the job finds due, each claimed and run by at most one
+        process; ``due`` is asked again after each item (see the module doc)."""
         job = self.jobs[name]
         results: list[ItemResult] = []
-        if self._stopping:
-            return results
-        for item in await job.due(self.memory):
-            if self._stopping:
+        tried: set[int] = set()
+        while not self._stopping:
+            item = await self._next_item(job, tried)
+            if item is None:
                 break
-            if self.only is not None and item.conversation_id not in self.only:
-                continue
+            tried.add(item.conversation_id)
             results.append(await self._run_item(job, item))
         return results
+
+    async def _next_item(self, job: Job, tried: set[int]) -> WorkItem | None:
+        """The first due item of this pass not tried yet (``due`` lists them in the order
+        they should be done)."""
+        for item in await job.due(self.memory):
+            if item.conversation_id not in tried and (self.only is None or item.conversation_id in self.only):
+                return item
+        return None
 
     async def _run_item(self, job: Job, item: WorkItem) -> ItemResult:
         lease = self.settings.lease_seconds

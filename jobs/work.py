@@ -2,7 +2,8 @@
 
 - ``consolidation``: conversations whose waiting text passes ``consolidate_tokens``,
   that were quiet for ``consolidate_idle_seconds`` or whose oldest waiting message is
-  ``consolidate_max_wait_seconds`` old, oldest backlog first.
+  ``consolidate_max_wait_seconds`` old, oldest backlog first; it loads the offline
+  extractor's model when the scheduler prepares, not during its first run.
 - ``communities``: conversations whose graph changed since the last community pass:
   new entities join their neighbours' community, or a full rebuild past
   ``rebuild_share``.
@@ -20,7 +21,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from jobs.scheduler import Due, Job, Work, WorkItem
+from jobs.scheduler import Due, Job, Prepare, Work, WorkItem
 from jobs.settings import JobSettings
 from memory import (
     Backlog,
@@ -28,6 +29,7 @@ from memory import (
     Principal,
     backlog,
     consolidate,
+    prepare_consolidation,
     regenerate_communities,
     regenerate_summary,
     update_communities,
@@ -70,6 +72,9 @@ def default_jobs(settings: JobSettings) -> list[Job]:
     every = settings.interval_seconds
     grace = settings.misfire_grace_seconds
 
+    async def prepare_one(memory: Memory) -> None:
+        await prepare_consolidation(memory, principal=SCHEDULER)
+
     async def consolidate_one(memory: Memory, item: WorkItem) -> dict[str, Any]:
         return (await consolidate(memory, _ref(item), principal=SCHEDULER)).as_dict()
 
@@ -84,13 +89,13 @@ def default_jobs(settings: JobSettings) -> list[Job]:
         return {"rebuilt": await regenerate_summary(memory, _ref(item), principal=SCHEDULER)}
 
     oldest_first = lambda b: (b.oldest_unconsolidated or datetime.max.replace(tzinfo=UTC), b.conversation_id)  # noqa: E731
-    def core(name: str, due: Due, work: Work) -> Job:
+    def core(name: str, due: Due, work: Work, prepare: Prepare | None = None) -> Job:
         """Explicit options: missed firings run once; one firing at a time per process (the
         claims share the items between processes); a firing later than ``grace`` is skipped."""
-        return Job(name, due, work, every, coalesce=True, max_instances=1, misfire_grace_time=grace)
+        return Job(name, due, work, every, coalesce=True, max_instances=1, misfire_grace_time=grace, prepare=prepare)
 
     return [
-        core("consolidation", _due(consolidation_due(settings), oldest_first), consolidate_one),
+        core("consolidation", _due(consolidation_due(settings), oldest_first), consolidate_one, prepare_one),
         core("communities", _due(lambda b: b.graph_changed), communities_one),
         core("community_regeneration", _due(lambda b: b.dirty_communities > 0), regenerate_one),
         core("summary", _due(lambda b: b.summary_dirty), summary_one),

@@ -8,6 +8,7 @@ import asyncio
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
 from sqlalchemy import text
 
 from bot.testing import scripted_memory
@@ -190,3 +191,64 @@ def test_consolidation_is_due_on_tokens_quiet_or_a_long_wait() -> None:
     assert due(waiting(5, 10, 20, 60))  # quiet
     assert due(waiting(5, 10, 30, 1))  # a trickle: the oldest waited long enough
     assert not due(waiting(5, 10, 29, 1))
+
+
+async def test_a_pass_asks_due_again_after_each_item_and_tries_each_item_once(memory: Memory) -> None:
+    """The order is the order ``due`` gives at each step, an item no longer due is not
+    run from a stale list, one that became due meanwhile is, and none runs twice a pass."""
+    waiting = [3, 1, 2]
+    done: list[int] = []
+
+    async def due(_: Memory) -> list[WorkItem]:
+        return [WorkItem(cid) for cid in waiting]
+
+    async def work(_: Memory, item: WorkItem) -> dict[str, Any]:
+        done.append(item.conversation_id)
+        if item.conversation_id == 3:
+            waiting[:] = [4, 2, 3]  # 1 was done meanwhile (by another process), 4 arrived, 3 is due again
+        return {}
+
+    scheduler = Scheduler(memory, JobSettings(), jobs=[Job("steps", due, work, 3600)])
+    results = await scheduler.run_job("steps")
+    assert done == [3, 4, 2]
+    assert [(r.conversation_id, r.status) for r in results] == [(3, "ok"), (4, "ok"), (2, "ok")]
+    assert [r.conversation_id for r in await scheduler.run_job("steps")] == [4, 2, 3]  # the next pass takes all again
+
+
+async def test_prepare_runs_once_before_the_first_item_and_a_failure_does_not_stop_the_work(memory: Memory) -> None:
+    events: list[str] = []
+    ran = asyncio.Event()
+
+    async def prepare(_: Memory) -> None:
+        events.append("prepare")
+        raise RuntimeError("no model")
+
+    async def due(_: Memory) -> list[WorkItem]:
+        return [WorkItem(0)]
+
+    async def work(_: Memory, __: WorkItem) -> dict[str, Any]:
+        events.append("work")
+        ran.set()
+        return {}
+
+    scheduler = Scheduler(memory, JobSettings(), jobs=[Job("prepared", due, work, 3600, prepare=prepare)])
+    scheduler.start()
+    try:
+        await asyncio.wait_for(ran.wait(), 10)
+        await scheduler.prepare()  # done already: not run again
+    finally:
+        await scheduler.shutdown()
+    assert events == ["prepare", "work"]
+
+
+async def test_the_consolidation_job_loads_the_offline_model_when_prepared(
+    memory: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from memory.consolidation import run
+
+    loaded: list[str] = []
+    monkeypatch.setattr(run, "nlp", lambda: loaded.append("spacy"))
+    scheduler = Scheduler(memory, NOW, only=frozenset())
+    await scheduler.prepare()
+    await scheduler.prepare()
+    assert loaded == ["spacy"]
