@@ -144,6 +144,14 @@ async def ingest(
     return report
 
 
+async def prepare_consolidation(memory: Memory, *, principal: Principal) -> None:
+    """Load what consolidation needs (offline: the spaCy model) now, in a thread, rather
+    than during the first run: a process about to do background work pays for it before
+    it takes work, not while a conversation waits."""
+    from memory.consolidation.run import warm_up
+    await asyncio.to_thread(warm_up, memory)
+
+
 async def consolidate(
     memory: Memory,
     conversation: ConversationRef,

@@ -66,6 +66,7 @@ async def _run(scheduler: Scheduler) -> dict[str, Any]:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
+    await scheduler.prepare()  # "running" means ready: the first item is not late for a model load
     scheduler.start()
     print(f"scheduler {scheduler.owner} running {', '.join(scheduler.jobs)}", file=sys.stderr, flush=True)
     await stop.wait()

@@ -42,6 +42,7 @@ from memory.consolidation.extraction import (
     Extractor,
 )
 from memory.consolidation.extraction.llm import LLMExtractor
+from memory.consolidation.extraction.nlp import nlp
 from memory.consolidation.extraction.offline import OfflineExtractor
 from memory.consolidation.rolling_context import (
     context_size,
@@ -363,6 +364,14 @@ def _context_updates(
 
 def default_extractor(memory: Memory) -> Extractor:
     return LLMExtractor(memory.llm) if memory.llm is not None else OfflineExtractor()
+
+
+def warm_up(memory: Memory) -> None:
+    """Load what the first run would otherwise load on its way: the token counter and,
+    offline, the spaCy model (seconds of CPU). Blocking: call it in a thread."""
+    count_tokens("")
+    if memory.llm is None:
+        nlp()
 
 
 async def unconsolidated_count(session: AsyncSession, conversation_id: int) -> int:
