@@ -163,8 +163,9 @@ class Relation(Base):
 
     conversation_id: Mapped[int] = _conversation_fk()
     id: Mapped[int] = _id()
-    subject_id: Mapped[int] = mapped_column(BigInteger, index=True)
-    object_id: Mapped[int] = mapped_column(BigInteger, index=True)
+    # Each end is indexed with the conversation, status and id (migration 0013).
+    subject_id: Mapped[int] = mapped_column(BigInteger)
+    object_id: Mapped[int] = mapped_column(BigInteger)
     predicate: Mapped[str] = mapped_column(Text)
     fact: Mapped[str] = mapped_column(Text)
     valid_from: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
