@@ -65,16 +65,20 @@ def database_url(settings: Settings) -> str:
 
 @asynccontextmanager
 async def memory_from_settings(settings: Settings, embedder: Embedder | None = None) -> AsyncIterator[Memory]:
+    """The memory of ``settings``. The local embedder's model loads in a thread while
+    the database starts and opens; it is waited for here, so that a model that cannot
+    load fails the command before its work begins, as the database does."""
     llm = build_llm(settings)
     try:
-        memory = await open_memory(
-            database_url(settings), embedder or build_embedder(settings), llm=llm, admin_ids=settings.admins
-        )
+        embedder = embedder or build_embedder(settings)  # first: its model loads meanwhile
+        memory = await open_memory(database_url(settings), embedder, llm=llm, admin_ids=settings.admins)
     except BaseException:
         if llm is not None:
             await llm.close()
         raise
     try:
+        if isinstance(embedder, LocalEmbedder):
+            await embedder.loaded()
         yield memory
     finally:
         await memory.close()

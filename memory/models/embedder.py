@@ -10,6 +10,8 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
+import threading
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, Sequence
@@ -89,6 +91,33 @@ def _local_files() -> tuple[Path, Path]:
     return model, tokenizer
 
 
+@dataclass(frozen=True)
+class _LoadedModel:
+    session: Any  # onnxruntime.InferenceSession, imported when loaded
+    tokenizer: Any  # tokenizers.Tokenizer
+    pad_id: int
+
+
+def _load_model(threads: int) -> _LoadedModel:
+    """Check the files' hashes, build the ONNX session and the tokenizer."""
+    import onnxruntime
+    from tokenizers import Tokenizer
+
+    model_path, tokenizer_path = _local_files()
+    options = onnxruntime.SessionOptions()
+    # Idle onnxruntime threads spin by default, taking the cores the database needs
+    # while the next batch is embedded alongside the current one's writes.
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    options.add_session_config_entry("session.inter_op.allow_spinning", "0")
+    if threads:
+        options.intra_op_num_threads = threads
+    session = onnxruntime.InferenceSession(str(model_path), options, providers=["CPUExecutionProvider"])
+    tokenizer = Tokenizer.from_file(str(tokenizer_path))
+    tokenizer.enable_truncation(max_length=MAX_TOKENS)
+    tokenizer.no_padding()  # padded per batch, below
+    return _LoadedModel(session, tokenizer, int(tokenizer.token_to_id("[PAD]") or 0))
+
+
 @dataclass
 class LocalEmbedder:
     """all-MiniLM-L6-v2 on onnxruntime: tokenise (truncate 256), pad within a batch,
@@ -99,47 +128,45 @@ class LocalEmbedder:
     five chat messages padded to the longest cost a third more than the same messages
     one at a time. ``threads`` is onnxruntime's intra-op threads (0: one per core);
     one thread costs the least CPU per text (no hand-offs between threads), which is
-    what counts when several processes share the cores."""
+    what counts when several processes share the cores.
+
+    The model loads in a thread from construction (onnxruntime builds its session
+    without the GIL): a short command connects to the database meanwhile, and the
+    first embedding waits for it. ``loaded()`` raises what loading raised."""
 
     batch_size: int = 16
     threads: int = 0
     model: str = LOCAL_MODEL_NAME
     dim: int = LOCAL_DIM
-    _session: Any = field(init=False, repr=False)  # onnxruntime.InferenceSession, imported when built
-    _tokenizer: Any = field(init=False, repr=False)  # tokenizers.Tokenizer
-    _pad_id: int = field(init=False, repr=False)
+    _loading: Future[_LoadedModel] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
-        import onnxruntime
-        from tokenizers import Tokenizer
+        self._loading = Future()
+        threading.Thread(target=self._load, name="stashbird-embedder-load").start()
 
-        model_path, tokenizer_path = _local_files()
-        options = onnxruntime.SessionOptions()
-        # Idle onnxruntime threads spin by default, taking the cores the database needs
-        # while the next batch is embedded alongside the current one's writes.
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        options.add_session_config_entry("session.inter_op.allow_spinning", "0")
-        if self.threads:
-            options.intra_op_num_threads = self.threads
-        self._session = onnxruntime.InferenceSession(
-            str(model_path), options, providers=["CPUExecutionProvider"]
-        )
-        tokenizer = Tokenizer.from_file(str(tokenizer_path))
-        tokenizer.enable_truncation(max_length=MAX_TOKENS)
-        tokenizer.no_padding()  # padded per batch, below
-        self._tokenizer = tokenizer
-        self._pad_id = int(tokenizer.token_to_id("[PAD]") or 0)
+    def _load(self) -> None:
+        try:
+            self._loading.set_result(_load_model(self.threads))
+        except BaseException as error:  # handed to whoever waits for the model
+            self._loading.set_exception(error)
+
+    async def loaded(self) -> None:
+        """Return when the model is loaded; raise what loading raised."""
+        import asyncio
+
+        await asyncio.wrap_future(self._loading)
 
     def _vectors(self, encoded: Sequence[list[int]]) -> np.ndarray:
         """Mean-pooled unit vectors of token id lists, padded to the longest."""
+        loaded = self._loading.result()
         length = max(len(ids) for ids in encoded)
-        ids = np.full((len(encoded), length), self._pad_id, dtype=np.int64)
+        ids = np.full((len(encoded), length), loaded.pad_id, dtype=np.int64)
         mask = np.zeros((len(encoded), length), dtype=np.int64)
         for row, tokens in enumerate(encoded):
             ids[row, :len(tokens)] = tokens
             mask[row, :len(tokens)] = 1
-        (hidden,) = self._session.run(
+        (hidden,) = loaded.session.run(
             ["last_hidden_state"], {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
         )
         weights = mask[..., None].astype(np.float32)
@@ -148,7 +175,7 @@ class LocalEmbedder:
         return np.asarray(pooled)
 
     def embed_sync(self, texts: Sequence[str]) -> EmbeddingBatch:
-        encoded = [e.ids for e in self._tokenizer.encode_batch(list(texts))]
+        encoded = [e.ids for e in self._loading.result().tokenizer.encode_batch(list(texts))]
         result: list[list[float]] = [[] for _ in texts]
         for batch in length_batches([len(ids) for ids in encoded], self.batch_size):
             for index, vector in zip(batch, self._vectors([encoded[i] for i in batch]), strict=True):
