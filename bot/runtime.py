@@ -1,23 +1,22 @@
 """Build a Memory from Settings: pick the database (configured or embedded), the
-embedder (API or local) and, when configured, the LLM."""
+embedder (API or local) and, when configured, the LLM.
+
+The memory core behind ``open_memory`` (sqlalchemy, the schema) and the LLM client
+(pydantic, openai) are imported when a memory is opened, after the local model has
+begun to load in its thread: their imports and the server's start overlap the load.
+"""
 
 from __future__ import annotations
 
 from contextlib import asynccontextmanager
 from functools import cache
-from typing import AsyncIterator
+from typing import TYPE_CHECKING, AsyncIterator
 
 from bot.settings import Settings
-from memory import (
-    ConfigurationError,
-    Embedder,
-    LLMClient,
-    LocalEmbedder,
-    Memory,
-    OpenAIEmbedder,
-    open_memory,
-    start_embedded,
-)
+from memory import ConfigurationError, Embedder, LocalEmbedder, OpenAIEmbedder, start_embedded
+
+if TYPE_CHECKING:
+    from memory import LLMClient, Memory
 
 
 def build_embedder(settings: Settings) -> Embedder:
@@ -47,6 +46,8 @@ def build_llm(settings: Settings) -> LLMClient | None:
     """The configured LLM, or None (offline mode) when no LLM base URL or key is set."""
     if not settings.llm_enabled:
         return None
+    from memory import LLMClient
+
     return LLMClient(
         base_url=settings.llm_base_url,
         # A local OpenAI-compatible server usually needs no key, but the client wants one.
@@ -68,10 +69,13 @@ async def memory_from_settings(settings: Settings, embedder: Embedder | None = N
     """The memory of ``settings``. The local embedder's model loads in a thread while
     the database starts and opens; it is waited for here, so that a model that cannot
     load fails the command before its work begins, as the database does."""
+    embedder = embedder or build_embedder(settings)  # first: its model loads meanwhile
     llm = build_llm(settings)
     try:
-        embedder = embedder or build_embedder(settings)  # first: its model loads meanwhile
-        memory = await open_memory(database_url(settings), embedder, llm=llm, admin_ids=settings.admins)
+        url = database_url(settings)
+        from memory import open_memory
+
+        memory = await open_memory(url, embedder, llm=llm, admin_ids=settings.admins)
     except BaseException:
         if llm is not None:
             await llm.close()

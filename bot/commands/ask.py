@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import argparse
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bot.runtime import memory_from_settings
 from bot.settings import Settings
-from memory import Answer, ConversationRef, Principal, ValidationError, ask
+from memory import ValidationError
+
+if TYPE_CHECKING:
+    from memory import Answer
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -32,6 +35,9 @@ def parse_date(value: str | None) -> datetime | None:
 async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     question_date = parse_date(args.date)
     async with memory_from_settings(settings) as memory:
+        # The core is imported once the local model has begun to load (memory_from_settings).
+        from memory import ConversationRef, Principal, ask
+
         result: Answer = await ask(
             memory,
             ConversationRef.parse(args.conversation),

@@ -8,6 +8,9 @@ So the list is pruned of dead processes, under pgserver's own lock, before joini
 
 The database name reaches SQL only through psql variables (``:'name'`` and ``:"name"``),
 which libpq quotes as a literal and as an identifier.
+
+The settings read ``default_data_dir`` from here before a command runs, so this module
+imports psutil, pgserver and sqlalchemy only in the functions that use them.
 """
 
 from __future__ import annotations
@@ -19,8 +22,6 @@ from pathlib import Path
 from typing import Any
 
 import platformdirs
-import psutil
-from sqlalchemy.engine import URL
 
 from memory.errors import ConfigurationError
 from memory.validation import check_text
@@ -62,6 +63,8 @@ def prune_dead_handles(data_dir: Path) -> list[int]:
 
 
 def _running(pid: int) -> bool:
+    import psutil
+
     try:
         return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
     except psutil.Error:
@@ -102,6 +105,8 @@ def _psql(server: Any, script: str, **variables: str) -> str:
 
 def start_embedded(data_dir: Path, database: str = "stashbird") -> str:
     """Start (or join) the embedded server and return an asyncpg URL for ``database``."""
+    from sqlalchemy.engine import URL
+
     check_database_name(database)
     server = _server(data_dir)
     if not _exists(server, database):
