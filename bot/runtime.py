@@ -3,11 +3,13 @@ embedder (API or local) and, when configured, the LLM.
 
 The memory core behind ``open_memory`` (sqlalchemy, the schema) and the LLM client
 (pydantic, openai) are imported when a memory is opened, after the local model has
-begun to load in its thread: their imports and the server's start overlap the load.
+begun to load and the embedded server to start, each in a thread: the imports, the
+server's start and the model's load overlap.
 """
 
 from __future__ import annotations
 
+import asyncio
 from contextlib import asynccontextmanager
 from functools import cache
 from typing import TYPE_CHECKING, AsyncIterator
@@ -70,12 +72,12 @@ async def memory_from_settings(settings: Settings, embedder: Embedder | None = N
     the database starts and opens; it is waited for here, so that a model that cannot
     load fails the command before its work begins, as the database does."""
     embedder = embedder or build_embedder(settings)  # first: its model loads meanwhile
+    url = asyncio.get_running_loop().run_in_executor(None, database_url, settings)  # the server starts meanwhile
     llm = build_llm(settings)
     try:
-        url = database_url(settings)
         from memory import open_memory
 
-        memory = await open_memory(url, embedder, llm=llm, admin_ids=settings.admins)
+        memory = await open_memory(await url, embedder, llm=llm, admin_ids=settings.admins)
     except BaseException:
         if llm is not None:
             await llm.close()

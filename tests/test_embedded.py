@@ -12,11 +12,20 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from sqlalchemy import text
+from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from memory import StashbirdError
-from memory.store.embedded import HANDLE_LIST, drop_embedded_database, prune_dead_handles, start_embedded
+from memory.store.embedded import (
+    HANDLE_LIST,
+    drop_embedded_database,
+    prune_dead_handles,
+    socket_url,
+    start_embedded,
+)
 
 # A process that joins (or starts) the server of the data folder given as its argument.
 # It loads the embedded-server module without the package's public face (which imports
@@ -44,6 +53,14 @@ async def test_database_names_reach_sql_only_as_quoted_values(pg_data_dir: Path)
     for bad in ("", "postgres", " padded", "x" * 64):
         with pytest.raises(StashbirdError, match="STASHBIRD_DATABASE_NAME"):
             start_embedded(pg_data_dir, bad)
+
+
+@given(st.text(min_size=1, max_size=63), st.text(min_size=1, max_size=80))
+def test_the_socket_url_is_the_one_sqlalchemy_writes(database: str, socket_dir: str) -> None:
+    """Pure: the URL built without sqlalchemy (so that the server can start in a thread
+    while the core is imported) is sqlalchemy's own rendering of it."""
+    expected = URL.create("postgresql+asyncpg", username="postgres", database=database, query={"host": socket_dir})
+    assert socket_url(socket_dir, database) == expected.render_as_string(hide_password=False)
 
 
 def test_a_killed_process_does_not_keep_the_server_running() -> None:

@@ -9,8 +9,9 @@ So the list is pruned of dead processes, under pgserver's own lock, before joini
 The database name reaches SQL only through psql variables (``:'name'`` and ``:"name"``),
 which libpq quotes as a literal and as an identifier.
 
-The settings read ``default_data_dir`` from here before a command runs, so this module
-imports psutil, pgserver and sqlalchemy only in the functions that use them.
+The settings read ``default_data_dir`` from here before a command runs, and a command
+starts the server in a thread while it imports the core, so this module imports
+psutil and pgserver only in the functions that use them, and sqlalchemy never.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import subprocess
 import warnings
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, quote_plus
 
 import platformdirs
 
@@ -75,18 +77,20 @@ def _server(data_dir: Path) -> Any:
     data_dir = data_dir.expanduser()
     if data_dir.exists() and not data_dir.is_dir():
         raise ConfigurationError(f"STASHBIRD_DATA_DIR: {data_dir} is a file, not a folder")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # platformdirs warns when XDG_RUNTIME_DIR is unset
-        from pgserver.postgres_server import PostgresServer, get_server
+    # pgserver asks platformdirs for a runtime folder, which warns when XDG_RUNTIME_DIR is
+    # unset. A filter, not ``catch_warnings`` (not thread-safe): the server may start in a
+    # thread while the command imports the core.
+    warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set", category=UserWarning)
+    from pgserver.postgres_server import PostgresServer, get_server
 
-        try:
-            data_dir.mkdir(parents=True, exist_ok=True)
-        except OSError as error:
-            raise ConfigurationError(f"STASHBIRD_DATA_DIR: cannot create {data_dir}: {error.strerror}") from None
-        if data_dir.resolve() not in PostgresServer._instances:
-            with PostgresServer._lock:
-                prune_dead_handles(data_dir.resolve())
-        return get_server(data_dir, cleanup_mode="stop")
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise ConfigurationError(f"STASHBIRD_DATA_DIR: cannot create {data_dir}: {error.strerror}") from None
+    if data_dir.resolve() not in PostgresServer._instances:
+        with PostgresServer._lock:
+            prune_dead_handles(data_dir.resolve())
+    return get_server(data_dir, cleanup_mode="stop")
 
 
 def _psql(server: Any, script: str, **variables: str) -> str:
@@ -105,8 +109,6 @@ def _psql(server: Any, script: str, **variables: str) -> str:
 
 def start_embedded(data_dir: Path, database: str = "stashbird") -> str:
     """Start (or join) the embedded server and return an asyncpg URL for ``database``."""
-    from sqlalchemy.engine import URL
-
     check_database_name(database)
     server = _server(data_dir)
     if not _exists(server, database):
@@ -115,9 +117,14 @@ def start_embedded(data_dir: Path, database: str = "stashbird") -> str:
         except ConfigurationError:
             if not _exists(server, database):  # else another process created it meanwhile
                 raise
-    socket_dir = str(server.get_postmaster_info().socket_dir)
-    url = URL.create("postgresql+asyncpg", username="postgres", database=database, query={"host": socket_dir})
-    return url.render_as_string(hide_password=False)
+    return socket_url(str(server.get_postmaster_info().socket_dir), database)
+
+
+def socket_url(socket_dir: str, database: str) -> str:
+    """The asyncpg URL of ``database`` as user ``postgres`` on the server whose socket is
+    in ``socket_dir``, quoted as sqlalchemy's ``URL.create(...).render_as_string()``
+    quotes it (a property test holds the two equal) without importing sqlalchemy. Pure."""
+    return f"postgresql+asyncpg://postgres@/{quote(database, safe=' +/')}?host={quote_plus(socket_dir)}"
 
 
 def _exists(server: Any, database: str) -> bool:
