@@ -68,9 +68,10 @@ def database_url(settings: Settings) -> str:
 
 @asynccontextmanager
 async def memory_from_settings(settings: Settings, embedder: Embedder | None = None) -> AsyncIterator[Memory]:
-    """The memory of ``settings``. The local embedder's model loads in a thread while
-    the database starts and opens; it is waited for here, so that a model that cannot
-    load fails the command before its work begins, as the database does."""
+    """The memory of ``settings``. The local embedder's model loads and the embedded
+    server starts, each in a thread, while the core is imported; ``open_memory`` waits
+    for the model, so that one that cannot load fails the command before its work
+    begins, as the database does."""
     embedder = embedder or build_embedder(settings)  # first: its model loads meanwhile
     url = asyncio.get_running_loop().run_in_executor(None, database_url, settings)  # the server starts meanwhile
     llm = build_llm(settings)
@@ -83,8 +84,6 @@ async def memory_from_settings(settings: Settings, embedder: Embedder | None = N
             await llm.close()
         raise
     try:
-        if isinstance(embedder, LocalEmbedder):
-            await embedder.loaded()
         yield memory
     finally:
         await memory.close()

@@ -50,7 +50,8 @@ async def open_memory(
     migrate: bool = True,
     admin_ids: frozenset[str] = frozenset(),
 ) -> Memory:
-    """Connect, migrate to head (by default) and check the embedding dimension. A URL
+    """Connect, migrate to head (by default), check the embedding dimension, then wait
+    until the embedder is loaded (the local model loads in a thread meanwhile). A URL
     that cannot be used or a server that cannot be reached or refuses us is one
     ``ConfigurationError`` naming the URL (without its password)."""
     try:
@@ -67,6 +68,11 @@ async def open_memory(
         detail = str(error.orig if isinstance(error, DBAPIError) else error).strip().splitlines()[0]
         where = engine.url.render_as_string(hide_password=True)
         raise ConfigurationError(f"cannot open the database at {where}: {detail}") from error
+    except BaseException:
+        await engine.dispose()
+        raise
+    try:
+        await embedder.loaded()  # apart: a model file that cannot be read is not the database's fault
     except BaseException:
         await engine.dispose()
         raise

@@ -58,6 +58,11 @@ class Embedder(Protocol):
         """Embed texts (unit-length vectors) and report the tokens spent."""
         ...
 
+    async def loaded(self) -> None:
+        """Return when the embedder can embed, or raise what keeps it from it (the
+        local model loads in a thread); awaited by ``open_memory``."""
+        ...
+
     async def close(self) -> None:
         """Release what the embedder holds (connections); called by ``Memory.close``."""
         ...
@@ -131,8 +136,8 @@ class LocalEmbedder:
     what counts when several processes share the cores.
 
     The model loads in a thread from construction (onnxruntime builds its session
-    without the GIL): a short command connects to the database meanwhile, and the
-    first embedding waits for it. ``loaded()`` raises what loading raised."""
+    without the GIL): a short command starts and opens the database meanwhile;
+    ``open_memory`` then waits for it (``loaded()``), which raises what loading raised."""
 
     batch_size: int = 16
     threads: int = 0
@@ -243,6 +248,9 @@ class OpenAIEmbedder:
                     f"embedding endpoint returned {len(vector)} dimensions, STASHBIRD_EMBEDDING_DIM is {self.dim}"
                 )
         return EmbeddingBatch(vectors, tokens, self.model)
+
+    async def loaded(self) -> None:
+        """Ready at once: the client connects with its first call."""
 
     async def close(self) -> None:
         await self._client.close()
