@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import random
 import uuid
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from sqlalchemy import select
+from sqlalchemy import select, text
 
 from bot.commands.audit import table
 from memory import (
@@ -21,6 +22,9 @@ from memory import (
     Memory,
     OfflineExtractor,
     Principal,
+    SuppliedEntity,
+    SuppliedGraph,
+    SuppliedRelation,
     UnknownConversation,
     ValidationError,
     about,
@@ -31,14 +35,16 @@ from memory import (
     forget,
     forgotten,
     ingest,
+    load_supplied,
     overview,
     provenance,
     resolve_conversation,
     stats,
     validate_message,
 )
-from memory.audit.about import best_matches, shown_relations
+from memory.audit.about import RELATIONS_PER_ENTITY, best_matches, shown_relations
 from memory.audit.access import may_audit, may_list
+from memory.audit.facts import MESSAGES_PER_FACT
 from memory.audit.forgotten import requester
 from memory.audit.messages import permalink
 from memory.store.residue import find_tokens
@@ -169,6 +175,54 @@ async def test_about_shows_a_correction_and_its_restoration(memory: Memory, conv
     )
     async with memory.sessions() as session:
         assert marker not in await find_tokens(session, "zq[0-9a-f]{10}")  # nor anywhere in the store
+
+
+async def test_about_caps_relations_and_messages_and_counts_them_all(
+    memory: Memory, conversation_ref: ConversationRef
+) -> None:
+    """A hub with more relations than are shown (some superseded) and a fact with more
+    supporting messages than are shown: the newest current relations first, each fact's
+    earliest messages by message time (not by storage order), and every count whole."""
+    count = RELATIONS_PER_ENTITY + 6
+    times = random.Random(5).sample(range(count), count)  # stored in an order unlike their times
+    start = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    messages = [
+        validate_message({"id": f"m{n}", "author": "Ann", "text": f"note {n}", "ts": start + timedelta(minutes=t)})
+        for n, t in enumerate(times)
+    ]
+    popular = frozenset(f"m{n}" for n in range(MESSAGES_PER_FACT + 2))
+    graph = SuppliedGraph(
+        entities={"hub": SuppliedEntity("Quorvex", "thing", frozenset(m.platform_message_id for m in messages))}
+        | {f"t{n}": SuppliedEntity(f"Item {n}", "thing", frozenset({f"m{n}"})) for n in range(count)},
+        relations=[
+            SuppliedRelation("hub", f"t{n}", "has", f"Quorvex has item {n}", popular if n == 0 else frozenset({f"m{n}"}))
+            for n in range(count)
+        ],
+    )
+    rng = random.Random(7)
+    vectors = [[rng.gauss(0, 1) for _ in range(384)] for _ in range(3 * count + 1)]  # messages, entities, relations
+    ids = await load_supplied(
+        memory, conversation_ref, messages, vectors[:count], graph, iter(vectors[count:]), principal=OPERATOR
+    )
+    conversation_id = await resolve_conversation(memory, conversation_ref)
+    superseded = set(ids.relations[-8:])  # the newest, so the older current ones must pass them
+    async with memory.sessions.begin() as session:
+        await session.execute(
+            text("UPDATE relations SET status = 'superseded' WHERE conversation_id = :c AND id = ANY(:ids)"),
+            {"c": conversation_id, "ids": sorted(superseded)},
+        )
+
+    (hub, *_) = (await about(memory, conversation_ref, "Quorvex", principal=OPERATOR)).entities
+    assert (hub.name, hub.mentions, hub.relation_count) == ("Quorvex", count, count)
+    newest = sorted(ids.relations, key=lambda r: (r in superseded, -r))[:RELATIONS_PER_ENTITY]
+    assert [f.id for f in hub.current + hub.superseded] == newest
+    assert len(hub.current) == count - len(superseded) and all(f.status == "active" for f in hub.current)
+    assert [f.id for f in hub.superseded] == sorted(superseded, reverse=True)[: RELATIONS_PER_ENTITY - len(hub.current)]
+    first = next(f for f in hub.current if f.id == ids.relations[0])
+    by_time = sorted((m for m in messages if m.platform_message_id in popular), key=lambda m: m.message_time)
+    assert first.message_count == len(popular)
+    assert [m.platform_message_id for m in first.messages] == [m.platform_message_id for m in by_time][:MESSAGES_PER_FACT]
+    assert (first.subject, first.object, first.messages[0].speaker) == ("Quorvex", "Item 0", "Ann")
 
 
 async def test_a_non_admin_is_refused_by_every_query_and_logged(memory: Memory, conversation_ref: ConversationRef) -> None:

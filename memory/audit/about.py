@@ -184,6 +184,8 @@ def shown_relations(candidates: Iterable[tuple[int, int, bool]], limit: int) -> 
 
 async def _entities(session: AsyncSession, conversation_id: int, ids: list[int]) -> dict[int, _Entity]:
     """The entities ``ids`` that still exist, by id."""
+    if not ids:
+        return {}
     rows = await session.execute(_ENTITIES, {"ids": ids, "conversation": conversation_id, "limit": RELATIONS_PER_ENTITY})
     found = {}
     for entity_id, name, type_, summary, is_anchor, mentions, total, relations, current in rows:
