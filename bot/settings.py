@@ -59,6 +59,7 @@ class Settings(BaseSettings):
     consolidate_tokens: int = Field(2_000, ge=0, validation_alias=_env("STASHBIRD_CONSOLIDATE_TOKENS"))
     consolidate_idle_seconds: float = Field(60.0, ge=0, validation_alias=_env("STASHBIRD_CONSOLIDATE_IDLE_SECONDS"))
     consolidate_max_wait_seconds: float = Field(30.0, ge=0, validation_alias=_env("STASHBIRD_CONSOLIDATE_MAX_WAIT_SECONDS"))
+    consolidate_max_tokens: int = Field(4_000, ge=0, validation_alias=_env("STASHBIRD_CONSOLIDATE_MAX_TOKENS"))
     job_lease_seconds: float = Field(60.0, gt=0, validation_alias=_env("STASHBIRD_JOB_LEASE_SECONDS"))
     jobs_shutdown_grace: float = Field(10.0, ge=0, validation_alias=_env("STASHBIRD_JOBS_SHUTDOWN_GRACE"))
     jobs_misfire_grace: int = Field(30, ge=1, validation_alias=_env("STASHBIRD_JOBS_MISFIRE_GRACE"))
@@ -72,6 +73,7 @@ class Settings(BaseSettings):
             consolidate_tokens=self.consolidate_tokens,
             consolidate_idle_seconds=self.consolidate_idle_seconds,
             consolidate_max_wait_seconds=self.consolidate_max_wait_seconds,
+            consolidate_max_tokens=self.consolidate_max_tokens,
             lease_seconds=self.job_lease_seconds,
             shutdown_grace=self.jobs_shutdown_grace,
             misfire_grace_seconds=self.jobs_misfire_grace,

@@ -2,8 +2,12 @@
 
 - ``consolidation``: conversations whose waiting text passes ``consolidate_tokens``,
   that were quiet for ``consolidate_idle_seconds`` or whose oldest waiting message is
-  ``consolidate_max_wait_seconds`` old, oldest backlog first; it loads the offline
-  extractor's model when the scheduler prepares, not during its first run.
+  ``consolidate_max_wait_seconds`` old, oldest backlog first. One run takes at most
+  ``consolidate_max_tokens`` of the oldest waiting text: a conversation that fell
+  behind catches up in several turns, each after the conversations whose messages
+  waited longer (near first-in first-out across conversations), instead of one long
+  run during which their older messages wait. It loads the offline extractor's model
+  when the scheduler prepares, not during its first run.
 - ``communities``: conversations whose graph changed since the last community pass:
   new entities join their neighbours' community, or a full rebuild past
   ``rebuild_share``.
@@ -76,7 +80,8 @@ def default_jobs(settings: JobSettings) -> list[Job]:
         await prepare_consolidation(memory, principal=SCHEDULER)
 
     async def consolidate_one(memory: Memory, item: WorkItem) -> dict[str, Any]:
-        return (await consolidate(memory, _ref(item), principal=SCHEDULER)).as_dict()
+        cap = settings.consolidate_max_tokens or None
+        return (await consolidate(memory, _ref(item), principal=SCHEDULER, max_tokens=cap)).as_dict()
 
     async def communities_one(memory: Memory, item: WorkItem) -> dict[str, Any]:
         report = await update_communities(memory, _ref(item), principal=SCHEDULER, rebuild_share=settings.rebuild_share)

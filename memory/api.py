@@ -160,12 +160,17 @@ async def consolidate(
     extractor: Extractor | None = None,
     on_progress: Callable[[int], object] | None = None,
     reconcile: bool = True,
+    max_tokens: int | None = None,
 ) -> ConsolidationReport:
-    """Turn the conversation's new and edited messages into entities and relations."""
+    """Turn the conversation's new and edited messages into entities and relations: all
+    of them, or the oldest within ``max_tokens`` (the scheduler's cap on one run, so a
+    conversation that fell behind catches up in turns with the others)."""
     from memory.consolidation.run import consolidate as _consolidate
     conversation_id = await resolve_conversation(memory, conversation)
     with _logged("consolidate", conversation_id, principal) as fields:
-        report = await _consolidate(memory, conversation_id, extractor, on_progress, reconcile=reconcile)
+        report = await _consolidate(
+            memory, conversation_id, extractor, on_progress, reconcile=reconcile, max_tokens=max_tokens
+        )
         fields.update(episodes=report.episodes, chunks=report.chunks, llm_calls=report.llm_calls, stopped=report.stopped)
     return report
 

@@ -292,3 +292,18 @@ async def test_edited_episodes_pending_are_consolidated_again(
     assert state["entity_support"]["Luna"] == {ids["e1"]}
     assert state["checkpoint"].pending_episode_ids == []
     assert state["checkpoint"].last_episode_id == max(ids.values())
+
+
+async def test_a_capped_run_takes_the_oldest_messages_and_leaves_the_rest_for_the_next(
+    memory: Memory, conversation_ref: ConversationRef, conversation_id: int
+) -> None:
+    rows = [("c1", "Ann", "I adopted Rex."), ("c2", "Bob", "I play chess."), ("c3", "Cat", "I moved to Oslo.")]
+    await api.ingest(memory, conversation_ref, messages(rows), principal=OPERATOR)
+    ids = await episode_ids(memory, conversation_id)
+    first = await api.consolidate(memory, conversation_ref, principal=OPERATOR, max_tokens=30)  # two lines of ~13
+    assert first.episodes == 2
+    assert (await graph_state(memory, conversation_id))["checkpoint"].last_episode_id == ids["c2"]
+    assert await api.pending(memory, conversation_ref, principal=OPERATOR) == 1
+    rest = await api.consolidate(memory, conversation_ref, principal=OPERATOR, max_tokens=1)  # one, however long
+    assert rest.episodes == 1 and await api.pending(memory, conversation_ref, principal=OPERATOR) == 0
+    assert "Oslo" in (await graph_state(memory, conversation_id))["entity_support"]

@@ -252,3 +252,14 @@ async def test_the_consolidation_job_loads_the_offline_model_when_prepared(
     await scheduler.prepare()
     await scheduler.prepare()
     assert loaded == ["spacy"]
+
+
+async def test_a_consolidation_run_takes_at_most_its_cap_and_the_next_pass_the_rest(
+    memory: Memory, conversation_ref: ConversationRef, conversation_id: int
+) -> None:
+    rows = [("k1", "Ann", "I adopted Rex."), ("k2", "Bob", "I play chess."), ("k3", "Cat", "I moved to Oslo.")]
+    await api.ingest(memory, conversation_ref, messages(rows), principal=OPERATOR)
+    capped = JobSettings(consolidate_tokens=0, interval_seconds=3600, consolidate_max_tokens=30)
+    scheduler = Scheduler(memory, capped, only=frozenset({conversation_id}))
+    assert [r.result["episodes"] for r in await scheduler.run_job("consolidation")] == [2]
+    assert [r.result["episodes"] for r in await scheduler.run_job("consolidation")] == [1]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memory.consolidation.chunking import cut_chunks
+from memory.consolidation.chunking import cut_chunks, within
 from memory.consolidation.rolling_context import (
     context_size,
     entry,
@@ -155,6 +155,17 @@ def test_chunks_cover_every_item_once_within_budget(sizes: list[int], budget: in
         total = sum(sizes[i] for i in cut.context + cut.new)
         assert total <= budget or len(cut.new) == 1
         assert sum(sizes[i] for i in cut.context) <= budget * overlap
+
+
+@given(st.lists(st.integers(1, 50), max_size=40), st.one_of(st.none(), st.integers(0, 300)))
+def test_a_run_takes_the_longest_prefix_within_its_cap_and_never_nothing(sizes: list[int], budget: int | None) -> None:
+    taken = within(sizes, budget)
+    if budget is None:
+        assert taken == len(sizes)
+        return
+    assert taken == len(sizes) or sum(sizes[: taken + 1]) > budget  # the next one would not fit
+    assert sum(sizes[:taken]) <= budget or taken == 1  # what it takes fits, but for one oversized message
+    assert (taken >= 1) == bool(sizes)
 
 
 def test_rolling_context_drops_least_supported_first() -> None:

@@ -31,6 +31,19 @@ def _tail(items: Sequence[T], sizes: Sequence[int], limit: int) -> list[T]:
     return kept[::-1]
 
 
+def within(sizes: Sequence[int], budget: int | None) -> int:
+    """How many leading items fit in ``budget`` (all of them without one; at least one
+    when there is any, as a message is never split)."""
+    if budget is None:
+        return len(sizes)
+    used = 0
+    for count, size in enumerate(sizes):
+        used += size
+        if used > budget:
+            return max(count, 1)
+    return len(sizes)
+
+
 def cut_chunks(
     items: Sequence[T],
     sizes: Sequence[int],

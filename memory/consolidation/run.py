@@ -31,7 +31,7 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memory.consolidation.checkpoints import CheckpointUpdate, changed_since_read, next_checkpoint
-from memory.consolidation.chunking import Cut, cut_chunks
+from memory.consolidation.chunking import Cut, cut_chunks, within
 from memory.consolidation.context_store import in_order, load_context, save_context
 from memory.consolidation.extraction import (
     Chunk,
@@ -421,8 +421,11 @@ class _Prepared:
     rolling: list[dict[str, Any]]
 
 
-async def _start(memory: Memory, conversation_id: int) -> tuple[RunState, list[Cut[_Episode]]]:
-    """The run state from the saved checkpoint, and the work cut into chunks."""
+async def _start(
+    memory: Memory, conversation_id: int, max_tokens: int | None = None
+) -> tuple[RunState, list[Cut[_Episode]]]:
+    """The run state from the saved checkpoint, and the work (the oldest episodes within
+    ``max_tokens``, else all) cut into chunks."""
     params = memory.params
     await _ensure_checkpoint(memory, conversation_id)
     async with memory.sessions() as session:
@@ -435,9 +438,10 @@ async def _start(memory: Memory, conversation_id: int) -> tuple[RunState, list[C
             checkpoint.last_episode_id, checkpoint.summary, summary_ids, in_order(await load_context(session, conversation_id)),
             lines,
         )
+    sizes = [_line_size(e) for e in episodes]
+    taken = within(sizes, max_tokens)
     cuts = cut_chunks(
-        episodes, [_line_size(e) for e in episodes], params.chunk_tokens, params.chunk_overlap,
-        lead, [_line_size(e) for e in lead],
+        episodes[:taken], sizes[:taken], params.chunk_tokens, params.chunk_overlap, lead, [_line_size(e) for e in lead],
     )
     return state, cuts
 
@@ -449,8 +453,10 @@ async def consolidate(
     on_progress: Callable[[int], object] | None = None,
     *,
     reconcile: bool = True,
+    max_tokens: int | None = None,
 ) -> ConsolidationReport:
-    """Consolidate the conversation's new (and edited) episodes from its checkpoint.
+    """Consolidate the conversation's new (and edited) episodes from its checkpoint: all
+    of them, or the oldest within ``max_tokens`` (the rest waits for the next run).
 
     ``reconcile=False`` appends every extraction as new entities and relations: the
     baseline of the update benchmark, never what the service does. An ``LLMError``
@@ -459,7 +465,7 @@ async def consolidate(
     """
     extractor = extractor or default_extractor(memory)
     report = ConsolidationReport(conversation_id)
-    state, cuts = await _start(memory, conversation_id)
+    state, cuts = await _start(memory, conversation_id, max_tokens)
     for cut in cuts:
         chunk = _chunk(conversation_id, cut.context, cut.new, state.summary, state.rolling)
         usage: list[Usage] = []
