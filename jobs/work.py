@@ -10,7 +10,9 @@
   when the scheduler prepares, not during its first run.
 - ``communities``: conversations whose graph changed since the last community pass:
   new entities join their neighbours' community, or a full rebuild past
-  ``rebuild_share``.
+  ``rebuild_share``. Not while the conversation's consolidation is due: the next run
+  changes the graph again and the pass would be redone after it, so a conversation
+  that fell behind spends its turns catching up and gets one pass when it has.
 - ``community_regeneration``: conversations with dirty communities (after deletions,
   edits or joins): re-summarised from surviving members, or dissolved.
 - ``summary``: a running summary a deletion cleared and whose rebuild did not finish.
@@ -67,6 +69,12 @@ def consolidation_due(settings: JobSettings, now: datetime | None = None) -> Cal
     return due
 
 
+def communities_due(settings: JobSettings, now: datetime | None = None) -> Callable[[Backlog], bool]:
+    """The graph changed since the last community pass, and no consolidation is due."""
+    consolidating = consolidation_due(settings, now)
+    return lambda item: item.graph_changed and not consolidating(item)
+
+
 def _ref(item: WorkItem) -> Any:
     assert item.conversation is not None
     return item.conversation
@@ -101,7 +109,7 @@ def default_jobs(settings: JobSettings) -> list[Job]:
 
     return [
         core("consolidation", _due(consolidation_due(settings), oldest_first), consolidate_one, prepare_one),
-        core("communities", _due(lambda b: b.graph_changed), communities_one),
+        core("communities", _due(communities_due(settings)), communities_one),
         core("community_regeneration", _due(lambda b: b.dirty_communities > 0), regenerate_one),
         core("summary", _due(lambda b: b.summary_dirty), summary_one),
     ]

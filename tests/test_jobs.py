@@ -193,6 +193,24 @@ def test_consolidation_is_due_on_tokens_quiet_or_a_long_wait() -> None:
     assert not due(waiting(5, 10, 29, 1))
 
 
+def test_communities_wait_while_the_conversation_s_consolidation_is_due() -> None:
+    from jobs.work import communities_due
+    from memory import Backlog
+
+    now = datetime(2026, 3, 1, 12, tzinfo=UTC)
+    settings = JobSettings(consolidate_tokens=100, consolidate_idle_seconds=60, consolidate_max_wait_seconds=30)
+
+    def state(changed: bool, tokens: int) -> Backlog:
+        ages = (now - timedelta(seconds=5), now - timedelta(seconds=1)) if tokens else (None, None)
+        return Backlog(1, ConversationRef("t", "", "c"), 1 if tokens else 0, tokens, *ages, 0, False, changed)
+
+    due = communities_due(settings, now)
+    assert due(state(True, 0))  # caught up: its graph changed
+    assert due(state(True, 10))  # a little waits, not due yet: the pass need not wait for it
+    assert not due(state(True, 100))  # a run is due: it would change the graph again
+    assert not due(state(False, 0))
+
+
 async def test_a_pass_asks_due_again_after_each_item_and_tries_each_item_once(memory: Memory) -> None:
     """The order is the order ``due`` gives at each step, an item no longer due is not
     run from a stale list, one that became due meanwhile is, and none runs twice a pass."""
