@@ -96,10 +96,10 @@ async def test_two_processes_do_every_item_once_and_take_over_a_killed_ones(
                 for i, (speaker, friend) in enumerate([("Ann", "Bob"), ("Bob", "Cy"), ("Cy", "Ann"), ("Dee", "Eli")])
             ]
             await api.ingest(memory, ref, messages(rows), principal=OPERATOR)
-        async with asyncio.timeout(60):
-            while not scripted_llm.chat_requests("extract"):
+        async with asyncio.timeout(60):  # the held request: the first recorded may be another, sent at once
+            while not (held := [r for r in scripted_llm.chat_requests("extract") if r.outcome == "timeout"]):
                 await asyncio.sleep(0.05)
-        stuck = next(n for n in range(len(refs)) if f"Tahoe{n} " in scripted_llm.chat_requests("extract")[0].user)
+        stuck = next(n for n in range(len(refs)) if f"Tahoe{n} " in held[0].user)
         stuck_id = await api.resolve_conversation(memory, refs[stuck])
         async with asyncio.timeout(30):
             while not (holder := [r for r in await runs(memory) if r["conversation_id"] == stuck_id]):
