@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
+from hypothesis import given
+from hypothesis import strategies as st
 from sqlalchemy import select, text
 
 from memory.core import Memory
@@ -173,6 +175,23 @@ def test_pick_context_takes_the_reply_and_the_speakers_own_messages() -> None:
     after = [ref(6, "bob"), ref(7, "ann")]
     assert [e.episode_id for e in pick_context("ann", before, after)] == [3, 6, 7]
     assert [e.episode_id for e in pick_context("cat", before, after)] == [6]
+
+
+KIND = st.sampled_from(["episode", "relation", "entity", "community"])
+
+
+@given(st.lists(KIND, max_size=40), st.integers(min_value=0, max_value=45))
+def test_communities_ride_beside_the_first_k_and_never_take_a_place(kinds: list[str], k: int) -> None:
+    from memory.retrieval.evidence import leading
+
+    first = kinds[: leading(kinds, k)]
+    others = [kind for kind in kinds if kind != "community"]
+    # exactly the first k of the other kinds, as if no community had been built ...
+    assert [kind for kind in first if kind != "community"] == others[:k]
+    # ... with every community ranked above the next of them, and none below it
+    assert first.count("community") == kinds[: len(first)].count("community")
+    if len(first) < len(kinds):
+        assert kinds[len(first)] != "community"
 
 
 async def test_best_hits_bring_their_surroundings_once(memory: Memory, conversation_id: int) -> None:

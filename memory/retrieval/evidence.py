@@ -5,7 +5,10 @@ time; an entity or relation item the episodes that support it (one bounded step 
 expansion through ``entity_provenance`` / ``relation_provenance``), so any answer can
 point back at messages. Bot messages are shown as context but marked: they never count
 as evidence for a fact. A community item cites the episodes supporting the active
-relations between its members, which are what its summary is written from.
+relations between its members, which are what its summary is written from. Community
+summaries ride beside the first ``k`` messages and facts ranked with them and never take
+one's place (``leading``): a digest of facts adds context, it does not push out the
+message that states one, so building communities can only add evidence.
 
 The best few episode hits also bring their surroundings in the chain: the reply that
 follows, and the same speaker's messages up to ``CONTEXT_SPAN`` places around it,
@@ -78,6 +81,19 @@ class EvidenceItem:
     @property
     def is_bot(self) -> bool:
         return self.episode is not None and self.episode.is_bot
+
+
+def leading(kinds: Sequence[str], k: int) -> int:
+    """How many of the leading items (by ``kinds``, best first) make the first ``k``:
+    ``k`` that are not communities, with the communities ranked among them. Pure."""
+    taken = 0
+    for index, kind in enumerate(kinds):
+        if kind == "community":
+            continue
+        if taken == k:
+            return index
+        taken += 1
+    return len(kinds)
 
 
 def choose_supports(
@@ -209,9 +225,10 @@ async def assemble(
     context_items: int = CONTEXT_ITEMS,
     context_tokens: int = CONTEXT_TOKENS,
 ) -> list[EvidenceItem]:
-    """The first ``k`` candidates as evidence items, in order; the first
-    ``context_items`` episode items with their chain surroundings."""
-    chosen = list(candidates[:k])
+    """The first ``k`` candidates as evidence items, in order (communities ranked among
+    them beside them, see ``leading``); the first ``context_items`` episode items with
+    their chain surroundings."""
+    chosen = list(candidates[: leading([c.kind for c in candidates], k)])
     by_kind: dict[str, list[int]] = {}
     for candidate in chosen:
         by_kind.setdefault(candidate.kind, []).append(candidate.ref_id)

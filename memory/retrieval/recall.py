@@ -15,7 +15,7 @@ from datetime import datetime
 
 from memory.core import Memory
 from memory.models.tokens import count_tokens
-from memory.retrieval.evidence import EvidenceItem, assemble, format_evidence
+from memory.retrieval.evidence import EvidenceItem, assemble, format_evidence, leading
 from memory.retrieval.pipeline import retrieve, service_configs
 from memory.retrieval.search import PRESETS, QueryVariant, SearchResult, search
 from memory.store.documents import KINDS
@@ -29,13 +29,17 @@ class Recall:
     items: list[EvidenceItem]
     search_ms: float  # the search alone, without assembly (what the retrieval benchmark times)
 
+    def first(self, k: int | None = None) -> list[EvidenceItem]:
+        """The first ``k`` items as ``assemble`` chooses them (all of them without ``k``)."""
+        return self.items if k is None else self.items[: leading([item.kind for item in self.items], k)]
+
     def message_ids(self, k: int | None = None) -> set[str]:
         """The messages the first ``k`` items show (all of them without ``k``)."""
-        return {episode.platform_message_id for item in self.items[:k] for episode in item.episodes}
+        return {episode.platform_message_id for item in self.first(k) for episode in item.episodes}
 
     def tokens(self, k: int | None = None) -> int:
         """The size of the first ``k`` items as the answerer's prompt shows them."""
-        return count_tokens(format_evidence(self.items[:k]))
+        return count_tokens(format_evidence(self.first(k)))
 
 
 async def recall(
