@@ -59,21 +59,23 @@ async def open_memory(
     except (ArgumentError, ValueError) as error:  # NoSuchModuleError is an ArgumentError
         raise ConfigurationError(f"database URL cannot be used: {error}") from None
     try:
-        if migrate:
-            await upgrade(engine, embedder.dim)
-        await check_embedding_dim(engine, embedder.dim)
-        await warn_if_vectors_are_stale(engine)
-    except (OSError, TimeoutError, DBAPIError) as error:
-        await engine.dispose()
-        detail = str(error.orig if isinstance(error, DBAPIError) else error).strip().splitlines()[0]
-        where = engine.url.render_as_string(hide_password=True)
-        raise ConfigurationError(f"cannot open the database at {where}: {detail}") from error
-    except BaseException:
-        await engine.dispose()
-        raise
-    try:
-        await embedder.loaded()  # apart: a model file that cannot be read is not the database's fault
+        await _check_database(engine, embedder.dim, migrate)
+        await embedder.loaded()  # after: a model file that cannot be read is not the database's fault
     except BaseException:
         await engine.dispose()
         raise
     return Memory(engine, session_factory(engine), embedder, llm, params or MemoryParams(), admin_ids)
+
+
+async def _check_database(engine: AsyncEngine, dim: int, migrate: bool) -> None:
+    """Migrate (when asked), check the embedding dimension and warn of stale vectors; a
+    server that cannot be reached or refuses us is one ``ConfigurationError``."""
+    try:
+        if migrate:
+            await upgrade(engine, dim)
+        await check_embedding_dim(engine, dim)
+        await warn_if_vectors_are_stale(engine)
+    except (OSError, TimeoutError, DBAPIError) as error:
+        detail = str(error.orig if isinstance(error, DBAPIError) else error).strip().splitlines()[0]
+        where = engine.url.render_as_string(hide_password=True)
+        raise ConfigurationError(f"cannot open the database at {where}: {detail}") from error

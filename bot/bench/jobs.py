@@ -80,7 +80,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 @dataclass
 class Observed:
-    consolidation_lags: list[float] = field(default_factory=list)
     lags_by_conversation: dict[int, list[float]] = field(default_factory=dict)
     regeneration_lags: list[float] = field(default_factory=list)
     watermarks: dict[int, int] = field(default_factory=dict)
@@ -90,8 +89,11 @@ class Observed:
     unfinished: int = 0  # messages still waiting when the drain ended (counted with their age)
 
     def lag(self, conversation_id: int, lags: list[float]) -> None:
-        self.consolidation_lags += lags
         self.lags_by_conversation.setdefault(conversation_id, []).extend(lags)
+
+    @property
+    def consolidation_lags(self) -> list[float]:
+        return [lag for lags in self.lags_by_conversation.values() for lag in lags]
 
 
 async def _start_workers(count: int, url: str, args: argparse.Namespace) -> list[asyncio.subprocess.Process]:
