@@ -13,15 +13,22 @@ from memory.retrieval.evidence import EpisodeRef
 from memory.retrieval.reading import candidate_names
 from memory.retrieval.selection import (
     DEFAULT_WEIGHTS,
+    EXCHANGE_GAP,
+    EXCHANGE_SPAN,
     AbstentionRule,
     Cues,
     Seen,
     SelectionWeights,
+    Turn,
     answer_type,
     choose,
+    exchange_terms,
+    features,
     has_answer_type,
     is_question,
+    within,
 )
+from memory.retrieval.timeparse import TimeRange
 
 T0 = datetime(2026, 3, 2, 9, tzinfo=timezone.utc)
 SPEAKERS = ["Priya", "Tom", "Alice"]
@@ -189,3 +196,60 @@ def test_no_bot_no_question_and_no_outdated_message_leads_while_a_current_one_is
         first = choice.ranked[0][0]
         assert not first.episode.is_bot
         assert not first.outdated or all(s.outdated for s in people)
+
+
+def test_the_answer_to_a_follow_up_question_is_found_by_the_statement_it_continues() -> None:
+    """Melanie's camping trip: the third message holds the answer and none of the
+    question's words; the statement two messages before it does."""
+    cues = Cues({"camp": 1.0, "famili": 1.0}, named="Melanie", name_forms=("Melanie",))
+    opener = Turn("Melanie", T0 + timedelta(minutes=1), frozenset({"took", "famili", "camp"}))
+    asked = Turn("Caroline", T0 + timedelta(minutes=2), frozenset({"fun"}))
+    answer = seen(3, "Melanie", "We roasted marshmallows and went on a hike!", similarity=0.3, rank=0.6)
+    answer = Seen(**{**answer.__dict__, "before": (asked, opener)})
+    small_talk = seen(4, "Melanie", "Hope your weekend was great too!", similarity=0.35, rank=1.0)
+    values = features(cues, answer, SPEAKERS)
+    assert values["coverage"] == 0 and values["lead"] == 1.0 and values["follow"] == 0
+    assert choose(cues, [small_talk, answer], SPEAKERS, OPEN).ranked[0][0].episode.platform_message_id == "m3"
+    alone = Seen(**{**answer.__dict__, "before": ()})
+    assert choose(cues, [small_talk, alone], SPEAKERS, OPEN).ranked[0][0].episode.platform_message_id == "m4"
+
+
+turns = st.lists(
+    st.tuples(st.sampled_from(SPEAKERS), st.integers(0, 180), st.frozensets(st.sampled_from(["a", "b", "c", "d"]))),
+    max_size=6,
+)
+
+
+@given(st.sampled_from(SPEAKERS), st.frozensets(st.sampled_from(["a", "b", "c"])), turns)
+def test_an_exchange_ends_at_the_same_speaker_a_lull_or_the_span(speaker, own, rows) -> None:
+    chain, last = [], T0
+    for who, minutes, terms in rows:
+        last += timedelta(minutes=minutes)
+        chain.append(Turn(who, last, terms))
+    found = exchange_terms(speaker, T0, own, chain)
+    assert own <= found
+    taken, previous = [], T0
+    for turn in chain[:EXCHANGE_SPAN]:
+        if turn.message_time - previous > EXCHANGE_GAP:
+            break
+        taken.append(turn)
+        if turn.speaker == speaker:
+            break
+        previous = turn.message_time
+    assert found == own.union(*(t.terms for t in taken))
+    # The speaker's own next message ends the exchange: what follows it changes nothing.
+    mine = next((i for i, turn in enumerate(chain) if turn.speaker == speaker), None)
+    if mine is not None:
+        assert exchange_terms(speaker, T0, own, chain[: mine + 1]) == found
+
+
+def test_a_named_time_prefers_what_was_said_within_it() -> None:
+    march = TimeRange(T0.replace(day=1), T0.replace(month=4, day=1), "in March")
+    assert within((), T0) == 0.0
+    assert within((march,), T0) == 1.0
+    assert within((march,), T0 + timedelta(days=40)) == -1.0
+    cues = Cues({"launch": 1.0}, time_ranges=(march,))
+    later = seen(1, "Tom", "The launch went well.", terms={"launch"}, similarity=0.6, rank=1.0)
+    later = Seen(**{**later.__dict__, "episode": EpisodeRef(1, "m1", "Tom", "user", T0 + timedelta(days=40), later.episode.text)})
+    then = seen(2, "Tom", "The launch is today.", terms={"launch"}, similarity=0.5, rank=0.9)
+    assert choose(cues, [later, then], SPEAKERS, OPEN).ranked[0][0].episode.platform_message_id == "m2"

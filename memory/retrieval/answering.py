@@ -44,7 +44,7 @@ from memory.retrieval.evidence import (
     labelled_episodes,
 )
 from memory.retrieval.llm_steps import decompose, needs_decomposition, rerank
-from memory.retrieval.pipeline import retrieve, speaker_names
+from memory.retrieval.pipeline import Retrieval, retrieve, speaker_names
 from memory.retrieval.reading import corrections_of, question_cues, read_seen
 from memory.retrieval.selection import DEFAULT_WEIGHTS, Choice, SelectionWeights, choose
 from memory.store.audit import write_audit
@@ -319,13 +319,13 @@ async def _grounded(
 
 
 async def _select(
-    memory: Memory, conversation_id: int, question: str, vector: Sequence[float], items: Sequence[EvidenceItem],
+    memory: Memory, conversation_id: int, question: str, retrieval: Retrieval, items: Sequence[EvidenceItem],
     weights: SelectionWeights,
 ) -> Choice:
     async with memory.sessions() as session:
         speakers = await speaker_names(session, conversation_id)
-        cues = await question_cues(session, conversation_id, question, speakers)
-        seen = await read_seen(session, conversation_id, items, vector)
+        cues = await question_cues(session, conversation_id, question, speakers, retrieval.time_ranges)
+        seen = await read_seen(session, conversation_id, items, retrieval.question_vector)
     return choose(cues, seen, speakers, weights)
 
 
@@ -384,7 +384,7 @@ async def answer(
 
     # The offline choice is cheap and always made: it is the fallback, and a question
     # about someone the conversation never names needs no model call.
-    choice = await _select(memory, conversation_id, question, retrieval.question_vector, items, weights or DEFAULT_WEIGHTS)
+    choice = await _select(memory, conversation_id, question, retrieval, items, weights or DEFAULT_WEIGHTS)
     grounded = None
     if llm is not None and not choice.unknown:
         grounded = await _guarded("answer", notes, usages, _grounded(llm, question, question_date, items))

@@ -1,7 +1,8 @@
 """What offline answer selection reads from the database: the question's cues and every
 message the evidence shows, with its own vector's similarity to the question, its
 full-text lexemes, the retrieved facts resting on it and whether what it said has been
-superseded (and by which message). Four small queries, all on one conversation."""
+superseded (and by which message), and its neighbours in the chain (who said them,
+when, their lexemes). Five small queries, all on one conversation."""
 
 from __future__ import annotations
 
@@ -17,8 +18,8 @@ from memory.retrieval.evidence import EpisodeRef, EvidenceItem, load_episodes
 from memory.retrieval.pipeline import named_speaker
 from memory.retrieval.search import TERM_SAMPLE
 from memory.retrieval.search_sql import term_shares
-from memory.retrieval.selection import Cues, Seen, answer_type, term_weights
-from memory.retrieval.timeparse import MONTHS, WEEKDAYS
+from memory.retrieval.selection import EXCHANGE_SPAN, Cues, Seen, Turn, answer_type, term_weights
+from memory.retrieval.timeparse import MONTHS, WEEKDAYS, TimeRange
 from memory.store.schema import Relation, RelationProvenance
 
 _NAME_WORD = re.compile(r"\b[A-Z][a-zA-Z'’-]+\b")
@@ -84,7 +85,9 @@ async def _unknown(session: AsyncSession, conversation_id: int, names: Sequence[
     return tuple(rows.scalars())
 
 
-async def question_cues(session: AsyncSession, conversation_id: int, question: str, speakers: Sequence[str]) -> Cues:
+async def question_cues(
+    session: AsyncSession, conversation_id: int, question: str, speakers: Sequence[str], time_ranges: Sequence[TimeRange] = ()
+) -> Cues:
     shares, sampled = await term_shares(session, conversation_id, question, TERM_SAMPLE)
     name_terms = (
         await session.execute(
@@ -99,6 +102,7 @@ async def question_cues(session: AsyncSession, conversation_id: int, question: s
         name_forms=tuple(dict.fromkeys(forms)),
         answer_type=answer_type(question),
         unknown_people=await _unknown(session, conversation_id, candidate_names(question, speakers)),
+        time_ranges=tuple(time_ranges),
     )
 
 
@@ -133,6 +137,33 @@ async def corrections_of(
         result[episode_id] = (outdated, correction)
     corrections = await load_episodes(session, conversation_id, [c for _, c in result.values() if c is not None])
     return {e: (outdated, corrections.get(c) if c is not None else None) for e, (outdated, c) in result.items()}
+
+
+# Each message's chain neighbours up to EXCHANGE_SPAN steps on either side (side -1:
+# before, 1: after), nearest first, with speaker, time and lexemes.
+_NEIGHBOURS = text(
+    "WITH RECURSIVE walk(origin, side, step, id) AS ("
+    " SELECT e.id, s.side, 0, e.id FROM episodes e CROSS JOIN (VALUES (-1), (1)) AS s(side)"
+    " WHERE e.conversation_id = :c AND e.id = ANY(:ids)"
+    " UNION ALL"
+    " SELECT w.origin, w.side, w.step + 1, CASE WHEN w.side < 0 THEN e.prev_id ELSE e.next_id END"
+    " FROM walk w JOIN episodes e ON e.conversation_id = :c AND e.id = w.id"
+    " WHERE w.step < :span AND CASE WHEN w.side < 0 THEN e.prev_id ELSE e.next_id END IS NOT NULL)"
+    " SELECT w.origin, w.side, sp.display_name, e.message_time, tsvector_to_array(d.tsv)"
+    " FROM walk w JOIN episodes e ON e.conversation_id = :c AND e.id = w.id"
+    " JOIN speakers sp ON sp.conversation_id = :c AND sp.id = e.speaker_id"
+    " LEFT JOIN search_documents d ON d.conversation_id = :c AND d.kind = 'episode' AND d.ref_id = e.id"
+    " WHERE w.step > 0 ORDER BY w.origin, w.side, w.step"
+)
+
+
+async def _neighbours(session: AsyncSession, conversation_id: int, ids: Sequence[int]) -> dict[tuple[int, int], list[Turn]]:
+    """(message, side) -> its chain neighbours on that side, nearest first."""
+    found: dict[tuple[int, int], list[Turn]] = {}
+    rows = await session.execute(_NEIGHBOURS, {"c": conversation_id, "ids": list(ids), "span": EXCHANGE_SPAN})
+    for origin, side, speaker, message_time, terms in rows:
+        found.setdefault((origin, side), []).append(Turn(speaker, message_time, frozenset(terms or ())))
+    return found
 
 
 def _cosine(vector_text: str, query: np.ndarray | None) -> float:
@@ -177,6 +208,7 @@ async def read_seen(
         entry.similarity = _cosine(own, query) if own else entry.similarity
         entry.exchange = _cosine(searched, query) if searched else entry.similarity
     corrections = await corrections_of(session, conversation_id, ids)
+    neighbours = await _neighbours(session, conversation_id, ids)
     seen = []
     for episode_id, entry in appearances.items():
         outdated, correction = corrections.get(episode_id, (False, None))
@@ -194,6 +226,8 @@ async def read_seen(
                 previous_terms=previous.get(episode_id, ("", frozenset()))[1],
                 outdated=outdated,
                 correction=correction,
+                before=tuple(neighbours.get((episode_id, -1), ())),
+                after=tuple(neighbours.get((episode_id, 1), ())),
             )
         )
     return seen
