@@ -327,3 +327,6 @@ async def test_a_question_nobody_answered_is_not_in_memory(
     assert not result.in_memory and result.answer == NOT_IN_MEMORY
     named = await _ask(memory, conversation_ref, "Where did Gregor move to?")
     assert not named.in_memory and "Gregor" in named.refusal
+    # A name is one run of capitalised words, known when any word of it is.
+    both = await _ask(memory, conversation_ref, "Did Gregor Smith move to Kettleburg Heights?")
+    assert not both.in_memory and "Gregor Smith never appears" in both.refusal and "Kettleburg" not in both.refusal

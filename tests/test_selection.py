@@ -174,6 +174,12 @@ def test_without_a_named_speaker_nothing_is_refused_as_someone_elses(rows) -> No
 def test_candidate_names() -> None:
     assert candidate_names("What did Gregor say about Tom's dog in May?", SPEAKERS) == ["Gregor"]
     assert candidate_names("Where did Tom move to?", SPEAKERS) == []
+    # A run of capitalised words is one name; a title in quotes, a sentence's first word
+    # and a title such as "Dr" name no one.
+    assert candidate_names("What does Tom like about LeBron James?", SPEAKERS) == ["LeBron James"]
+    assert candidate_names('Would Priya enjoy "The Four Seasons" by Vivaldi?', SPEAKERS) == ["Vivaldi"]
+    assert candidate_names("Was May good for Tom? Answer yes or no.", SPEAKERS) == []
+    assert candidate_names("Would Alice like Dr. Seuss books?", SPEAKERS) == ["Seuss"]
 
 
 texts = st.sampled_from(["Sure.", "When is it?", "The launch is on Friday.", "I moved to Berlin.", "Two dogs."])
@@ -227,20 +233,21 @@ def test_an_exchange_ends_at_the_same_speaker_a_lull_or_the_span(speaker, own, r
         last += timedelta(minutes=minutes)
         chain.append(Turn(who, last, terms))
     found = exchange_terms(speaker, T0, own, chain)
-    assert own <= found
-    taken, previous = [], T0
-    for turn in chain[:EXCHANGE_SPAN]:
+    assert own <= found <= own.union(*(t.terms for t in chain[:EXCHANGE_SPAN]))
+    ends, previous = None, T0
+    for index, turn in enumerate(chain[:EXCHANGE_SPAN]):
         if turn.message_time - previous > EXCHANGE_GAP:
             break
-        taken.append(turn)
         if turn.speaker == speaker:
+            ends = index
             break
         previous = turn.message_time
-    assert found == own.union(*(t.terms for t in taken))
-    # The speaker's own next message ends the exchange: what follows it changes nothing.
-    mine = next((i for i, turn in enumerate(chain) if turn.speaker == speaker), None)
-    if mine is not None:
-        assert exchange_terms(speaker, T0, own, chain[: mine + 1]) == found
+    if ends is None:  # no message of the speaker's own closes an exchange: its own terms alone
+        assert found == own
+    else:
+        assert found == own.union(*(t.terms for t in chain[: ends + 1]))
+        # What follows the speaker's own next message changes nothing.
+        assert exchange_terms(speaker, T0, own, chain[: ends + 1]) == found
 
 
 def test_a_named_time_prefers_what_was_said_within_it() -> None:

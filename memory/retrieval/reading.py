@@ -23,11 +23,15 @@ from memory.retrieval.timeparse import MONTHS, WEEKDAYS, TimeRange
 from memory.store.schema import Relation, RelationProvenance
 
 _NAME_WORD = re.compile(r"\b[A-Z][a-zA-Z'’-]+\b")
+_QUOTED = re.compile(r'"[^"]*"?|“[^”]*”?')
+# A capitalised word right after one of these starts a sentence ("Dr. Seuss" does not).
+_SENTENCE_END = re.compile(r"([?!]|[a-z]{2,}\.)\s+$")
 # Capitalised words of a question that do not name anything.
 _NOT_NAMES = {
     "what", "when", "where", "who", "whom", "whose", "why", "how", "which", "did", "does", "do", "is", "are",
     "was", "were", "has", "have", "had", "would", "could", "can", "should", "will", "the", "a", "an", "in", "on",
     "i", "if", "and", "or", "according", "after", "before", "since", "during", "besides", "apart", "other",
+    "dr", "mr", "mrs", "ms",
 }
 
 
@@ -61,24 +65,40 @@ def _appearances(items: Sequence[EvidenceItem]) -> dict[int, _Appearance]:
 
 
 def candidate_names(question: str, speakers: Sequence[str]) -> list[str]:
-    """Capitalised words of the question (not its first) that may name someone or
-    something, other than the speakers' names, question words and the names of months
-    and weekdays. Pure."""
-    speaker_words = {w.lower() for s in speakers for w in s.split()} | set(MONTHS) | set(WEEKDAYS)
-    words = [m.group(0).strip("'’") for m in _NAME_WORD.finditer(question) if m.start() > 0]
-    words = [re.sub(r"['’]s$", "", w) for w in words]
-    return list(dict.fromkeys(w for w in words if w.lower() not in _NOT_NAMES | speaker_words and len(w) > 1))
+    """Names the question may mention: runs of capitalised words ("LeBron James" is one
+    name), leaving out a sentence's first word, words in quotes (a title names no one),
+    the speakers' names, question words, titles such as "Dr" and the names of months and
+    weekdays. Pure."""
+    excluded = _NOT_NAMES | {w.lower() for s in speakers for w in s.split()} | set(MONTHS) | set(WEEKDAYS)
+    unquoted = _QUOTED.sub(lambda quote: " " * len(quote.group(0)), question)
+    names: list[list[str]] = []
+    end = -1
+    for match in _NAME_WORD.finditer(unquoted):
+        word = re.sub(r"['’]s$", "", match.group(0).strip("'’"))
+        before = unquoted[: match.start()]
+        if match.start() == 0 or _SENTENCE_END.search(before) or word.lower() in excluded or len(word) < 2:
+            end = -1
+            continue
+        if end >= 0 and not unquoted[end : match.start()].strip():
+            names[-1].append(word)
+        else:
+            names.append([word])
+        end = match.end()
+    return list(dict.fromkeys(" ".join(name) for name in names))
 
 
 async def _unknown(session: AsyncSession, conversation_id: int, names: Sequence[str]) -> tuple[str, ...]:
-    """Which of ``names`` no stored message or entity of the conversation contains."""
+    """Which of ``names`` no stored message or entity of the conversation contains any
+    word of."""
     if not names:
         return ()
     rows = await session.execute(
         text(
-            "SELECT w FROM unnest(CAST(:names AS text[])) AS w WHERE numnode(plainto_tsquery('english', w)) > 0 "
+            "SELECT w FROM unnest(CAST(:names AS text[])) AS w, "
+            "LATERAL (SELECT replace(plainto_tsquery('english', w)::text, ' & ', ' | ')::tsquery AS q) AS any_word "
+            "WHERE numnode(any_word.q) > 0 "
             "AND NOT EXISTS (SELECT 1 FROM search_documents d WHERE d.conversation_id = :c "
-            "AND d.kind IN ('episode', 'entity') AND d.tsv @@ plainto_tsquery('english', w))"
+            "AND d.kind IN ('episode', 'entity') AND d.tsv @@ any_word.q)"
         ),
         {"names": list(names), "c": conversation_id},
     )
