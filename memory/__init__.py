@@ -105,6 +105,7 @@ if TYPE_CHECKING:
     from memory.params import MemoryParams
     from memory.principal import Principal
     from memory.retrieval.answering import NOT_IN_MEMORY, Answer, AnswerReply, Citation, QuotedMessage, baseline_reply
+    from memory.retrieval.calibration import Labelled, calibrate
     from memory.retrieval.recall import Recall
     from memory.retrieval.search import SearchResult
     from memory.retrieval.selection import AbstentionRule, SelectionWeights
@@ -160,6 +161,7 @@ __all__ = [
     "LLMClient",
     "LLMError",
     "LLMExtractor",
+    "Labelled",
     "LocalEmbedder",
     "MaintenanceReport",
     "Memory",
@@ -196,6 +198,7 @@ __all__ = [
     "backlog",
     "baseline_reply",
     "build_communities",
+    "calibrate",
     "check_text",
     "citus_plan",
     "communities",

@@ -17,7 +17,8 @@ held-out split (44, 47, 48, 49, 50) is what the defaults are judged by. Both are
 printed, with the abstention curve of each: for values of the doubt threshold around
 its default, the share of adversarial questions answered "not in memory" and of
 answerable ones wrongly refused (a question naming someone never mentioned, or whose
-best message holds nothing of it, is refused throughout).
+best message holds nothing of it, is refused throughout). ``--fit`` runs the calibration
+split alone and prints what ``memory.calibrate`` chooses on it beside the defaults.
 """
 
 from __future__ import annotations
@@ -48,10 +49,12 @@ from memory import (
     NOT_IN_MEMORY,
     AbstentionRule,
     Answer,
+    Labelled,
     Memory,
     SelectionWeights,
     ask,
     baseline_reply,
+    calibrate,
     count_tokens,
 )
 
@@ -79,6 +82,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="keep the benchmark database between runs (shared with bench retrieval --reuse) and skip "
         "ingest and consolidation of the conversations it already holds",
+    )
+    parser.add_argument(
+        "--fit",
+        action="store_true",
+        help="run the calibration split only and print the selection weights and abstention rule fitted on it "
+        "(the defaults are this output) beside the defaults",
     )
 
 
@@ -193,7 +202,9 @@ def refusal(result: Answer, rule: AbstentionRule, step: float = 0.0) -> bool:
     return result.confidence["doubt"] > rule.refuse_above + step
 
 
-async def _split(memory: Memory, conversations: list[locomo.Conversation], run_id: str, name: str) -> dict[str, Any]:
+async def _split(
+    memory: Memory, conversations: list[locomo.Conversation], run_id: str, name: str, labelled: list[Labelled]
+) -> dict[str, Any]:
     system, baseline, sweep = Tally(), Tally(), Sweep()
     # Answers are computed without the thresholds so that the sweep sees every
     # question's scores; the default rule is applied to them afterwards.
@@ -209,6 +220,8 @@ async def _split(memory: Memory, conversations: list[locomo.Conversation], run_i
                 if question.category != ADVERSARIAL and not gold:
                     continue
                 result = await ask(memory, ref, question.question, principal=BENCH, date=question_date, weights=open_weights)
+                if result.selection is not None:
+                    labelled.append(Labelled(result.selection, frozenset(gold), question.category == ADVERSARIAL))
                 sweep.add(question.category, result, rule)
                 refused = not result.in_memory or refusal(result, rule)
                 cited = [] if refused else [c.platform_message_id for c in result.citations]
@@ -226,7 +239,8 @@ async def _split(memory: Memory, conversations: list[locomo.Conversation], run_i
 
 async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     conversations = {c.name: c for c in load_locomo(args.locomo)}
-    names: dict[str, tuple[str, ...]] = dict(SPLITS) if args.split == "both" else {args.split: SPLITS[args.split]}
+    split_name = "calibration" if args.fit else args.split
+    names: dict[str, tuple[str, ...]] = dict(SPLITS) if split_name == "both" else {split_name: SPLITS[split_name]}
     # Any other folder in LoCoMo's format has no such split: all of it is one "all" split.
     if not all(n in conversations for split in names.values() for n in split):
         names = {"all": tuple(conversations)}
@@ -238,10 +252,13 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     run_id = reuse_run_id(True) if args.reuse else uuid.uuid4().hex[:6]
     database = REUSE_DATABASE if args.reuse else "stashbird_bench_answers"
     result: dict[str, Any] = {"bench": "answers", "weights": dataclasses.asdict(DEFAULTS), "splits": {}}
+    labelled: list[Labelled] = []
     async with bench_memory(settings, database, keep=args.reuse) as memory:
         for split, chosen in names.items():
             if chosen:
-                result["splits"][split] = await _split(memory, [conversations[n] for n in chosen], run_id, split)
+                result["splits"][split] = await _split(memory, [conversations[n] for n in chosen], run_id, split, labelled)
+    if args.fit:
+        result["fitted"] = dataclasses.asdict(calibrate(labelled))
     return result
 
 
@@ -281,4 +298,17 @@ def render(result: dict[str, Any]) -> str:
                 for p in figures["abstention_curve"]
             )
         )
+    if "fitted" in result:
+        lines += _fitted(result["fitted"], weights)
     return "\n".join(lines)
+
+
+def _fitted(fitted: dict[str, Any], defaults: dict[str, Any]) -> list[str]:
+    """Each fitted value beside its default; the same values mean the defaults are what
+    the calibration split chooses."""
+    rows = [(name, fitted[name], defaults[name]) for name in fitted if name != "abstention"]
+    rows += [(f"abstention.{name}", value, defaults["abstention"][name]) for name, value in fitted["abstention"].items()]
+    same = all(value == default for _, value, default in rows)
+    lines = [f"fitted on the calibration split ({'the defaults' if same else 'differs from the defaults'}):"]
+    lines += [f"  {name} = {value}" + ("" if value == default else f"   (default {default})") for name, value, default in rows]
+    return lines

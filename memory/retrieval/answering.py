@@ -143,6 +143,7 @@ class Answer:
     # Offline selection's confidence: the best message's score, how far someone else's
     # statement beats the named speaker's and the doubt the abstention rule compares.
     confidence: dict[str, float] = field(default_factory=dict)
+    selection: Choice | None = None  # the offline choice, made for every answer
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -416,6 +417,7 @@ async def answer(
             "unknown": float(choice.unknown),
             "unrelated": float(choice.unrelated),
         },
+        selection=choice,
     )
     result.trace_id = await _store_trace(memory, conversation_id, principal, result)
     return result

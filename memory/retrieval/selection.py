@@ -116,7 +116,8 @@ class SelectionWeights:
 
     The weights were chosen on the LoCoMo calibration split (conversations 26, 30, 41,
     42, 43) only, by a listwise softmax fit (L2 0.01) of "the first message is an
-    evidence turn" over its answerable questions. ``stashbird bench answers`` reports the
+    evidence turn" over its answerable questions (``calibration``; ``stashbird bench
+    answers --fit`` prints what it chooses). ``stashbird bench answers`` reports the
     held-out split."""
 
     similarity: float = 1.11
@@ -192,7 +193,8 @@ class Seen:
 @dataclass(frozen=True)
 class Choice:
     """The ranked messages (best first) with their scores and, when the answer is
-    refused, why."""
+    refused, why; with what it was chosen from (``cues``, ``speakers``), so that it can
+    be chosen again under other weights (``calibration``)."""
 
     ranked: tuple[tuple[Seen, float], ...]
     support: float
@@ -203,6 +205,9 @@ class Choice:
     mismatch: float = 0.0  # see ``_mismatch``
     unrelated: bool = False  # the best message and its exchanges hold nothing of the question
     doubt: float = 0.0  # see ``Doubt``: above the rule's threshold, "not in memory"
+    signals: Doubt | None = None  # what the doubt was scored from (None: nothing ranked)
+    cues: Cues = Cues({})
+    speakers: tuple[str, ...] = ()
 
     @property
     def in_memory(self) -> bool:
@@ -430,7 +435,7 @@ def choose(
     ranked = tuple((item, s) for item, s, _ in scored)
     table = {item.episode.episode_id: values for item, _, values in scored}
     if not ranked:
-        return Choice((), 0.0, "nothing stored answers it", table)
+        return Choice((), 0.0, "nothing stored answers it", table, cues=cues, speakers=tuple(speakers))
     doubt = doubt_of(cues, scored, weights)
     best = scored[0][2]
     held = max(best["coverage"], best["lead"], best["follow"])
@@ -439,7 +444,10 @@ def choose(
     reason = refusal(cues, doubt, value, weights.abstention) or (
         "nothing stored says what is asked" if unrelated else None
     )
-    return Choice(ranked, doubt.support, reason, table, bool(cues.unknown_people), doubt.mismatch, unrelated, value)
+    return Choice(
+        ranked, doubt.support, reason, table, bool(cues.unknown_people), doubt.mismatch, unrelated, value, doubt, cues,
+        tuple(speakers),
+    )
 
 
 def refusal(cues: Cues, doubt: Doubt, value: float, rule: AbstentionRule) -> str | None:
