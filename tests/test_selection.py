@@ -260,3 +260,13 @@ def test_a_named_time_prefers_what_was_said_within_it() -> None:
     later = Seen(**{**later.__dict__, "episode": EpisodeRef(1, "m1", "Tom", "user", T0 + timedelta(days=40), later.episode.text)})
     then = seen(2, "Tom", "The launch is today.", terms={"launch"}, similarity=0.5, rank=0.9)
     assert choose(cues, [later, then], SPEAKERS, OPEN).ranked[0][0].episode.platform_message_id == "m2"
+
+
+def test_a_question_whose_every_message_is_about_the_named_person_is_answered() -> None:
+    """With nobody else's message to compare, no gap counts towards the doubt (Zack's
+    message about Yara, after Yara's own was deleted)."""
+    cues = Cues({"live": 1.0}, named="Yara", name_forms=("Yara",))
+    chat = [seen(2, "Zack", "Yara lives in Brindlemere Quays now.", terms={"live"}, similarity=0.65, rank=1.0)]
+    choice = choose(cues, chat, SPEAKERS + ["Yara", "Zack"])
+    assert choice.signals is not None and choice.signals.stated_gap == choice.signals.exchange_gap == 0
+    assert choice.in_memory and choice.ranked[0][0].episode.platform_message_id == "m2"

@@ -377,7 +377,7 @@ class Doubt:
     """What the abstention rule reads of a selection: ``mismatch`` (see ``_mismatch``);
     ``stated_gap`` and ``exchange_gap``, the best ``stated`` coverage and ``exchange``
     similarity of messages not about the named speaker minus those about them (0
-    without a named speaker); ``support``, the best score; ``coverage``, the best
+    without a named speaker or without a message not about them); ``support``, the best score; ``coverage``, the best
     message's; ``named``, whether the question names one speaker."""
 
     mismatch: float
@@ -404,7 +404,8 @@ def doubt_of(cues: Cues, scored: Sequence[Scored], weights: SelectionWeights) ->
     """The doubt of a selection, ``scored`` best first (not empty). Pure."""
 
     def gap(name: str) -> float:
-        if cues.named is None:
+        # Nobody else's message to compare with: no gap (as for ``_mismatch``).
+        if cues.named is None or not any(values["about"] < 0 for _, _, values in scored):
             return 0.0
         return _best(scored, -1, lambda row: row[2][name]) - _best(scored, 1, lambda row: row[2][name])
 
