@@ -75,8 +75,8 @@ def candidate_names(question: str, speakers: Sequence[str]) -> list[str]:
     end = -1
     for match in _NAME_WORD.finditer(unquoted):
         word = re.sub(r"['’]s$", "", match.group(0).strip("'’"))
-        before = unquoted[: match.start()]
-        if match.start() == 0 or _SENTENCE_END.search(before) or word.lower() in excluded or len(word) < 2:
+        starts = _SENTENCE_END.search(unquoted, max(0, match.start() - 40), match.start())
+        if match.start() == 0 or starts or word.lower() in excluded or len(word) < 2:
             end = -1
             continue
         if end >= 0 and not unquoted[end : match.start()].strip():

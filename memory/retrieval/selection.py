@@ -377,8 +377,9 @@ class Doubt:
     """What the abstention rule reads of a selection: ``mismatch`` (see ``_mismatch``);
     ``stated_gap`` and ``exchange_gap``, the best ``stated`` coverage and ``exchange``
     similarity of messages not about the named speaker minus those about them (0
-    without a named speaker or without a message not about them); ``support``, the best score; ``coverage``, the best
-    message's; ``named``, whether the question names one speaker."""
+    without a named speaker or without a message not about them); ``support``, the
+    best score; ``coverage``, the best message's; ``named``, whether the question names
+    one speaker."""
 
     mismatch: float
     stated_gap: float
