@@ -20,7 +20,7 @@ def _planted(rng: random.Random, truth: dict[str, float], size: int) -> Labelled
     rows = [{name: rng.uniform(0, 1) for name in FEATURES} for _ in range(size)]
     best = max(range(size), key=lambda i: sum(truth.get(n, 0.0) * rows[i][n] for n in FEATURES))
     ranked = tuple((seen(i, "Tom", f"message {i}"), 0.0) for i in range(size))
-    return Labelled(Choice(ranked, 0.0, features=dict(enumerate(rows))), frozenset({f"m{best}"}))
+    return Labelled(Choice(ranked, features=dict(enumerate(rows))), frozenset({f"m{best}"}))
 
 
 def test_the_fitted_weights_find_what_the_planted_ones_chose() -> None:
@@ -40,7 +40,7 @@ def test_the_fitted_weights_find_what_the_planted_ones_chose() -> None:
 
 
 def _rated(doubt: float, refused_first: bool = False) -> Choice:
-    return Choice(((seen(0, "Tom", "A message."), 0.0),), 0.0, doubt=doubt, unknown=refused_first)
+    return Choice(((seen(0, "Tom", "A message."), 0.0),), doubt=doubt, unknown=refused_first)
 
 
 @given(

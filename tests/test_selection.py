@@ -25,8 +25,8 @@ from memory.retrieval.selection import (
     exchange_terms,
     features,
     has_answer_type,
+    in_named_time,
     is_question,
-    within,
 )
 from memory.retrieval.timeparse import TimeRange
 
@@ -252,9 +252,9 @@ def test_an_exchange_ends_at_the_same_speaker_a_lull_or_the_span(speaker, own, r
 
 def test_a_named_time_prefers_what_was_said_within_it() -> None:
     march = TimeRange(T0.replace(day=1), T0.replace(month=4, day=1), "in March")
-    assert within((), T0) == 0.0
-    assert within((march,), T0) == 1.0
-    assert within((march,), T0 + timedelta(days=40)) == -1.0
+    assert in_named_time((), T0) == 0.0
+    assert in_named_time((march,), T0) == 1.0
+    assert in_named_time((march,), T0 + timedelta(days=40)) == -1.0
     cues = Cues({"launch": 1.0}, time_ranges=(march,))
     later = seen(1, "Tom", "The launch went well.", terms={"launch"}, similarity=0.6, rank=1.0)
     later = Seen(**{**later.__dict__, "episode": EpisodeRef(1, "m1", "Tom", "user", T0 + timedelta(days=40), later.episode.text)})

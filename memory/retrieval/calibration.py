@@ -137,8 +137,12 @@ def fit_abstention(questions: Sequence[Labelled], weights: SelectionWeights, sha
         **{n: round(float(w), 3) for n, w in zip(DOUBT_SIGNALS, fitted[:-1], strict=True)},
         bias=round(float(fitted[-1]), 3),
     )
-    rated = _rechosen(questions, dataclasses.replace(weights, abstention=rule))
-    answerable = [c for q, c in zip(questions, rated, strict=True) if not q.adversarial]
+    # The rule changes only the doubt's score, not what it is scored from.
+    answerable = [
+        dataclasses.replace(c, doubt=c.signals.score(rule)) if c.signals is not None else c
+        for q, c in zip(questions, choices, strict=True)
+        if not q.adversarial
+    ]
     return dataclasses.replace(rule, refuse_above=threshold(answerable, share))
 
 

@@ -197,12 +197,10 @@ class Choice:
     be chosen again under other weights (``calibration``)."""
 
     ranked: tuple[tuple[Seen, float], ...]
-    support: float
     refusal: str | None = None
     features: Mapping[int, Mapping[str, float]] = field(default_factory=dict)
 
     unknown: bool = False  # refused because the question names someone never mentioned
-    mismatch: float = 0.0  # see ``_mismatch``
     unrelated: bool = False  # the best message and its exchanges hold nothing of the question
     doubt: float = 0.0  # see ``Doubt``: above the rule's threshold, "not in memory"
     signals: Doubt | None = None  # what the doubt was scored from (None: nothing ranked)
@@ -212,6 +210,16 @@ class Choice:
     @property
     def in_memory(self) -> bool:
         return self.refusal is None and bool(self.ranked)
+
+    @property
+    def support(self) -> float:
+        """The best message's score (0 when nothing is ranked)."""
+        return self.signals.support if self.signals else 0.0
+
+    @property
+    def mismatch(self) -> float:
+        """See ``_mismatch`` (0 when nothing is ranked)."""
+        return self.signals.mismatch if self.signals else 0.0
 
 
 def answer_type(question: str) -> str | None:
@@ -305,7 +313,7 @@ def exchange_terms(speaker: str, said_at: datetime, terms: frozenset[str], turns
     return terms
 
 
-def within(ranges: Sequence[TimeRange], said_at: datetime) -> float:
+def in_named_time(ranges: Sequence[TimeRange], said_at: datetime) -> float:
     """+1 inside one of the question's times, -1 outside all, 0 when it names none. Pure."""
     if not ranges:
         return 0.0
@@ -333,7 +341,7 @@ def features(cues: Cues, seen: Seen, speakers: Sequence[str]) -> dict[str, float
         "fact": seen.fact,
         "lead": coverage(cues, exchange_terms(seen.episode.speaker, seen.episode.message_time, seen.terms, seen.before)),
         "follow": coverage(cues, exchange_terms(seen.episode.speaker, seen.episode.message_time, seen.terms, seen.after)),
-        "time": within(cues.time_ranges, seen.episode.message_time),
+        "time": in_named_time(cues.time_ranges, seen.episode.message_time),
         "question": float(is_question(seen.episode.text)),
     }
 
@@ -437,7 +445,7 @@ def choose(
     ranked = tuple((item, s) for item, s, _ in scored)
     table = {item.episode.episode_id: values for item, _, values in scored}
     if not ranked:
-        return Choice((), 0.0, "nothing stored answers it", table, cues=cues, speakers=tuple(speakers))
+        return Choice((), "nothing stored answers it", table, cues=cues, speakers=tuple(speakers))
     doubt = doubt_of(cues, scored, weights)
     best = scored[0][2]
     held = max(best["coverage"], best["lead"], best["follow"])
@@ -446,10 +454,7 @@ def choose(
     reason = refusal(cues, doubt, value, weights.abstention) or (
         "nothing stored says what is asked" if unrelated else None
     )
-    return Choice(
-        ranked, doubt.support, reason, table, bool(cues.unknown_people), doubt.mismatch, unrelated, value, doubt, cues,
-        tuple(speakers),
-    )
+    return Choice(ranked, reason, table, bool(cues.unknown_people), unrelated, value, doubt, cues, tuple(speakers))
 
 
 def refusal(cues: Cues, doubt: Doubt, value: float, rule: AbstentionRule) -> str | None:
