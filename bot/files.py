@@ -37,7 +37,7 @@ def decode_line(raw: bytes, first: bool) -> str:
     if first and raw.startswith(UTF16_BOMS):
         raise ValidationError("file", "is UTF-16; save it as UTF-8")
     try:
-        return (raw[len(BOM):] if first and raw.startswith(BOM) else raw).rstrip(b"\r\n").decode("utf-8")
+        return (raw[len(BOM) :] if first and raw.startswith(BOM) else raw).rstrip(b"\r\n").decode("utf-8")
     except UnicodeDecodeError as error:
         raise ValidationError("line", f"not valid UTF-8 (byte 0x{raw[error.start]:02x} at offset {error.start})") from None
 

@@ -165,7 +165,11 @@ async def running(memory: Memory, settings: Settings, host: str | None = None, p
     for connector in connectors:
         await connector.start()
     http = HttpThread(
-        memory, service, slack, settings.slack_events_path, host or settings.http_host,
+        memory,
+        service,
+        slack,
+        settings.slack_events_path,
+        host or settings.http_host,
         settings.http_port if port is None else port,
     )
     state = Running(service, slack, await http.start(), connectors)

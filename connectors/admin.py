@@ -67,10 +67,7 @@ def render_explain(result: Explanation) -> str:
     if result.answer is None:
         gone = ", ".join(f"{w.action} of message {w.platform_message_id}" for w in result.withdrawn_because)
         return f"{head}\nwithdrawn: a message it drew on changed ({gone or 'since'})."
-    evidence = [
-        f"• [{e.label}] {e.kind}: {e.text if e.text is not None else '(removed since)'}"
-        for e in result.evidence
-    ]
+    evidence = [f"• [{e.label}] {e.kind}: {e.text if e.text is not None else '(removed since)'}" for e in result.evidence]
     return "\n".join([head, f"said: {result.answer}", "evidence:", *_more(evidence, len(evidence))])
 
 

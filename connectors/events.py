@@ -161,9 +161,7 @@ class AdminCommand(ChatEvent):
 
 
 Event = Union[MessagePosted, MessageEdited, MessageDeleted, MessagesDeleted, ThreadDeleted, ChannelDeleted, Mention, AdminCommand]
-EVENT_TYPES: dict[str, type[ChatEvent]] = {
-    cls.kind: cls for cls in typing.get_args(Event)
-}
+EVENT_TYPES: dict[str, type[ChatEvent]] = {cls.kind: cls for cls in typing.get_args(Event)}
 
 
 def message_of(event: ChatEvent) -> str | None:
@@ -212,9 +210,7 @@ def _from_json(annotation: Any, value: Any, path: str) -> Any:
             raise ValidationError(path, f"expected an object, got {type(value).__name__}")
         hints = typing.get_type_hints(annotation)
         known = {f.name: f for f in dataclasses.fields(annotation) if f.init}
-        arguments = {
-            name: _from_json(hints[name], value[name], f"{path}.{name}") for name in known if name in value
-        }
+        arguments = {name: _from_json(hints[name], value[name], f"{path}.{name}") for name in known if name in value}
         try:
             return annotation(**arguments)
         except TypeError as error:

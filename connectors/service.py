@@ -157,9 +157,7 @@ def answer_reply(event: Mention, answer: Answer) -> Reply:
     with the evidence labels the line may use. Pure."""
     labels = {c.platform_message_id: c.label for c in answer.citations}
     citations = tuple(cited_message(quoted, labels) for quoted in answer.reply.messages)
-    return Reply(
-        event.conversation, event.reply, answer.reply.line, "answer", citations, answer.trace_id, answer.reply.notes
-    )
+    return Reply(event.conversation, event.reply, answer.reply.line, "answer", citations, answer.trace_id, answer.reply.notes)
 
 
 class ChatService:

@@ -102,6 +102,7 @@ def default_jobs(settings: JobSettings) -> list[Job]:
         return {"rebuilt": await regenerate_summary(memory, _ref(item), principal=SCHEDULER)}
 
     oldest_first = lambda b: (b.oldest_unconsolidated or datetime.max.replace(tzinfo=UTC), b.conversation_id)  # noqa: E731
+
     def core(name: str, due: Due, work: Work, prepare: Prepare | None = None) -> Job:
         """Explicit options: missed firings run once; one firing at a time per process (the
         claims share the items between processes); a firing later than ``grace`` is skipped."""

@@ -96,13 +96,25 @@ def _logged(operation: str, conversation_id: int, principal: Principal) -> Itera
         yield fields
     except Exception as error:
         elapsed = round((time.perf_counter() - began) * 1000, 1)
-        log.warning("%s in conversation %s failed after %.1f ms: %s", operation, conversation_id, elapsed, error,
-                    extra={**context, "elapsed_ms": elapsed})
+        log.warning(
+            "%s in conversation %s failed after %.1f ms: %s",
+            operation,
+            conversation_id,
+            elapsed,
+            error,
+            extra={**context, "elapsed_ms": elapsed},
+        )
         raise
     elapsed = round((time.perf_counter() - began) * 1000, 1)
     details = " ".join(f"{k}={v}" for k, v in fields.items())
-    log.info("%s in conversation %s took %.1f ms: %s", operation, conversation_id, elapsed, details,
-             extra={**context, **fields, "elapsed_ms": elapsed})
+    log.info(
+        "%s in conversation %s took %.1f ms: %s",
+        operation,
+        conversation_id,
+        elapsed,
+        details,
+        extra={**context, **fields, "elapsed_ms": elapsed},
+    )
 
 
 async def resolve_conversation(memory: Memory, conversation: ConversationRef, *, create: bool = False) -> int:
@@ -128,6 +140,7 @@ async def ingest(
     message the database refuses is reported in ``rejected`` and costs the others
     nothing; an embedding endpoint that fails stops the run (``stopped``)."""
     from memory.episodes.ingest import ingest_messages
+
     conversation_id = await resolve_conversation(memory, conversation, create=True)
     with _logged("ingest", conversation_id, principal) as fields:
         run = await ingest_messages(memory, conversation_id, messages, on_batch=on_batch)
@@ -149,6 +162,7 @@ async def prepare_consolidation(memory: Memory, *, principal: Principal) -> None
     than during the first run: a process about to do background work pays for it before
     it takes work, not while a conversation waits."""
     from memory.consolidation.run import warm_up
+
     await asyncio.to_thread(warm_up, memory)
 
 
@@ -166,11 +180,10 @@ async def consolidate(
     of them, or the oldest within ``max_tokens`` (the scheduler's cap on one run, so a
     conversation that fell behind catches up in turns with the others)."""
     from memory.consolidation.run import consolidate as _consolidate
+
     conversation_id = await resolve_conversation(memory, conversation)
     with _logged("consolidate", conversation_id, principal) as fields:
-        report = await _consolidate(
-            memory, conversation_id, extractor, on_progress, reconcile=reconcile, max_tokens=max_tokens
-        )
+        report = await _consolidate(memory, conversation_id, extractor, on_progress, reconcile=reconcile, max_tokens=max_tokens)
         fields.update(episodes=report.episodes, chunks=report.chunks, llm_calls=report.llm_calls, stopped=report.stopped)
     return report
 
@@ -178,6 +191,7 @@ async def consolidate(
 async def pending(memory: Memory, conversation: ConversationRef, *, principal: Principal) -> int:
     """Messages waiting for consolidation (new, or edited since)."""
     from memory.consolidation.run import unconsolidated_count
+
     conversation_id = await resolve_conversation(memory, conversation)
     async with memory.sessions() as session:
         return await unconsolidated_count(session, conversation_id)
@@ -197,6 +211,7 @@ async def ask(
     ``weights``: the offline answer selection's weights and abstention thresholds (the
     answers benchmark sweeps them; the service keeps the calibrated defaults)."""
     from memory.retrieval.answering import answer
+
     check_text(question, "question")
     if k is not None and not 1 <= k <= MAX_EVIDENCE_K:
         raise ValidationError("k", f"evidence items must be between 1 and {MAX_EVIDENCE_K}, got {k}")
@@ -227,6 +242,7 @@ async def forget(
     service does."""
     from memory.forgetting.commands import delete_episode
     from memory.forgetting.policies import delete_by_policy
+
     message_id = normalize_id(message_id, "message")
     conversation_id = await resolve_conversation(memory, conversation, create=principal.kind == "event")
     if policy != "stashbird":
@@ -249,6 +265,7 @@ async def edit(
     """Correct a message: retract what the old text supported, store the new text in
     place and queue it for consolidation."""
     from memory.forgetting.commands import edit_episode
+
     message_id, text = normalize_id(message_id, "message"), check_text(text, "text")
     conversation_id = await resolve_conversation(memory, conversation)
     with _logged("edit", conversation_id, principal) as fields:
@@ -262,6 +279,7 @@ async def facts(
 ) -> list[dict[str, object]]:
     """Relations in creation order with their status and supporting message ids."""
     from memory.graph.reads import list_facts
+
     conversation_id = await resolve_conversation(memory, conversation)
     async with memory.sessions() as session:
         return await list_facts(session, conversation_id, include_superseded)
@@ -270,6 +288,7 @@ async def facts(
 async def messages(memory: Memory, conversation: ConversationRef, *, principal: Principal) -> list[dict[str, object]]:
     """The conversation's stored messages in chain order."""
     from memory.episodes.chain import chain
+
     conversation_id = await resolve_conversation(memory, conversation)
     async with memory.sessions() as session:
         return await chain(session, conversation_id)
@@ -278,6 +297,7 @@ async def messages(memory: Memory, conversation: ConversationRef, *, principal: 
 async def usage(memory: Memory, conversation: ConversationRef, *, principal: Principal) -> list[dict[str, object]]:
     """LLM and embedding calls and tokens by phase and operation."""
     from memory.store.ledger import usage_totals
+
     conversation_id = await resolve_conversation(memory, conversation)
     async with memory.sessions() as session:
         return await usage_totals(session, conversation_id)
@@ -300,6 +320,7 @@ async def stored_messages(
     """Ids, threads and times of the stored messages (from ``since``, of one thread),
     in time order: what a connector compares with the platform's history."""
     from memory.episodes.listing import stored_messages as _stored_messages
+
     conversation_id = await resolve_conversation(memory, conversation)
     async with memory.sessions() as session:
         return await _stored_messages(session, conversation_id, since, thread_id)
@@ -334,18 +355,18 @@ async def inbox_put(memory: Memory, entries: Sequence[InboxEntry], *, principal:
 async def inbox_conversations(memory: Memory, *, principal: Principal) -> list[ConversationRef]:
     """Conversations whose inbox has events ready to process."""
     from memory.store import inbox as _inbox
+
     async with memory.sessions() as session:
         return await _inbox.pending_conversations(session)
 
 
 @asynccontextmanager
-async def inbox_claim(
-    memory: Memory, conversation: ConversationRef, *, principal: Principal
-) -> AsyncIterator[InboxClaim | None]:
+async def inbox_claim(memory: Memory, conversation: ConversationRef, *, principal: Principal) -> AsyncIterator[InboxClaim | None]:
     """Hold a conversation's inbox for processing, or None when another process holds
     it. Held until the block ends or this process dies (the lock goes with its
     connection), so events are processed once at a time, in order, by one process."""
     from memory.store import inbox as _inbox
+
     conversation_id = await resolve_conversation(memory, conversation)
     async with _inbox.claim(memory.engine, conversation_id) as claim:
         yield claim
@@ -354,6 +375,7 @@ async def inbox_claim(
 async def inbox_backlog(memory: Memory, *, principal: Principal) -> InboxBacklog:
     """Events waiting across all conversations, events given up on, age of the oldest."""
     from memory.store import inbox as _inbox
+
     async with memory.sessions() as session:
         return await _inbox.backlog(session)
 
@@ -361,6 +383,7 @@ async def inbox_backlog(memory: Memory, *, principal: Principal) -> InboxBacklog
 async def inbox_prune(memory: Memory, older_than: timedelta, *, principal: Principal) -> int:
     """Drop inbox rows finished more than ``older_than`` ago; returns how many."""
     from memory.store import inbox as _inbox
+
     async with memory.sessions.begin() as session:
         return await _inbox.prune(session, older_than)
 
@@ -368,6 +391,7 @@ async def inbox_prune(memory: Memory, older_than: timedelta, *, principal: Princ
 async def read_cursor(memory: Memory, conversation: ConversationRef, name: str, *, principal: Principal) -> dict[str, Any] | None:
     """A resumable job's saved position in this conversation (None: start afresh)."""
     from memory.store import inbox as _inbox
+
     async with memory.sessions() as session:
         conversation_id = await find_conversation(session, conversation)
         return None if conversation_id is None else await _inbox.read_cursor(session, conversation_id, name)
@@ -378,6 +402,7 @@ async def save_cursor(
 ) -> None:
     """Save a resumable job's position (None: the job finished; forget it)."""
     from memory.store import inbox as _inbox
+
     async with memory.sessions.begin() as session:
         conversation_id = await ensure_conversation(session, conversation)
         await _inbox.write_cursor(session, conversation_id, name, value)
@@ -389,12 +414,11 @@ async def conversations(memory: Memory, *, principal: Principal, platform: str |
         return await list_conversations(session, platform)
 
 
-async def backlog(
-    memory: Memory, *, principal: Principal, conversation: ConversationRef | None = None
-) -> list[Backlog]:
+async def backlog(memory: Memory, *, principal: Principal, conversation: ConversationRef | None = None) -> list[Backlog]:
     """Waiting background work per conversation (all of them, or one): consolidation
     lag, dirty communities, a dirty running summary, graph changes communities have not seen."""
     from memory.store.backlog import read_backlog
+
     conversation_id = None if conversation is None else await resolve_conversation(memory, conversation)
     async with memory.sessions() as session:
         return await read_backlog(session, conversation_id)
@@ -403,6 +427,7 @@ async def backlog(
 async def build_communities(memory: Memory, conversation: ConversationRef, *, principal: Principal) -> CommunityReport:
     """Rebuild the conversation's communities by label propagation and summarise them."""
     from memory.communities import run as _communities
+
     conversation_id = await resolve_conversation(memory, conversation)
     report = await _communities.build(memory, conversation_id)
     report.add(await _communities.regenerate(memory, conversation_id))
@@ -416,6 +441,7 @@ async def update_communities(
     dirty), or everything is rebuilt when the share of new entities passes ``rebuild_share``
     (default ``MemoryParams.community_rebuild_share``)."""
     from memory.communities import run as _communities
+
     conversation_id = await resolve_conversation(memory, conversation)
     return await _communities.update_membership(memory, conversation_id, rebuild_share)
 
@@ -424,6 +450,7 @@ async def regenerate_communities(memory: Memory, conversation: ConversationRef, 
     """Re-summarise dirty communities from their surviving members; dissolve those left
     with fewer than two."""
     from memory.communities import run as _communities
+
     conversation_id = await resolve_conversation(memory, conversation)
     return await _communities.regenerate(memory, conversation_id)
 
@@ -431,6 +458,7 @@ async def regenerate_communities(memory: Memory, conversation: ConversationRef, 
 async def communities(memory: Memory, conversation: ConversationRef, *, principal: Principal) -> list[dict[str, object]]:
     """The conversation's communities with their members; a dirty one shows no summary."""
     from memory.communities import run as _communities
+
     conversation_id = await resolve_conversation(memory, conversation)
     async with memory.sessions() as session:
         return await _communities.list_communities(session, conversation_id)
@@ -441,6 +469,7 @@ async def regenerate_summary(memory: Memory, conversation: ConversationRef, *, p
     from memory.consolidation.summary import rebuild_summary
     from memory.store.backlog import read_backlog
     from memory.store.locks import LockPurpose, lock_conversation
+
     conversation_id = await resolve_conversation(memory, conversation)
     async with memory.sessions.begin() as session:
         await lock_conversation(session, conversation_id, LockPurpose.GRAPH)
@@ -449,6 +478,8 @@ async def regenerate_summary(memory: Memory, conversation: ConversationRef, *, p
                 await rebuild_summary(memory, session, conversation_id)
                 return True
     return False
+
+
 # --- the audit: each query refuses a principal that may not audit the conversation ------
 
 
@@ -459,6 +490,7 @@ async def _audited(
     refused, is written to the conversation's audit log (a refusal for a conversation
     that does not exist has no log to go to, and says only that it is refused)."""
     from memory.audit.access import log_request, may_audit
+
     granted = may_audit(principal.kind, principal.id, principal.role, memory.admin_ids)
     async with memory.sessions.begin() as session:
         conversation_id = await log_request(session, conversation, str(principal), granted, query, arguments)
@@ -473,6 +505,7 @@ async def about(memory: Memory, conversation: ConversationRef, name: str, *, pri
     """Entities matching ``name`` (by name and by meaning), each with its current and
     superseded relations and the messages that support them."""
     from memory.audit.about import about as _about
+
     if not isinstance(name, str) or not name.strip():
         raise ValidationError("name", "is empty")
     # the name is embedded while the request is checked and logged (no data is read)
@@ -485,6 +518,7 @@ async def about(memory: Memory, conversation: ConversationRef, name: str, *, pri
 async def explain(memory: Memory, conversation: ConversationRef, answer_id: int, *, principal: Principal) -> Explanation:
     """A stored answer's trace; a withdrawn answer says which deleted message withdrew it."""
     from memory.audit.explain import explain as _explain
+
     conversation_id = await _audited(memory, conversation, principal, "explain", {"answer_id": answer_id})
     async with memory.sessions() as session:
         return await _explain(session, conversation, conversation_id, answer_id)
@@ -496,6 +530,7 @@ async def forgotten(
     """Deletions and edits (newest first): when, which message, who asked, what they
     removed, kept, anchored and restored (ids and counts, never the deleted text)."""
     from memory.audit.forgotten import DeletionLog, deletion_log
+
     arguments = {"since": since.isoformat() if since else None, "limit": limit}
     conversation_id = await _audited(memory, conversation, principal, "forgotten", arguments)
     async with memory.sessions() as session:
@@ -507,6 +542,7 @@ async def provenance(memory: Memory, conversation: ConversationRef, message_id: 
     """Everything derived from one message, and a dry run of its deletion computed by
     the deletion's own rules: what ``forget`` would remove, keep, anchor, restore and dirty."""
     from memory.audit.provenance import provenance as _provenance
+
     if not isinstance(message_id, str) or not message_id.strip():
         raise ValidationError("message", "a platform message id is required")
     conversation_id = await _audited(memory, conversation, principal, "provenance", {"message_id": message_id})
@@ -517,6 +553,7 @@ async def stats(memory: Memory, conversation: ConversationRef, *, principal: Pri
     """Messages, speakers, entities, anchors, relations, communities, consolidation lag,
     model usage by phase."""
     from memory.audit.stats import conversation_stats
+
     conversation_id = await _audited(memory, conversation, principal, "stats", {})
     async with memory.sessions() as session:
         return await conversation_stats(session, str(conversation), conversation_id)
@@ -525,6 +562,7 @@ async def stats(memory: Memory, conversation: ConversationRef, *, principal: Pri
 async def overview(memory: Memory, conversation: ConversationRef, *, principal: Principal) -> Overview:
     """The whole memory of a conversation, for the audit report."""
     from memory.audit.overview import overview as _overview
+
     conversation_id = await _audited(memory, conversation, principal, "overview", {})
     async with memory.sessions() as session:
         return await _overview(session, conversation, conversation_id)
@@ -536,6 +574,7 @@ async def audit_conversations(memory: Memory, *, principal: Principal) -> list[C
     workspace only)."""
     from memory.audit.access import may_list
     from memory.audit.overview import conversation_summaries
+
     if not may_list(principal.kind, principal.id, memory.admin_ids):
         raise AccessDenied(str(principal), "*")
     async with memory.sessions() as session:
@@ -569,6 +608,7 @@ async def vacuum(memory: Memory, *, principal: Principal) -> MaintenanceReport:
     """Plain VACUUM of the memory tables, after a batch of deletions: dead row versions
     and their index entries go (memory.store.erasure says what that does not promise)."""
     from memory.store import erasure
+
     return await erasure.vacuum(memory.engine)
 
 
@@ -579,6 +619,7 @@ async def erase(memory: Memory, conversation: ConversationRef, *, principal: Pri
     Blocks the memory tables while it runs; recorded in the conversation's audit log."""
     from memory.store import erasure
     from memory.store.audit import write_audit
+
     conversation_id = await resolve_conversation(memory, conversation)
     report = await erasure.erase(memory.engine)
     async with memory.sessions.begin() as session:
@@ -599,6 +640,7 @@ async def reindex(
     one (``None``), which also clears the store's mark of stale vectors. Returns the
     messages embedded, by conversation."""
     from memory.episodes.reindex import clear_stale_mark, reindex_episodes
+
     refs = [conversation] if conversation is not None else await conversations(memory, principal=principal)
     done = {}
     for ref in refs:
@@ -623,6 +665,7 @@ async def recall(
     retrieval (over ``kinds`` of documents, all by default), or by a named baseline
     search (``full_text``, ``vector``: messages only)."""
     from memory.retrieval.recall import recall as _recall
+
     conversation_id = await resolve_conversation(memory, conversation)
     when, size = date or datetime.now(UTC), k or memory.params.evidence_k
     return await _recall(memory, conversation_id, question, when, size, search, kinds)
@@ -634,6 +677,7 @@ async def search_vector(
     """The hybrid search for a query whose vector is given (a benchmark's synthetic
     conversation carries random vectors)."""
     from memory.retrieval.recall import search_with_vector
+
     conversation_id = await resolve_conversation(memory, conversation)
     return await search_with_vector(memory, conversation_id, question, vector)
 
@@ -641,6 +685,7 @@ async def search_vector(
 async def integrity(memory: Memory, conversation: ConversationRef, *, principal: Principal) -> Integrity:
     """Relations without support and search documents of records that are gone."""
     from memory.store.integrity import check_integrity
+
     conversation_id = await resolve_conversation(memory, conversation)
     async with memory.sessions() as session:
         return await check_integrity(session, conversation_id)
@@ -651,17 +696,23 @@ async def residue(memory: Memory, pattern: str, *, principal: Principal) -> dict
     whole store (all conversations), with where it was found: proof that deleted text
     survives nowhere."""
     from memory.store.residue import find_tokens
+
     async with memory.sessions() as session:
         return await find_tokens(session, pattern)
 
 
 async def word_residue(
-    memory: Memory, conversation: ConversationRef, gone_texts: Iterable[str], *, principal: Principal,
+    memory: Memory,
+    conversation: ConversationRef,
+    gone_texts: Iterable[str],
+    *,
+    principal: Principal,
     ignore: Iterable[str] = (),
 ) -> WordResidue:
     """Words that only ``gone_texts`` (deleted or edited-away messages) said, less
     ``ignore``, and where in the conversation's rows any of them is still found."""
     from memory.store.residue import word_residue as _word_residue
+
     conversation_id = await resolve_conversation(memory, conversation)
     async with memory.sessions() as session:
         return await _word_residue(session, conversation_id, gone_texts, ignore)
@@ -679,6 +730,7 @@ async def load_supplied(
 ) -> SuppliedIds:
     """Benchmarks: store messages and a graph as given (see ``memory.synthetic``)."""
     from memory.synthetic import supply_graph
+
     conversation_id = await resolve_conversation(memory, conversation, create=True)
     return await supply_graph(memory, conversation_id, messages, message_vectors, graph, vectors)
 
@@ -693,6 +745,7 @@ async def load_bulk_messages(
 ) -> None:
     """Benchmarks: many messages with given vectors, bulk-inserted and chained."""
     from memory.synthetic import bulk_messages
+
     conversation_id = await resolve_conversation(memory, conversation, create=True)
     await bulk_messages(memory, conversation_id, speaker, batches)
 
@@ -700,5 +753,6 @@ async def load_bulk_messages(
 async def load_bulk_graph(memory: Memory, conversation: ConversationRef, size: int, *, principal: Principal) -> None:
     """Benchmarks: ``size`` messages and a proportional graph with random vectors."""
     from memory.synthetic import bulk_graph
+
     conversation_id = await resolve_conversation(memory, conversation, create=True)
     await bulk_graph(memory, conversation_id, size)

@@ -92,7 +92,12 @@ async def supply_graph(
         entities: dict[str, int] = {}
         for key, entity in graph.entities.items():
             entities[key] = await create_entity(
-                session, conversation_id, name=entity.name, type_=entity.type, summary="", embedding=next(vectors),
+                session,
+                conversation_id,
+                name=entity.name,
+                type_=entity.type,
+                summary="",
+                embedding=next(vectors),
                 episode_ids={episodes[m] for m in entity.message_ids},
             )
         relations = [
@@ -127,8 +132,14 @@ async def _supply_relation(
         for m in relation.message_ids
     }
     return await create_relation(
-        session, conversation_id, subject_id=entities[relation.subject], object_id=entities[relation.object],
-        predicate=relation.predicate, fact=relation.fact, embedding=vector, episode_ids=support,
+        session,
+        conversation_id,
+        subject_id=entities[relation.subject],
+        object_id=entities[relation.object],
+        predicate=relation.predicate,
+        fact=relation.fact,
+        embedding=vector,
+        episode_ids=support,
         wordings=wordings if relation.wordings else None,
     )
 
@@ -256,11 +267,22 @@ def _bulk_graph_statements() -> list[str]:
 
 
 _BULK_TYPES: dict[str, Any] = {
-    "cid": BigInteger, "s0": BigInteger, "s1": BigInteger, "n": Integer, "topics": Integer, "dim": Integer,
+    "cid": BigInteger,
+    "s0": BigInteger,
+    "s1": BigInteger,
+    "n": Integer,
+    "topics": Integer,
+    "dim": Integer,
     "t0": DateTime(timezone=True),
 }
 _VACUUMED = (
-    "episodes", "entities", "entity_provenance", "relations", "relation_provenance", "community_members", "search_documents"
+    "episodes",
+    "entities",
+    "entity_provenance",
+    "relations",
+    "relation_provenance",
+    "community_members",
+    "search_documents",
 )
 
 
@@ -276,8 +298,13 @@ async def bulk_graph(memory: Memory, conversation_id: int, size: int) -> None:
         s0 = await ensure_speaker(session, conversation_id, "u0", "Speaker 0", "user")
         s1 = await ensure_speaker(session, conversation_id, "u1", "Speaker 1", "user")
         values = {
-            "cid": conversation_id, "s0": s0, "s1": s1, "n": size, "topics": max(2, size // 5),
-            "dim": memory.embedder.dim, "t0": datetime(2026, 1, 1, tzinfo=UTC),
+            "cid": conversation_id,
+            "s0": s0,
+            "s1": s1,
+            "n": size,
+            "topics": max(2, size // 5),
+            "dim": memory.embedder.dim,
+            "t0": datetime(2026, 1, 1, tzinfo=UTC),
         }
         for statement in _bulk_graph_statements():
             typed = [bindparam(k, type_=t) for k, t in _BULK_TYPES.items() if f":{k}" in statement]

@@ -84,9 +84,7 @@ def _from_epoch(seconds: float, field: str) -> datetime:
         raise ValidationError(field, f"is not a finite number ({seconds})")
     if not MIN_EPOCH_SECONDS <= seconds <= MAX_EPOCH_SECONDS:
         if MIN_EPOCH_SECONDS <= seconds / 1000 <= MAX_EPOCH_SECONDS:
-            raise ValidationError(
-                field, f"{seconds:.0f} looks like epoch milliseconds; give seconds ({seconds / 1000:.3f})"
-            )
+            raise ValidationError(field, f"{seconds:.0f} looks like epoch milliseconds; give seconds ({seconds / 1000:.3f})")
         raise ValidationError(field, f"epoch seconds {seconds:g} are outside the years 1 to 9999")
     return datetime.fromtimestamp(seconds, tz=UTC)
 

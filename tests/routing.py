@@ -159,8 +159,17 @@ class _Walker:
             for item in node.fromClause or ():
                 self.from_item(item, level)
             self.quals(node.whereClause, level)
-            for part in (node.targetList, node.whereClause, node.havingClause, node.groupClause, node.sortClause,
-                         node.valuesLists, node.limitCount, node.limitOffset, node.distinctClause):
+            for part in (
+                node.targetList,
+                node.whereClause,
+                node.havingClause,
+                node.groupClause,
+                node.sortClause,
+                node.valuesLists,
+                node.limitCount,
+                node.limitOffset,
+                node.distinctClause,
+            ):
                 self.sublinks(part, level)
             self.close(level)
         finally:
@@ -377,7 +386,7 @@ class Analysis:
 
 def _declared(sql: str) -> str | None:
     for token in pglast.parser.scan(sql):
-        body = sql[token.start:token.end + 1]
+        body = sql[token.start : token.end + 1]
         if token.name == "C_COMMENT" and body[2:-2].strip().startswith("multi-shard:"):
             return body[2:-2].strip().removeprefix("multi-shard:").strip()
     return None

@@ -72,9 +72,7 @@ async def test_extractive_answer_quotes_speaker_and_date(
     result = await _ask(memory, conversation_ref, "Where did Tom move?")
     assert result.mode == "extractive" and result.in_memory
     assert result.answer.startswith('tom said on 06 May 2024: "I moved to the Berlin office last week."')
-    assert [(c.episode_id, c.platform_message_id, c.speaker) for c in result.citations] == [
-        (episodes["m1"], "m1", "tom")
-    ]
+    assert [(c.episode_id, c.platform_message_id, c.speaker) for c in result.citations] == [(episodes["m1"], "m1", "tom")]
     assert result.citations[0].message_time == T0 + timedelta(minutes=1)
 
 
@@ -98,9 +96,7 @@ async def test_bot_messages_are_context_not_evidence(
     assert result.citations[0].platform_message_id == "m0"
 
 
-async def test_trace_usage_and_audit_are_stored(
-    memory: Memory, conversation_ref: ConversationRef, conversation_id: int
-) -> None:
+async def test_trace_usage_and_audit_are_stored(memory: Memory, conversation_ref: ConversationRef, conversation_id: int) -> None:
     await _chat(memory, conversation_ref)
     result = await api.ask(
         memory, conversation_ref, "Who has a cat?", principal=Principal.user("U123"), date=T0 + timedelta(days=1), k=3
@@ -109,9 +105,7 @@ async def test_trace_usage_and_audit_are_stored(
     async with memory.sessions() as session:
         trace = (await session.execute(select(AnswerTrace).where(AnswerTrace.id == result.trace_id))).scalar_one()
         linked = set(
-            (
-                await session.execute(select(AnswerEvidence.episode_id).where(AnswerEvidence.trace_id == trace.id))
-            ).scalars()
+            (await session.execute(select(AnswerEvidence.episode_id).where(AnswerEvidence.trace_id == trace.id))).scalars()
         )
         audit = (
             await session.execute(
@@ -137,9 +131,7 @@ async def test_trace_usage_and_audit_are_stored(
     assert trace.usage["embed_query"]["calls"] == 1
 
 
-async def test_unknown_conversation_and_empty_question_are_refused(
-    memory: Memory, conversation_ref: ConversationRef
-) -> None:
+async def test_unknown_conversation_and_empty_question_are_refused(memory: Memory, conversation_ref: ConversationRef) -> None:
     with pytest.raises(UnknownConversation):
         await api.ask(memory, ConversationRef.parse("no-such-conversation-anywhere"), "hello?", principal=OPERATOR)
     with pytest.raises(ValidationError, match="question"):
@@ -183,9 +175,9 @@ async def test_llm_path_decomposes_reranks_answers_and_records_usage(
         ledger = {
             op: (calls, prompt, completion)
             for op, calls, prompt, completion in await session.execute(
-                select(
-                    UsageEntry.operation, UsageEntry.calls, UsageEntry.prompt_tokens, UsageEntry.completion_tokens
-                ).where(UsageEntry.conversation_id == conversation_id, UsageEntry.phase == "retrieval")
+                select(UsageEntry.operation, UsageEntry.calls, UsageEntry.prompt_tokens, UsageEntry.completion_tokens).where(
+                    UsageEntry.conversation_id == conversation_id, UsageEntry.phase == "retrieval"
+                )
             )
         }
         trace = (await session.execute(select(AnswerTrace).where(AnswerTrace.id == result.trace_id))).scalar_one()

@@ -177,9 +177,7 @@ async def test_about_shows_a_correction_and_its_restoration(memory: Memory, conv
         assert marker not in await find_tokens(session, "zq[0-9a-f]{10}")  # nor anywhere in the store
 
 
-async def test_about_caps_relations_and_messages_and_counts_them_all(
-    memory: Memory, conversation_ref: ConversationRef
-) -> None:
+async def test_about_caps_relations_and_messages_and_counts_them_all(memory: Memory, conversation_ref: ConversationRef) -> None:
     """A hub with more relations than are shown (some superseded) and a fact with more
     supporting messages than are shown: the newest current relations first, each fact's
     earliest messages by message time (not by storage order), and every count whole."""

@@ -72,7 +72,10 @@ async def test_bench_qa_runs_and_counts(locomo_folder: Path, database_url: str, 
     assert result["bench"] == "qa" and result["questions"] == 5
     assert (result["correct"], result["graded"], result["accuracy"]) == (2, 4, 0.5)
     assert {c: (v["questions"], v["correct"]) for c, v in result["by_category"].items()} == {
-        "1": (1, 1), "2": (1, 0), "3": (1, 0), "4": (1, 1)
+        "1": (1, 1),
+        "2": (1, 0),
+        "3": (1, 0),
+        "4": (1, 1),
     }
     assert result["adversarial"] == {"questions": 1, "declined": 1}
     assert scripted_llm.count("judge") == 4 and scripted_llm.count("answer") == 5

@@ -72,8 +72,14 @@ def test_calibration_refuses_the_swapped_person_and_keeps_the_answerable_ones() 
     questions = []
     for i in range(60):
         chat = [
-            seen(1, "Priya", "I ran a charity race last Sunday!", terms={"charity", "race"},
-                 similarity=rng.uniform(0.5, 0.9), rank=1.0),
+            seen(
+                1,
+                "Priya",
+                "I ran a charity race last Sunday!",
+                terms={"charity", "race"},
+                similarity=rng.uniform(0.5, 0.9),
+                rank=1.0,
+            ),
             seen(2, "Tom", "Nice, well done.", similarity=rng.uniform(0.1, 0.4), rank=rng.uniform(0.3, 0.7)),
             seen(3, "Tom", "I like races too.", terms={"race"}, similarity=rng.uniform(0.2, 0.6), rank=rng.uniform(0.3, 0.9)),
         ]

@@ -130,8 +130,16 @@ async def _snapshot(memory: Memory) -> dict[str, int]:
     async with memory.engine.connect() as connection:
         return {
             table: (await connection.execute(text(f"SELECT count(*) FROM {table}"))).scalar_one()
-            for table in ("episodes", "entities", "relations", "entity_provenance", "relation_provenance",
-                          "search_documents", "usage_ledger", "answer_evidence")
+            for table in (
+                "episodes",
+                "entities",
+                "relations",
+                "entity_provenance",
+                "relation_provenance",
+                "search_documents",
+                "usage_ledger",
+                "answer_evidence",
+            )
         }
 
 
@@ -154,9 +162,12 @@ async def test_a_consolidated_conversation_survives_downgrade_and_upgrade(new_da
         assert len(old) == 33 and "usage_ledger.conversation_id is nullable" in old
         assert await _snapshot(handle) == counts
         async with handle.engine.begin() as connection:  # usage without a conversation: 0010 deletes it
-            await connection.execute(text(
-                "INSERT INTO usage_ledger (conversation_id, phase, operation, model) VALUES (NULL, 'ingestion', 'orphan', 'm')"
-            ))
+            await connection.execute(
+                text(
+                    "INSERT INTO usage_ledger (conversation_id, phase, operation, model)"
+                    " VALUES (NULL, 'ingestion', 'orphan', 'm')"
+                )
+            )
         await upgrade(handle.engine, embedder.dim)
         assert await _snapshot(handle) == counts
         after = await ask(handle, ref, question, principal=OPERATOR)

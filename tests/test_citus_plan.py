@@ -38,7 +38,7 @@ async def test_reference_tables_first_then_parents_before_children_all_co_locate
     assert set(position) == set(catalogue.tables) - {"alembic_version"} and len(plan.steps) == len(position)
     assert {s.table for s in plan.steps[: len(REFERENCE_TABLES)]} == REFERENCE_TABLES
     assert all(s.kind == "reference" for s in plan.steps[: len(REFERENCE_TABLES)])
-    first, *others = plan.steps[len(REFERENCE_TABLES):]
+    first, *others = plan.steps[len(REFERENCE_TABLES) :]
     assert first.colocate_with == "none" and all(s.colocate_with == first.table for s in others)
     parent_child = [(k.parent, k.table) for k in catalogue.foreign_keys if k.parent != k.table]
     assert len(parent_child) > 20  # the conversation keys and those between conversation tables
@@ -80,10 +80,14 @@ async def test_a_second_run_does_nothing_the_first_did(memory: Memory) -> None:
             assert [s.table for s in first.steps if s.done] == ["conversations"]
             await apply_plan(connection, first)
             assert first.applied == [s.table for s in first.steps][1:]
-            calls = (await connection.execute(text(
-                "SELECT CAST(logicalrelid AS text), CAST(partmethod AS text), colocate_with "
-                f"FROM {schema}.pg_dist_partition ORDER BY n"
-            ))).all()
+            calls = (
+                await connection.execute(
+                    text(
+                        "SELECT CAST(logicalrelid AS text), CAST(partmethod AS text), colocate_with "
+                        f"FROM {schema}.pg_dist_partition ORDER BY n"
+                    )
+                )
+            ).all()
             assert [tuple(call) for call in calls[1:]] == [(s.table, METHOD[s.kind], s.colocate_with) for s in first.steps[1:]]
             second = await read_plan(connection)
             assert all(s.done == METHOD[s.kind] for s in second.steps)

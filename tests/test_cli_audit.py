@@ -57,9 +57,7 @@ async def _conversation(memory: Memory, ref: ConversationRef, rows: list[tuple[s
     await consolidate(memory, ref, principal=OPERATOR, extractor=OfflineExtractor())
 
 
-async def test_audit_commands_and_the_html_report(
-    memory: Memory, database_url: str, tmp_path: Path
-) -> None:
+async def test_audit_commands_and_the_html_report(memory: Memory, database_url: str, tmp_path: Path) -> None:
     name = f"cli-audit-{uuid.uuid4().hex[:8]}"
     ref, other = ConversationRef.parse(name), ConversationRef("slack", "T9", f"C{uuid.uuid4().hex[:6]}")
     gone, foreign = f"zq{uuid.uuid4().hex[:10]}", f"zq{uuid.uuid4().hex[:10]}"

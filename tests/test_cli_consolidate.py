@@ -21,16 +21,35 @@ def _write(path: Path, rows: list) -> Path:
 
 def test_consolidate_replays_extractions_and_reports(database_url: str, tmp_path: Path) -> None:
     conversation = f"cli-{uuid.uuid4().hex[:8]}"
-    messages = _write(tmp_path / "m.jsonl", [
-        {"id": "1", "author": "ann", "text": "I live in Boston", "ts": "2026-01-01T10:00:00Z"},
-        {"id": "2", "author": "ann", "text": "Moved to Denver!", "ts": "2026-01-02T10:00:00Z"},
-    ])
-    extractions = _write(tmp_path / "x.jsonl", [
-        {"message_id": "1", "entities": [{"name": "ann", "type": "person"}],
-         "relations": [{"subject": "ann", "predicate": "lives_in", "object": "Boston", "fact": "ann lives in Boston"}]},
-        {"message_id": "2", "relations": [{"subject": "ann", "predicate": "moved_to", "object": "Denver",
-                                           "fact": "ann moved to Denver", "decision": "contradiction"}]},
-    ])
+    messages = _write(
+        tmp_path / "m.jsonl",
+        [
+            {"id": "1", "author": "ann", "text": "I live in Boston", "ts": "2026-01-01T10:00:00Z"},
+            {"id": "2", "author": "ann", "text": "Moved to Denver!", "ts": "2026-01-02T10:00:00Z"},
+        ],
+    )
+    extractions = _write(
+        tmp_path / "x.jsonl",
+        [
+            {
+                "message_id": "1",
+                "entities": [{"name": "ann", "type": "person"}],
+                "relations": [{"subject": "ann", "predicate": "lives_in", "object": "Boston", "fact": "ann lives in Boston"}],
+            },
+            {
+                "message_id": "2",
+                "relations": [
+                    {
+                        "subject": "ann",
+                        "predicate": "moved_to",
+                        "object": "Denver",
+                        "fact": "ann moved to Denver",
+                        "decision": "contradiction",
+                    }
+                ],
+            },
+        ],
+    )
     assert stashbird(database_url, "ingest", str(messages), "--conversation", conversation).returncode == 0
     result = stashbird(database_url, "consolidate", "--conversation", conversation, "--extractions", str(extractions), "--json")
     assert result.returncode == 0, result.stderr
@@ -60,7 +79,13 @@ def test_bad_extractions_and_unknown_conversation_are_clear_errors(database_url:
 
 def test_replay_records_are_validated() -> None:
     with pytest.raises(ValidationError, match=r"record 0.relations\[0\].decision"):
-        ReplayExtractor.from_records([{"message_id": "1", "relations": [
-            {"subject": "a", "predicate": "p", "object": "b", "fact": "f", "decision": "maybe"}]}])
+        ReplayExtractor.from_records(
+            [
+                {
+                    "message_id": "1",
+                    "relations": [{"subject": "a", "predicate": "p", "object": "b", "fact": "f", "decision": "maybe"}],
+                }
+            ]
+        )
     with pytest.raises(ValidationError, match="record 0.message_id"):
         ReplayExtractor.from_records([{"relations": []}])

@@ -82,9 +82,7 @@ async def test_an_embedding_endpoint_that_is_down_stops_the_run_with_its_summary
         (["ingest", "--locomo", "/nonexistent.json", "--conversation", "x"], ("file not found", "/nonexistent.json")),
     ],
 )
-async def test_bad_arguments_are_one_line(
-    argv: list[str], words: tuple[str, ...], cli_env: None
-) -> None:
+async def test_bad_arguments_are_one_line(argv: list[str], words: tuple[str, ...], cli_env: None) -> None:
     code, _, err = stashbird(None, *argv)
     assert code == 2 and one_line(err, *words), err
 
@@ -101,9 +99,7 @@ async def test_a_file_that_is_not_locomo(cli_env: None, tmp_path: Path) -> None:
     assert code == 2 and one_line(err, "not a LoCoMo conversation")
 
 
-async def test_dash_reads_messages_from_standard_input(
-    memory: Memory, cli_env: None, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_dash_reads_messages_from_standard_input(memory: Memory, cli_env: None, monkeypatch: pytest.MonkeyPatch) -> None:
     line = json.dumps({"id": "s1", "author": "ann", "text": "from a pipe", "ts": 1_700_000_000})
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(line.encode() + b"\n")))
     code, out, err = stashbird(None, "ingest", "-", "--conversation", f"stdin-{uuid.uuid4().hex[:6]}", "--json")

@@ -58,4 +58,3 @@ async def test_a_dirty_community_is_regenerated_by_run_once(
     assert "Ann cooks with Bob" in text and marker not in text.lower()
     async with memory.sessions() as session:
         assert await find_tokens(session, marker) == {}
-

@@ -24,8 +24,10 @@ def reply(text: str, cited: list[str]) -> Reply:
     return Reply(REF, ReplyTarget(), text, "answer", citations)
 
 
-@given(st.lists(st.one_of(st.text(alphabet="ab .,", max_size=6), labels.map(lambda x: f"[{x}]")), max_size=8),
-       st.lists(labels, max_size=4))
+@given(
+    st.lists(st.one_of(st.text(alphabet="ab .,", max_size=6), labels.map(lambda x: f"[{x}]")), max_size=8),
+    st.lists(labels, max_size=4),
+)
 def test_labels_become_the_numbers_of_cited_sources_and_the_rest_are_dropped(parts: list[str], cited: list[str]) -> None:
     line = numbered_line(reply(" ".join(parts), cited))
     assert not re.search(r"\[E\d", line)
@@ -42,9 +44,18 @@ def test_the_reply_to_a_mention_is_the_cores_structured_answer() -> None:
     fixed = QuotedMessage("m3", "ann", WHEN, "It moved to Porto.")
     quoted = (QuotedMessage("m1", "bob", WHEN, "The offsite is in Lisbon.", outdated=True, correction=fixed),)
     answer = Answer(
-        question="where?", question_date=WHEN, answer="Porto [E2]", in_memory=True, mode="llm",
-        citations=[Citation("E2", 5, "m1", "bob", WHEN)], evidence=[], sub_queries=[], time_ranges=[], usage=[],
-        trace_id=41, notes=["rerank unavailable (model error): kept the search order"],
+        question="where?",
+        question_date=WHEN,
+        answer="Porto [E2]",
+        in_memory=True,
+        mode="llm",
+        citations=[Citation("E2", 5, "m1", "bob", WHEN)],
+        evidence=[],
+        sub_queries=[],
+        time_ranges=[],
+        usage=[],
+        trace_id=41,
+        notes=["rerank unavailable (model error): kept the search order"],
         reply=AnswerReply("Porto [E2]", quoted, ("rerank unavailable (model error): kept the search order",)),
     )
     mention = Mention(REF, "q:create", None, "where?", ReplyTarget(message_id="q"))  # type: ignore[arg-type]

@@ -76,8 +76,13 @@ def posted(ref: ConversationRef, message_id: str, text: str, minute: int = 0, **
 
 
 def mention(ref: ConversationRef, message_id: str, question: str, minute: int = 30) -> Mention:
-    return Mention(ref, f"ev-{message_id}", message(message_id, f"<@BOT> {question}", minute, author="U9"), question,
-                   ReplyTarget(message_id=message_id))
+    return Mention(
+        ref,
+        f"ev-{message_id}",
+        message(message_id, f"<@BOT> {question}", minute, author="U9"),
+        question,
+        ReplyTarget(message_id=message_id),
+    )
 
 
 async def stored(memory: Memory, ref: ConversationRef) -> dict[str, str]:
@@ -184,9 +189,7 @@ async def test_events_left_by_a_dead_process_are_processed_by_the_next_and_claim
     assert await stored(memory, ref) == {"m1": "Acknowledged, never processed."}
 
 
-async def test_a_failing_delivery_is_retried_then_given_up_and_later_events_go_on(
-    memory: Memory, ref: ConversationRef
-) -> None:
+async def test_a_failing_delivery_is_retried_then_given_up_and_later_events_go_on(memory: Memory, ref: ConversationRef) -> None:
     platform = RecordingPlatform(failures=5)
     service = ChatService(memory, [platform], ServiceConfig(retry_seconds=0, max_attempts=2))
     await service.accept(mention(ref, "q1", "Anything?"))

@@ -41,8 +41,15 @@ T0 = datetime(2026, 3, 1, 9, tzinfo=timezone.utc)
 def messages(rows: list[tuple[str, str, str]], start: int = 0) -> list:
     """(id, author, text) rows; an author called "bot" speaks with the bot role."""
     return [
-        validate_message({"id": mid, "author": author, "role": "bot" if author == "bot" else "user", "text": text,
-                          "ts": T0 + timedelta(minutes=start + i)})
+        validate_message(
+            {
+                "id": mid,
+                "author": author,
+                "role": "bot" if author == "bot" else "user",
+                "text": text,
+                "ts": T0 + timedelta(minutes=start + i),
+            }
+        )
         for i, (mid, author, text) in enumerate(rows)
     ]
 
@@ -82,9 +89,11 @@ async def graph_state(memory: Memory, conversation_id: int) -> dict:
         ):
             relation_support.setdefault(relation_id, set()).add(episode_id)
         documents = set(
-            (await session.execute(
-                select(SearchDocument.kind, SearchDocument.ref_id).where(SearchDocument.conversation_id == conversation_id)
-            )).all()
+            (
+                await session.execute(
+                    select(SearchDocument.kind, SearchDocument.ref_id).where(SearchDocument.conversation_id == conversation_id)
+                )
+            ).all()
         )
         checkpoint = await session.get(Checkpoint, conversation_id)
         context = in_order(await load_context(session, conversation_id))
@@ -92,8 +101,16 @@ async def graph_state(memory: Memory, conversation_id: int) -> dict:
         "entities": entities,
         "entity_support": entity_support,
         "relations": [
-            {"id": r.id, "subject": entities[r.subject_id], "predicate": r.predicate, "object": entities[r.object_id],
-             "fact": r.fact, "status": r.status, "superseded_by": r.superseded_by, "support": relation_support.get(r.id, set())}
+            {
+                "id": r.id,
+                "subject": entities[r.subject_id],
+                "predicate": r.predicate,
+                "object": entities[r.object_id],
+                "fact": r.fact,
+                "status": r.status,
+                "superseded_by": r.superseded_by,
+                "support": relation_support.get(r.id, set()),
+            }
             for r in relations
         ],
         "documents": documents,
@@ -105,12 +122,19 @@ async def graph_state(memory: Memory, conversation_id: int) -> dict:
 async def test_offline_consolidation_builds_graph_with_provenance(
     memory: Memory, conversation_ref: ConversationRef, conversation_id: int
 ) -> None:
-    await api.ingest(memory, conversation_ref, messages([
-        ("m1", "Ann", "I moved to Boston last month."),
-        ("m2", "bot", "Noted: Ann moved to Boston and Bob works at Google."),
-        ("m3", "Bob", "I work at Google now."),
-        ("m4", "Ann", "I love Boston, honestly."),
-    ]), principal=OPERATOR)
+    await api.ingest(
+        memory,
+        conversation_ref,
+        messages(
+            [
+                ("m1", "Ann", "I moved to Boston last month."),
+                ("m2", "bot", "Noted: Ann moved to Boston and Bob works at Google."),
+                ("m3", "Bob", "I work at Google now."),
+                ("m4", "Ann", "I love Boston, honestly."),
+            ]
+        ),
+        principal=OPERATOR,
+    )
     ids = await episode_ids(memory, conversation_id)
     report = await api.consolidate(memory, conversation_ref, principal=OPERATOR)
     state = await graph_state(memory, conversation_id)
@@ -236,9 +260,17 @@ class DeleteDuring:
 async def test_deletion_during_consolidation_is_not_resurrected(
     memory: Memory, conversation_ref: ConversationRef, conversation_id: int
 ) -> None:
-    await api.ingest(memory, conversation_ref, messages([
-        ("d1", "Ann", "I moved to Lisbon."), ("d2", "Bob", "I adopted Rex."),
-    ]), principal=OPERATOR)
+    await api.ingest(
+        memory,
+        conversation_ref,
+        messages(
+            [
+                ("d1", "Ann", "I moved to Lisbon."),
+                ("d2", "Bob", "I adopted Rex."),
+            ]
+        ),
+        principal=OPERATOR,
+    )
     ids = await episode_ids(memory, conversation_id)
     report = await api.consolidate(
         memory, conversation_ref, principal=OPERATOR, extractor=DeleteDuring(memory, OfflineExtractor(), ids["d1"])

@@ -41,11 +41,15 @@ def extract_citing_every_line(request: ChatRequest) -> dict:
 
 async def ledger(memory: Memory, conversation_id: int, operation: str) -> tuple[int, int]:
     async with memory.sessions() as session:
-        rows = (await session.execute(
-            select(UsageEntry.calls, UsageEntry.prompt_tokens).where(
-                UsageEntry.conversation_id == conversation_id, UsageEntry.operation == operation, UsageEntry.phase == "ingestion"
+        rows = (
+            await session.execute(
+                select(UsageEntry.calls, UsageEntry.prompt_tokens).where(
+                    UsageEntry.conversation_id == conversation_id,
+                    UsageEntry.operation == operation,
+                    UsageEntry.phase == "ingestion",
+                )
             )
-        )).all()
+        ).all()
     return sum(r[0] for r in rows), sum(r[1] for r in rows)
 
 
@@ -107,9 +111,16 @@ async def test_doubtful_entities_are_adjudicated_in_one_call_and_context_is_comp
     for operation, handler in scripted_memory.HANDLERS.items():
         scripted_llm.on(operation, handler)
     tight = dataclasses.replace(llm_memory, params=MemoryParams(context_tokens=16))
-    await api.ingest(llm_memory, conversation_ref, messages([
-        ("n1", "Caroline", "I visited Paris with my sister and we loved the food and the museums of the city."),
-    ]), principal=OPERATOR)
+    await api.ingest(
+        llm_memory,
+        conversation_ref,
+        messages(
+            [
+                ("n1", "Caroline", "I visited Paris with my sister and we loved the food and the museums of the city."),
+            ]
+        ),
+        principal=OPERATOR,
+    )
     await api.consolidate(tight, conversation_ref, principal=OPERATOR)
     # "Carolyn" vs "Caroline": cosine of the names below 0.75, Levenshtein ratio 0.8: doubtful
     await api.ingest(llm_memory, conversation_ref, messages([("n2", "Carolyn", "I visited Rome.")], start=5), principal=OPERATOR)

@@ -41,9 +41,20 @@ def user(user_id: str = "100000000000000001", name: str = "bob", **extra: Any) -
 
 
 def message(content: str = "hello", message_id: str = "600000000000000001", **extra: Any) -> dict[str, Any]:
-    return {"id": message_id, "channel_id": CHANNEL, "guild_id": GUILD, "type": 0, "content": content,
-            "author": user(), "member": {"roles": [], "nick": None}, "timestamp": "2026-03-01T10:00:00.000000+00:00",
-            "edited_timestamp": None, "mentions": [], "attachments": [], **extra}
+    return {
+        "id": message_id,
+        "channel_id": CHANNEL,
+        "guild_id": GUILD,
+        "type": 0,
+        "content": content,
+        "author": user(),
+        "member": {"roles": [], "nick": None},
+        "timestamp": "2026-03-01T10:00:00.000000+00:00",
+        "edited_timestamp": None,
+        "mentions": [],
+        "attachments": [],
+        **extra,
+    }
 
 
 def test_a_message_becomes_a_posted_event_in_its_channels_conversation() -> None:
@@ -82,8 +93,11 @@ def test_another_bots_message_is_stored_as_bot_and_its_mention_is_not_a_question
 
 
 def test_attachments_and_user_mentions_are_named_in_the_text() -> None:
-    data = message("see <@200000000000000002>", mentions=[user("200000000000000002", "ann")],
-                   attachments=[{"id": "1", "filename": "plan.pdf"}])
+    data = message(
+        "see <@200000000000000002>",
+        mentions=[user("200000000000000002", "ann")],
+        attachments=[{"id": "1", "filename": "plan.pdf"}],
+    )
     assert payloads.message_text(data) == "see @ann [attachment: plan.pdf]"
 
 
@@ -151,16 +165,40 @@ def test_a_bulk_delete_is_the_same_event_whatever_the_order_of_its_ids(ids: list
 
 
 payload_values = st.one_of(
-    st.none(), st.booleans(), st.integers(), st.text(max_size=20), snowflakes,
-    st.just("2026-03-01T10:00:00+00:00"), st.lists(snowflakes, max_size=3), st.just(user()), st.just([{"id": BOT}]),
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.text(max_size=20),
+    snowflakes,
+    st.just("2026-03-01T10:00:00+00:00"),
+    st.lists(snowflakes, max_size=3),
+    st.just(user()),
+    st.just([{"id": BOT}]),
 )
 
 
 @settings(max_examples=200)
 @given(
     st.sampled_from(sorted(PARSED)),
-    st.dictionaries(st.sampled_from(["id", "channel_id", "guild_id", "type", "content", "author", "timestamp",
-                                     "edited_timestamp", "mentions", "ids", "member", "attachments"]), payload_values),
+    st.dictionaries(
+        st.sampled_from(
+            [
+                "id",
+                "channel_id",
+                "guild_id",
+                "type",
+                "content",
+                "author",
+                "timestamp",
+                "edited_timestamp",
+                "mentions",
+                "ids",
+                "member",
+                "attachments",
+            ]
+        ),
+        payload_values,
+    ),
 )
 def test_any_payload_gives_events_or_a_validation_error_and_events_survive_the_inbox(name: str, fields: dict[str, Any]) -> None:
     data = {**message(), **fields} if name.startswith("MESSAGE_C") or name == "MESSAGE_UPDATE" else fields
@@ -174,10 +212,19 @@ def test_any_payload_gives_events_or_a_validation_error_and_events_survive_the_i
 
 
 def test_the_memory_command_is_an_admin_command_with_an_ephemeral_reply_handle() -> None:
-    interaction = {"id": "51", "type": 2, "token": "tok", "application_id": "52", "guild_id": GUILD, "channel_id": CHANNEL,
-                   "member": {"user": user(), "nick": "Bobby", "permissions": str(MANAGE_GUILD)},
-                   "data": {"name": "memory", "options": [{"type": 1, "name": "about", "options": [
-                       {"type": 3, "name": "name", "value": "Maya Lee"}]}]}}
+    interaction = {
+        "id": "51",
+        "type": 2,
+        "token": "tok",
+        "application_id": "52",
+        "guild_id": GUILD,
+        "channel_id": CHANNEL,
+        "member": {"user": user(), "nick": "Bobby", "permissions": str(MANAGE_GUILD)},
+        "data": {
+            "name": "memory",
+            "options": [{"type": 1, "name": "about", "options": [{"type": 3, "name": "name", "value": "Maya Lee"}]}],
+        },
+    }
     event = payloads.admin_command(interaction)
     assert isinstance(event, AdminCommand)
     assert event.text == "about Maya Lee" and event.user.role == "admin" and event.user.name == "Bobby"
@@ -191,12 +238,20 @@ def test_a_reply_fits_one_discord_message_and_keeps_whole_links(text: str, cited
     ref = payloads.conversation(GUILD, CHANNEL)
     when = datetime(2026, 3, 1, tzinfo=UTC)
     citations = tuple(
-        CitedMessage(str(10**17 + i), "bob", when, f"E{i}", i % 3 == 1,
-                     CitedMessage(str(10**18 + i), "ann", when) if i % 3 == 1 else None)
+        CitedMessage(
+            str(10**17 + i), "bob", when, f"E{i}", i % 3 == 1, CitedMessage(str(10**18 + i), "ann", when) if i % 3 == 1 else None
+        )
         for i in range(cited)
     )
-    reply = Reply(ref, ReplyTarget(message_id="61", ephemeral=ephemeral), text, "answer", citations, 12,
-                  ("answer model unavailable",) if notes else ())
+    reply = Reply(
+        ref,
+        ReplyTarget(message_id="61", ephemeral=ephemeral),
+        text,
+        "answer",
+        citations,
+        12,
+        ("answer model unavailable",) if notes else (),
+    )
     body = payloads.reply_body(reply)
     assert len(body["content"]) <= payloads.MESSAGE_LIMIT
     links = re.findall(r"https://discord\.com/channels/\S*", body["content"])

@@ -40,7 +40,7 @@ JOIN = (
 async def test_database_names_reach_sql_only_as_quoted_values(pg_data_dir: Path) -> None:
     """Issue case 7: a quote in the name no longer breaks the existence check (the second
     start would try to create it again), and an empty name is refused."""
-    name = "it's \"odd\"; --"
+    name = 'it\'s "odd"; --'
     for _ in range(2):
         url = start_embedded(pg_data_dir, name)
     engine = create_async_engine(url)

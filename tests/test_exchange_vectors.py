@@ -54,7 +54,9 @@ async def test_exchange_vectors_follow_the_chain(memory: Memory, conversation_re
     await api.ingest(
         memory,
         conversation_ref,
-        [_message("a", 0, "How long have you been doing yoga?"), _message("c", 2, "Three years now.")], principal=OPERATOR)
+        [_message("a", 0, "How long have you been doing yoga?"), _message("c", 2, "Three years now.")],
+        principal=OPERATOR,
+    )
     vectors = await _vectors(memory, conversation_id)
     _assert_exchange(vectors, "a", None)
     _assert_exchange(vectors, "c", "a")

@@ -28,8 +28,16 @@ def test_first_person_facts_keep_the_speakers_verb_and_tense(speaker: str, text:
 
 @pytest.mark.parametrize(
     ("verb", "inflected"),
-    [("sit", "sits"), ("have", "has"), ("do", "does"), ("go", "goes"), ("watch", "watches"), ("try", "tries"),
-     ("play", "plays"), ("Fix", "Fixes")],
+    [
+        ("sit", "sits"),
+        ("have", "has"),
+        ("do", "does"),
+        ("go", "goes"),
+        ("watch", "watches"),
+        ("try", "tries"),
+        ("play", "plays"),
+        ("Fix", "Fixes"),
+    ],
 )
 def test_third_person(verb: str, inflected: str) -> None:
     assert third_person(verb) == inflected

@@ -83,8 +83,14 @@ async def test_every_branch_of_one_deletion(memory: Memory, conversation_id: int
         paris = await entity(session, cid, "Paris", [e1])
         cat = await entity(session, cid, "Cat", [e2])
         bob = await create_entity(
-            session, cid, name="Bob", type_="person", summary="Bob is kind", embedding=VECTOR,
-            episode_ids=[e1, e2], attributes={"summary_episode_ids": [e2]},
+            session,
+            cid,
+            name="Bob",
+            type_="person",
+            summary="Bob is kind",
+            embedding=VECTOR,
+            episode_ids=[e1, e2],
+            attributes={"summary_episode_ids": [e2]},
             witnesses=[EntityWitness(e1, "Bob", "person"), EntityWitness(e2, "Bob", "person", "Bob is kind", frozenset({e2}))],
         )
         lives = await relation(session, cid, ann, boston, "Ann lives in Boston", [e1])

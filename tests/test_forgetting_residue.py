@@ -57,8 +57,13 @@ async def test_the_scan_covers_every_text_like_column(memory: Memory) -> None:
     async with memory.sessions() as session:
         columns = set(await text_columns(session))
     expected = {
-        ("episodes", "text"), ("search_documents", "tsv"), ("rolling_context_entries", "text"),
-        ("checkpoints", "summary"), ("answer_traces", "answer"), ("audit_log", "details"), ("entities", "attributes"),
+        ("episodes", "text"),
+        ("search_documents", "tsv"),
+        ("rolling_context_entries", "text"),
+        ("checkpoints", "summary"),
+        ("answer_traces", "answer"),
+        ("audit_log", "details"),
+        ("entities", "attributes"),
     }
     assert expected <= columns
     assert ("episodes", "message_time") not in columns

@@ -43,9 +43,7 @@ def worlds(draw: st.DrawFn) -> tuple[World, list[int]]:
         relations[r] = RelationFacts(subject, target, draw(support), None)
         if by is not None and relations[by].superseded_by is None:
             relations[by] = replace(relations[by], superseded_by=r)  # r corrects an earlier one
-    communities = {
-        c: draw(st.frozensets(st.integers(0, entity_count - 1), min_size=1)) for c in range(draw(st.integers(0, 3)))
-    }
+    communities = {c: draw(st.frozensets(st.integers(0, entity_count - 1), min_size=1)) for c in range(draw(st.integers(0, 3)))}
     order = draw(st.lists(st.integers(0, episodes - 1), unique=True, min_size=1, max_size=episodes))
     graph = SupplyGraph(relations, entities, communities)
     world = World(graph, {r: rel.support for r, rel in relations.items()}, {e: x.support for e, x in entities.items()}, set())
@@ -155,9 +153,7 @@ def test_comparison_policies_get_it_wrong() -> None:
     st.frozensets(st.integers(0, 8)),
     st.frozensets(st.integers(0, 8)),
 )
-def test_rolling_context_loses_the_episode(
-    supports: list, episode: int, gone: frozenset[int], reworded: frozenset[int]
-) -> None:
+def test_rolling_context_loses_the_episode(supports: list, episode: int, gone: frozenset[int], reworded: frozenset[int]) -> None:
     context = [{"entity_id": e, "name": f"n{e}", "text": f"old {e}", "episode_ids": sorted(s)} for e, s in enumerate(supports)]
     surviving = {e: (f"m{e}", f"new {e}") for e in range(0, 8, 2)}
     change = prune_rolling_context(context, episode, gone, surviving, reworded)

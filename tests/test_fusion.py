@@ -140,10 +140,38 @@ def test_neighbours_gain_a_share_of_the_best_found_neighbour() -> None:
 def test_planned_rows_finds_the_scan_at_any_depth() -> None:
     postgres = [{"Plan": {"Node Type": "Index Only Scan", "Relation Name": "search_documents", "Plan Rows": 94050}}]
     # Citus: the worker's plan of the conversation's shard, nested in the coordinator's
-    citus = [{"Plan": {"Node Type": "Custom Scan", "Plan Rows": 100000, "Distributed Query": {"Job": {
-        "Task Count": 1, "Tasks": [{"Node": "host=w1 port=5432", "Remote Plan": [[{"Plan": {
-            "Node Type": "Bitmap Heap Scan", "Relation Name": "search_documents_102008", "Plan Rows": 812,
-            "Plans": [{"Node Type": "Bitmap Index Scan", "Index Name": "x", "Plan Rows": 812}]}}]]}]}}}}]
+    citus = [
+        {
+            "Plan": {
+                "Node Type": "Custom Scan",
+                "Plan Rows": 100000,
+                "Distributed Query": {
+                    "Job": {
+                        "Task Count": 1,
+                        "Tasks": [
+                            {
+                                "Node": "host=w1 port=5432",
+                                "Remote Plan": [
+                                    [
+                                        {
+                                            "Plan": {
+                                                "Node Type": "Bitmap Heap Scan",
+                                                "Relation Name": "search_documents_102008",
+                                                "Plan Rows": 812,
+                                                "Plans": [
+                                                    {"Node Type": "Bitmap Index Scan", "Index Name": "x", "Plan Rows": 812}
+                                                ],
+                                            }
+                                        }
+                                    ]
+                                ],
+                            }
+                        ],
+                    }
+                },
+            }
+        }
+    ]
     assert planned_rows(postgres) == 94_050
     assert planned_rows(citus) == 812
     assert planned_rows([{"Plan": {"Node Type": "Result", "Plan Rows": 1}}]) is None

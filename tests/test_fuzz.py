@@ -141,8 +141,11 @@ turns = st.lists(st.one_of(json_values, turn), max_size=5)
 @FAST
 @given(
     st.dictionaries(session_keys, turns, max_size=3),
-    st.dictionaries(st.sampled_from(["session_1_date_time", "session_2_date_time"]),
-                    st.one_of(json_scalars, st.just("1:56 pm on 8 May, 2023")), max_size=2),
+    st.dictionaries(
+        st.sampled_from(["session_1_date_time", "session_2_date_time"]),
+        st.one_of(json_scalars, st.just("1:56 pm on 8 May, 2023")),
+        max_size=2,
+    ),
     st.sampled_from(["conversation", None]),
 )
 def test_locomo_reader_imports_or_rejects_every_turn(sessions: dict[str, Any], dates: dict[str, Any], wrap: str | None) -> None:
@@ -202,12 +205,24 @@ def test_times_in_questions_resolve_on_any_question_date(question: str, date: da
 argument = st.one_of(st.text(max_size=20), nasty_text)
 command_lines = st.one_of(
     st.tuples(st.just("ask"), st.just("--conversation"), argument, argument, st.sampled_from(["--k", "--date"]), argument),
-    st.tuples(st.sampled_from(["forget", "edit"]), st.just("--conversation"), argument, st.just("--message"), argument,
-              st.just("--text"), argument).map(lambda argv: argv if argv[0] == "edit" else argv[:5]),
+    st.tuples(
+        st.sampled_from(["forget", "edit"]),
+        st.just("--conversation"),
+        argument,
+        st.just("--message"),
+        argument,
+        st.just("--text"),
+        argument,
+    ).map(lambda argv: argv if argv[0] == "edit" else argv[:5]),
     st.tuples(st.sampled_from(["usage", "consolidate"]), st.just("--conversation"), argument),
     # "-" reads standard input, which pytest does not let a test read
-    st.tuples(st.just("ingest"), st.sampled_from(["/", "/nonexistent", "--locomo"]), argument.filter(lambda a: a != "-"),
-              st.just("--conversation"), argument),
+    st.tuples(
+        st.just("ingest"),
+        st.sampled_from(["/", "/nonexistent", "--locomo"]),
+        argument.filter(lambda a: a != "-"),
+        st.just("--conversation"),
+        argument,
+    ),
 )
 
 
@@ -215,9 +230,7 @@ command_lines = st.one_of(
 @given(argv=command_lines)
 @example(argv=("ingest", "--locomo", "\ud800x", "--conversation", "c"))  # once a traceback: no file has such a name
 @example(argv=("ingest", "--locomo", "a\x00b", "--conversation", "c"))
-async def test_command_line_arguments_end_in_one_line_and_exit_code_2(
-    argv: tuple[str, ...], cli_env: None
-) -> None:
+async def test_command_line_arguments_end_in_one_line_and_exit_code_2(argv: tuple[str, ...], cli_env: None) -> None:
     code, _, err = stashbird(None, *argv)
     if err.startswith("usage:"):  # argparse: its usage, then one error line
         assert code == 2 and len(err.strip().splitlines()[-1:]) == 1, err

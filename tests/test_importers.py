@@ -23,8 +23,16 @@ def test_encoding_bom_invalid_bytes_and_deep_nesting_reject_only_their_lines(tmp
     """Issue case 3: a BOM before line 1, an invalid UTF-8 byte and deep nesting."""
     path = tmp_path / "messages.jsonl"
     path.write_bytes(
-        b"\xef\xbb\xbf" + line(id="1") + b"\n" + b'{"id": "2", "author": "ann", "text": "caf\xe9", "ts": 1}\n'
-        + b'{"id": ' + b"[" * 50_000 + b"]" * 50_000 + b"}\n" + line(id="4") + b"\r\n"
+        b"\xef\xbb\xbf"
+        + line(id="1")
+        + b"\n"
+        + b'{"id": "2", "author": "ann", "text": "caf\xe9", "ts": 1}\n'
+        + b'{"id": '
+        + b"[" * 50_000
+        + b"]" * 50_000
+        + b"}\n"
+        + line(id="4")
+        + b"\r\n"
     )
     parsed = read_jsonl(path)
     assert [m.platform_message_id for m in parsed.messages] == ["1", "4"] and parsed.lines == [1, 4]

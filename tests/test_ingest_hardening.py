@@ -18,9 +18,7 @@ from memory import ConversationRef, Memory, Principal, UnknownConversation, edit
 OPERATOR = Principal.operator("test")
 
 
-async def test_a_thousand_good_lines_among_a_hundred_hostile_ones(
-    memory: Memory, cli_env: None, tmp_path: Path
-) -> None:
+async def test_a_thousand_good_lines_among_a_hundred_hostile_ones(memory: Memory, cli_env: None, tmp_path: Path) -> None:
     """The issue's done-when check: every kind of hostile line, none stops the others."""
     data, numbers, kinds = mixed_file(1000, 100)
     assert set(kinds) == {kind for kind, _ in HOSTILE}
@@ -52,10 +50,12 @@ async def test_a_message_the_database_refuses_costs_the_others_nothing(
     ]
     constraint = f"test_poison_{conversation_id}"
     async with memory.engine.begin() as connection:
-        await connection.execute(text(
-            f"ALTER TABLE episodes ADD CONSTRAINT {constraint} "
-            f"CHECK (conversation_id <> {int(conversation_id)} OR text <> 'poison') NOT VALID"
-        ))
+        await connection.execute(
+            text(
+                f"ALTER TABLE episodes ADD CONSTRAINT {constraint} "
+                f"CHECK (conversation_id <> {int(conversation_id)} OR text <> 'poison') NOT VALID"
+            )
+        )
     try:
         report = await ingest(memory, conversation_ref, lines, principal=OPERATOR)
     finally:
@@ -80,9 +80,7 @@ async def test_an_id_with_surrounding_spaces_is_deleted_and_edited_by_its_stripp
     assert [(m["message_id"], m["text"]) for m in stored] == [("e1", "new text")]
 
 
-async def test_forget_on_an_unknown_conversation_is_an_error_and_creates_nothing(
-    memory: Memory, cli_env: None
-) -> None:
+async def test_forget_on_an_unknown_conversation_is_an_error_and_creates_nothing(memory: Memory, cli_env: None) -> None:
     name = f"typo-{uuid.uuid4().hex[:8]}"
     code, _, err = stashbird(None, "forget", "--conversation", name, "--message", "m1")
     assert code == 2 and f"no conversation '{name}'" in err and len(err.strip().splitlines()) == 1

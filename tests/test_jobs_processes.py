@@ -83,8 +83,12 @@ async def test_two_processes_do_every_item_once_and_take_over_a_killed_ones(
     url, memory = fresh
     hang_first_extraction(scripted_llm)
     env = {
-        "DATABASE_URL": url, "STASHBIRD_JOBS_INTERVAL": "0.2", "STASHBIRD_CONSOLIDATE_TOKENS": "0",
-        "STASHBIRD_JOB_LEASE_SECONDS": "2", "STASHBIRD_LLM_BASE_URL": scripted_llm.base_url, "STASHBIRD_LLM_API_KEY": "x",
+        "DATABASE_URL": url,
+        "STASHBIRD_JOBS_INTERVAL": "0.2",
+        "STASHBIRD_CONSOLIDATE_TOKENS": "0",
+        "STASHBIRD_JOB_LEASE_SECONDS": "2",
+        "STASHBIRD_LLM_BASE_URL": scripted_llm.base_url,
+        "STASHBIRD_LLM_API_KEY": "x",
     }
     workers = [await start([sys.executable, "-m", "bot.cli", "jobs", "run"], env) for _ in range(2)]
     try:

@@ -68,8 +68,12 @@ async def test_usage_goes_into_the_ledger(
     async with memory.sessions.begin() as session:
         (row,) = await usage_totals(session, conversation_id)
     assert row == {
-        "phase": "ingestion", "operation": "extract", "model": "scripted", "calls": 1,
-        "prompt_tokens": result.usage.prompt_tokens, "completion_tokens": result.usage.completion_tokens,
+        "phase": "ingestion",
+        "operation": "extract",
+        "model": "scripted",
+        "calls": 1,
+        "prompt_tokens": result.usage.prompt_tokens,
+        "completion_tokens": result.usage.completion_tokens,
     }
     assert row["prompt_tokens"] > 0 and row["completion_tokens"] > 0
 
@@ -200,7 +204,9 @@ async def test_fault_scoped_to_an_operation(scripted_llm: ScriptedLLMServer, llm
     rerank = await llm_client.complete_text(system="s", user="q", phase="retrieval", operation="rerank")
     assert rerank.usage.calls == 2
     assert [(r.operation, r.outcome) for r in scripted_llm.requests] == [
-        ("answer", "ok"), ("rerank", "http 500"), ("rerank", "ok"),
+        ("answer", "ok"),
+        ("rerank", "http 500"),
+        ("rerank", "ok"),
     ]
 
 

@@ -17,11 +17,30 @@ from memory.store.database import (
 )
 
 TABLES = {
-    "conversations", "speakers", "episodes", "tombstones", "entities", "entity_provenance",
-    "relations", "relation_provenance", "communities", "community_members", "search_documents",
-    "checkpoints", "usage_ledger", "audit_log", "answer_traces", "answer_evidence", "store_settings",
-    "inbox_events", "connector_cursors", "rolling_context_entries",
-    "job_claims", "job_runs", "community_state", "conversation_locks",
+    "conversations",
+    "speakers",
+    "episodes",
+    "tombstones",
+    "entities",
+    "entity_provenance",
+    "relations",
+    "relation_provenance",
+    "communities",
+    "community_members",
+    "search_documents",
+    "checkpoints",
+    "usage_ledger",
+    "audit_log",
+    "answer_traces",
+    "answer_evidence",
+    "store_settings",
+    "inbox_events",
+    "connector_cursors",
+    "rolling_context_entries",
+    "job_claims",
+    "job_runs",
+    "community_state",
+    "conversation_locks",
 }
 
 
@@ -122,20 +141,30 @@ async def test_existing_links_inherit_their_records_text_and_the_context_moves_t
                     await connection.execute(text(statement))
         await upgrade(engine, 8)
         async with engine.connect() as connection:
-            relation_links = (await connection.execute(text(
-                "SELECT episode_id, fact, sources, embedding IS NOT NULL FROM relation_provenance ORDER BY episode_id"
-            ))).all()
-            entity_links = (await connection.execute(text(
-                "SELECT entity_id, episode_id, name, type, summary, summary_sources FROM entity_provenance ORDER BY 1, 2"
-            ))).all()
-            context = (await connection.execute(text(
-                "SELECT entity_id, position, name, episode_ids FROM rolling_context_entries ORDER BY position"
-            ))).all()
+            relation_links = (
+                await connection.execute(
+                    text("SELECT episode_id, fact, sources, embedding IS NOT NULL FROM relation_provenance ORDER BY episode_id")
+                )
+            ).all()
+            entity_links = (
+                await connection.execute(
+                    text(
+                        "SELECT entity_id, episode_id, name, type, summary, summary_sources FROM entity_provenance ORDER BY 1, 2"
+                    )
+                )
+            ).all()
+            context = (
+                await connection.execute(
+                    text("SELECT entity_id, position, name, episode_ids FROM rolling_context_entries ORDER BY position")
+                )
+            ).all()
         # which witness worded the relation is unknown: every witness is a source
         assert [tuple(r) for r in relation_links] == [(1, "Ann visits Oslo", [1, 2], True), (2, "Ann visits Oslo", [1, 2], True)]
         assert [tuple(r) for r in entity_links] == [
-            (1, 1, "Ann", "person", "Ann said one", [1]), (1, 2, "Ann", "person", "", []),  # written from m1
-            (2, 1, "Oslo", "place", "", []), (2, 2, "Oslo", "place", "", []),  # unknown sources: on no link
+            (1, 1, "Ann", "person", "Ann said one", [1]),
+            (1, 2, "Ann", "person", "", []),  # written from m1
+            (2, 1, "Oslo", "place", "", []),
+            (2, 2, "Oslo", "place", "", []),  # unknown sources: on no link
         ]
         assert [tuple(r) for r in context] == [(2, 1, "Oslo", [1]), (1, 2, "Ann", [1, 2])]
         await downgrade(engine, "0008")

@@ -35,9 +35,7 @@ def test_nothing_outside_the_core_imports_its_private_modules() -> None:
     modules = sorted(p for package in OUTSIDE for p in (ROOT / package).rglob("*.py"))
     assert len(modules) > 20, "the packages were not found"
     offenders = {
-        str(path.relative_to(ROOT)): names
-        for path in modules
-        if (names := private_imports(path.read_text(encoding="utf-8")))
+        str(path.relative_to(ROOT)): names for path in modules if (names := private_imports(path.read_text(encoding="utf-8")))
     }
     assert offenders == {}
 

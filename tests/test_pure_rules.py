@@ -24,8 +24,15 @@ def episode(n: int, speaker: str = "ann", role: str = "user") -> EpisodeRef:
     return EpisodeRef(n, f"m{n}", speaker, role, T, f"message {n}")
 
 
-def item(label: str, kind: str = "episode", *, own: EpisodeRef | None = None, supporting: tuple[EpisodeRef, ...] = (),
-         context: tuple[EpisodeRef, ...] = (), current: bool = True) -> EvidenceItem:
+def item(
+    label: str,
+    kind: str = "episode",
+    *,
+    own: EpisodeRef | None = None,
+    supporting: tuple[EpisodeRef, ...] = (),
+    context: tuple[EpisodeRef, ...] = (),
+    current: bool = True,
+) -> EvidenceItem:
     return EvidenceItem(label, kind, 1, "text", 1.0, 0.9, 0.0, current, own, supporting, context)
 
 

@@ -244,7 +244,7 @@ async def _text_search(memory: Memory, conversation_id: int, question: str) -> l
 
 
 async def test_hyphenated_words_are_searched_whole(memory: Memory, conversation_id: int) -> None:
-    """"cut-over" is the lexeme ``cut-ov`` (besides ``cut``): it must reach the query
+    """ "cut-over" is the lexeme ``cut-ov`` (besides ``cut``): it must reach the query
     and count as a rare term, not be dropped or split again."""
     cuts = [("tom", "We cut the budget for Atlas."), ("ann", "Cut the cake at noon."), ("bob", "I cut my hair.")]
     ids = await _store(memory, conversation_id, cuts + ATLAS)

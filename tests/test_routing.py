@@ -52,10 +52,7 @@ def test_flags_what_would_not_route(sql: str) -> None:
 
 
 def test_flags_a_modifying_cte_even_when_pinned() -> None:
-    sql = (
-        "WITH gone AS (DELETE FROM episodes WHERE conversation_id = $1 AND id = $2 RETURNING id) "
-        "SELECT count(*) FROM gone"
-    )
+    sql = "WITH gone AS (DELETE FROM episodes WHERE conversation_id = $1 AND id = $2 RETURNING id) SELECT count(*) FROM gone"
     assert any("modifying CTE" in p for p in problems(sql, 1, 2))
 
 

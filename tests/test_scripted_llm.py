@@ -95,9 +95,7 @@ def test_chat_completion_is_a_proper_object(scripted_llm: ScriptedLLMServer) -> 
         "response_format": {"type": "json_object"},
     }
     scripted_llm.on("greet", lambda request: {"greeting": request.user})
-    reply = httpx.post(
-        f"{scripted_llm.base_url}/chat/completions", json=body, headers={"X-Stashbird-Operation": "greet"}
-    ).json()
+    reply = httpx.post(f"{scripted_llm.base_url}/chat/completions", json=body, headers={"X-Stashbird-Operation": "greet"}).json()
     assert reply["object"] == "chat.completion"
     content = reply["choices"][0]["message"]["content"]
     assert json.loads(content) == {"greeting": "Hello there"}
@@ -117,9 +115,9 @@ async def test_a_broken_handler_answers_500_and_is_recorded(scripted_llm: Script
 
 async def test_concurrent_requests_are_all_recorded(scripted_llm: ScriptedLLMServer, llm_client: LLMClient) -> None:
     scripted_llm.on("answer", lambda request: request.user.upper())
-    results = await asyncio.gather(*(
-        llm_client.complete_text(system="s", user=f"q{i}", phase="retrieval", operation="answer") for i in range(20)
-    ))
+    results = await asyncio.gather(
+        *(llm_client.complete_text(system="s", user=f"q{i}", phase="retrieval", operation="answer") for i in range(20))
+    )
     assert [r.value for r in results] == [f"Q{i}" for i in range(20)]
     assert sorted(r.user for r in scripted_llm.chat_requests("answer")) == sorted(f"q{i}" for i in range(20))
     scripted_llm.clear()

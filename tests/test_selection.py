@@ -43,7 +43,13 @@ def seen(
     episode = EpisodeRef(i, f"m{i}", speaker, role, T0 + timedelta(minutes=i), text)
     stated = frozenset(terms) if "?" not in text else frozenset()
     return Seen(
-        episode, rank, similarity, frozenset(terms), exchange=similarity, stated_terms=stated, outdated=outdated,
+        episode,
+        rank,
+        similarity,
+        frozenset(terms),
+        exchange=similarity,
+        stated_terms=stated,
+        outdated=outdated,
         correction=correction,
     )
 
@@ -185,11 +191,7 @@ def test_candidate_names() -> None:
 texts = st.sampled_from(["Sure.", "When is it?", "The launch is on Friday.", "I moved to Berlin.", "Two dogs."])
 
 
-@given(
-    st.lists(
-        st.tuples(texts, st.floats(0, 1), st.floats(0, 1), st.booleans(), st.booleans()), min_size=1, max_size=12
-    )
-)
+@given(st.lists(st.tuples(texts, st.floats(0, 1), st.floats(0, 1), st.booleans(), st.booleans()), min_size=1, max_size=12))
 def test_no_bot_no_question_and_no_outdated_message_leads_while_a_current_one_is_there(rows) -> None:
     chat = [
         seen(i, "Tom", text, similarity=sim, rank=rank, outdated=old, role="bot" if bot else "user", terms={"launch"})

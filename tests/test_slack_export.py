@@ -78,8 +78,12 @@ async def test_import_then_live_events_for_imported_messages_are_duplicates(
     text = "The offsite venue is the Lisbon harbour hotel, 14-16 May."
     live = ChatMessage("1772449200.000200", Author("U05MAYA01", "maya", "admin"), text, parse_time("1772449200.000200"))
     await service.accept(MessagePosted(GENERAL, "EvLIVE1", live))
-    late = ChatMessage("1772535600.000700", Author("U05TOM0002", "Tom", "user"), "The deleted parent, delivered late.",
-                       parse_time("1772535600.000700"))
+    late = ChatMessage(
+        "1772535600.000700",
+        Author("U05TOM0002", "Tom", "user"),
+        "The deleted parent, delivered late.",
+        parse_time("1772535600.000700"),
+    )
     await service.accept(MessagePosted(GENERAL, "EvLIVE2", late))
     await service.drain()
     assert {m["message_id"] for m in await messages(memory, GENERAL, principal=TEST)} == set(stored)

@@ -75,9 +75,7 @@ def answers(slack: SlackStandIn, channel_id: str) -> list[dict]:
     return [p for p in slack.posted if p.get("channel") == channel_id]
 
 
-async def test_bad_or_stale_signatures_get_401_and_store_nothing(
-    served: Running, slack: SlackStandIn, memory: Memory
-) -> None:
+async def test_bad_or_stale_signatures_get_401_and_store_nothing(served: Running, slack: SlackStandIn, memory: Memory) -> None:
     c = channel()
     message = slack.message(c, "U1", "Unsigned words.")
     body = slack.envelope({**message, "channel": c})
@@ -140,9 +138,7 @@ async def test_a_delete_before_its_create_leaves_it_unstored(served: Running, sl
     assert await stored(memory, c) == slack.history(c)
 
 
-async def test_admin_commands_are_ephemeral_and_refused_to_others(
-    served: Running, slack: SlackStandIn, memory: Memory
-) -> None:
+async def test_admin_commands_are_ephemeral_and_refused_to_others(served: Running, slack: SlackStandIn, memory: Memory) -> None:
     c = channel()
     await slack.post(c, "U1", "Something to count.")
     for user in ("U1", "UADMIN", "UOPS"):
@@ -265,8 +261,9 @@ async def test_a_message_storm_ends_with_the_platform_history(served: Running, s
 
 
 async def test_socket_mode_takes_the_same_events(memory: Memory, slack: SlackStandIn) -> None:
-    settings = Settings(slack_bot_token="xoxb-standin", slack_app_token="xapp-standin", slack_api_url=slack.api_url,
-                        serve_jobs=False)
+    settings = Settings(
+        slack_bot_token="xoxb-standin", slack_app_token="xapp-standin", slack_api_url=slack.api_url, serve_jobs=False
+    )
     async with running(memory, settings, "127.0.0.1", 0) as state:
         assert state.slack is not None and state.slack.connected and slack.socket_connected
         c = channel()

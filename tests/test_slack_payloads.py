@@ -25,13 +25,19 @@ BOT = "U0BOT"
 
 
 def envelope(event: dict, event_id: str = "Ev1") -> dict:
-    return {"team_id": "T1", "event_id": event_id, "type": "event_callback", "event": {"channel": "C1", **event},
-            "authorizations": [{"team_id": "T1", "user_id": BOT, "is_bot": True}]}
+    return {
+        "team_id": "T1",
+        "event_id": event_id,
+        "type": "event_callback",
+        "event": {"channel": "C1", **event},
+        "authorizations": [{"team_id": "T1", "user_id": BOT, "is_bot": True}],
+    }
 
 
 def test_a_plain_message_is_posted_with_its_thread() -> None:
-    [event] = payloads.to_events(envelope({"type": "message", "user": "U1", "text": "hi", "ts": "1700000000.000200",
-                                           "thread_ts": "1700000000.000100"}))
+    [event] = payloads.to_events(
+        envelope({"type": "message", "user": "U1", "text": "hi", "ts": "1700000000.000200", "thread_ts": "1700000000.000100"})
+    )
     assert isinstance(event, MessagePosted)
     assert event.conversation == ConversationRef("slack", "T1", "C1")
     assert event.event_id == "Ev1"
@@ -42,11 +48,24 @@ def test_a_plain_message_is_posted_with_its_thread() -> None:
 
 
 def test_file_shares_carry_file_names_and_bot_messages_are_bots() -> None:
-    [shared] = payloads.to_events(envelope({"type": "message", "subtype": "file_share", "user": "U1", "text": "deck",
-                                            "ts": "1.0", "files": [{"name": "Q3.pdf"}, {"title": "notes"}]}))
+    [shared] = payloads.to_events(
+        envelope(
+            {
+                "type": "message",
+                "subtype": "file_share",
+                "user": "U1",
+                "text": "deck",
+                "ts": "1.0",
+                "files": [{"name": "Q3.pdf"}, {"title": "notes"}],
+            }
+        )
+    )
     assert shared.message.text == "deck\n[shared files: Q3.pdf, notes]"
-    [bot] = payloads.to_events(envelope({"type": "message", "subtype": "bot_message", "bot_id": "B1",
-                                         "username": "Deploys", "text": "deployed", "ts": "2.0"}))
+    [bot] = payloads.to_events(
+        envelope(
+            {"type": "message", "subtype": "bot_message", "bot_id": "B1", "username": "Deploys", "text": "deployed", "ts": "2.0"}
+        )
+    )
     assert (bot.message.author.id, bot.message.author.name, bot.message.author.role) == ("B1", "Deploys", "bot")
 
 
@@ -57,18 +76,31 @@ def test_housekeeping_is_not_conversation(subtype: str) -> None:
 
 def test_edits_deletes_and_tombstones() -> None:
     old = {"type": "message", "user": "U1", "text": "Lisbon", "ts": "1.0"}
-    [edit] = payloads.to_events(envelope({"type": "message", "subtype": "message_changed", "previous_message": old,
-                                          "message": {**old, "text": "Porto", "edited": {"user": "U1", "ts": "5.0"}}}))
+    [edit] = payloads.to_events(
+        envelope(
+            {
+                "type": "message",
+                "subtype": "message_changed",
+                "previous_message": old,
+                "message": {**old, "text": "Porto", "edited": {"user": "U1", "ts": "5.0"}},
+            }
+        )
+    )
     assert isinstance(edit, MessageEdited) and edit.message.text == "Porto" and edit.message.id == "1.0"
     assert edit.edited_at == datetime.fromtimestamp(5.0, UTC)
-    unfurl = {"type": "message", "subtype": "message_changed", "previous_message": old,
-              "message": {**old, "attachments": [{"title": "preview"}]}}
+    unfurl = {
+        "type": "message",
+        "subtype": "message_changed",
+        "previous_message": old,
+        "message": {**old, "attachments": [{"title": "preview"}]},
+    }
     assert payloads.to_events(envelope(unfurl)) == []
     [gone] = payloads.to_events(envelope({"type": "message", "subtype": "message_deleted", "deleted_ts": "1.0"}))
     assert isinstance(gone, MessageDeleted) and gone.message_id == "1.0"
     tombstone = {"subtype": "tombstone", "ts": "1.0", "text": "This message was deleted."}
-    [parent] = payloads.to_events(envelope({"type": "message", "subtype": "message_changed", "previous_message": old,
-                                            "message": tombstone}))
+    [parent] = payloads.to_events(
+        envelope({"type": "message", "subtype": "message_changed", "previous_message": old, "message": tombstone})
+    )
     assert isinstance(parent, MessageDeleted) and parent.message_id == "1.0"
     [channel] = payloads.to_events(envelope({"type": "channel_deleted"}))
     assert isinstance(channel, ChannelDeleted)
@@ -92,8 +124,16 @@ def test_an_envelope_without_ids_is_refused() -> None:
 
 
 def test_a_slash_command_is_an_ephemeral_admin_command() -> None:
-    command = payloads.to_admin_command({"team_id": "T1", "channel_id": "C1", "user_id": "U1", "text": "about Maya",
-                                         "trigger_id": "t.1", "response_url": "http://x/respond"})
+    command = payloads.to_admin_command(
+        {
+            "team_id": "T1",
+            "channel_id": "C1",
+            "user_id": "U1",
+            "text": "about Maya",
+            "trigger_id": "t.1",
+            "response_url": "http://x/respond",
+        }
+    )
     assert command.text == "about Maya" and command.event_id == "command:t.1"
     assert command.reply.ephemeral and command.reply.handle == {"response_url": "http://x/respond"}
     with pytest.raises(ValidationError, match="user_id"):
@@ -107,8 +147,15 @@ def test_a_reply_renders_the_answer_line_numbered_sources_with_dates_and_permali
         CitedMessage("2.0", "Bob", when, "E3", outdated=True, correction=fixed),
         CitedMessage("1.0", "Maya & co", when, "E1.2"),
     )
-    reply = Reply(ConversationRef("slack", "T1", "C1"), ReplyTarget(), "Porto <not Lisbon> [E1.2, E3] [E9]", "answer",
-                  sources, answer_id=7, notes=("rerank unavailable",))
+    reply = Reply(
+        ConversationRef("slack", "T1", "C1"),
+        ReplyTarget(),
+        "Porto <not Lisbon> [E1.2, E3] [E9]",
+        "answer",
+        sources,
+        answer_id=7,
+        notes=("rerank unavailable",),
+    )
     links = {"1.0": "https://x/p1", "2.0": "https://x/p2", "3.0": "https://x/p3"}
     stamp = int(when.timestamp())
     assert render_reply(reply, links).splitlines() == [
@@ -120,5 +167,3 @@ def test_a_reply_renders_the_answer_line_numbered_sources_with_dates_and_permali
         "_note: rerank unavailable_",
         "_answer 7_",
     ]
-
-

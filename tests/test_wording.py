@@ -26,8 +26,12 @@ relation_witnesses = st.lists(
 )
 entity_witnesses = st.lists(
     st.builds(
-        EntityWitness, episode_ids, st.sampled_from(["Ann", "Annie"]), st.sampled_from(["person", "thing"]),
-        st.sampled_from(["", "s1", "s2"]), st.frozensets(episode_ids),
+        EntityWitness,
+        episode_ids,
+        st.sampled_from(["Ann", "Annie"]),
+        st.sampled_from(["person", "thing"]),
+        st.sampled_from(["", "s1", "s2"]),
+        st.frozensets(episode_ids),
     ),
     unique_by=lambda w: w.episode_id,
     max_size=8,

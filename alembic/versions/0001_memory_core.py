@@ -189,10 +189,7 @@ def upgrade() -> None:
     )
     op.create_index("ix_search_documents_scope", "search_documents", ["conversation_id", "kind"])
     op.create_index("ix_search_documents_tsv", "search_documents", ["tsv"], postgresql_using="gin")
-    op.execute(
-        "CREATE INDEX ix_search_documents_embedding ON search_documents "
-        "USING hnsw (embedding vector_cosine_ops)"
-    )
+    op.execute("CREATE INDEX ix_search_documents_embedding ON search_documents USING hnsw (embedding vector_cosine_ops)")
 
     op.create_table(
         "checkpoints",

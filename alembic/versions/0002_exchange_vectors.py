@@ -29,8 +29,7 @@ def _dim() -> int:
 def upgrade() -> None:
     op.add_column("episodes", sa.Column("embedding", Vector(_dim())))
     op.execute(
-        "UPDATE episodes e SET embedding = d.embedding FROM search_documents d "
-        "WHERE d.kind = 'episode' AND d.ref_id = e.id"
+        "UPDATE episodes e SET embedding = d.embedding FROM search_documents d WHERE d.kind = 'episode' AND d.ref_id = e.id"
     )
     op.execute(
         "UPDATE search_documents d SET embedding = e.embedding + p.embedding * "

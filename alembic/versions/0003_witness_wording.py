@@ -102,12 +102,8 @@ def upgrade() -> None:
         """
     )
     op.drop_column("checkpoints", "rolling_context")
-    op.execute(
-        "CREATE INDEX ix_relation_provenance_worded ON relation_provenance (relation_id, episode_id) WHERE fact <> ''"
-    )
-    op.execute(
-        "CREATE INDEX ix_entity_provenance_summary ON entity_provenance (entity_id, episode_id) WHERE summary <> ''"
-    )
+    op.execute("CREATE INDEX ix_relation_provenance_worded ON relation_provenance (relation_id, episode_id) WHERE fact <> ''")
+    op.execute("CREATE INDEX ix_entity_provenance_summary ON entity_provenance (entity_id, episode_id) WHERE summary <> ''")
 
 
 def downgrade() -> None:

@@ -21,8 +21,7 @@ depends_on = None
 
 
 _PREFIXED = (
-    "FROM episodes e WHERE d.kind = 'episode' AND d.ref_id = e.id AND d.conversation_id = e.conversation_id "
-    "AND d.text <> e.text"
+    "FROM episodes e WHERE d.kind = 'episode' AND d.ref_id = e.id AND d.conversation_id = e.conversation_id AND d.text <> e.text"
 )
 
 

@@ -27,9 +27,7 @@ depends_on = None
 
 
 def _conversation() -> sa.Column:
-    return sa.Column(
-        "conversation_id", sa.BigInteger, sa.ForeignKey("conversations.id", ondelete="CASCADE"), primary_key=True
-    )
+    return sa.Column("conversation_id", sa.BigInteger, sa.ForeignKey("conversations.id", ondelete="CASCADE"), primary_key=True)
 
 
 def upgrade() -> None:

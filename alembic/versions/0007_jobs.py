@@ -43,9 +43,7 @@ def upgrade() -> None:
         sa.Column("result", pg.JSONB, nullable=False, server_default="{}"),
         sa.Column("started_at", sa.DateTime(timezone=True), server_default=sa.func.now(), nullable=False),
         sa.Column("finished_at", sa.DateTime(timezone=True)),
-        sa.CheckConstraint(
-            "status IN ('running', 'ok', 'failed', 'released', 'abandoned')", name="ck_job_run_status"
-        ),
+        sa.CheckConstraint("status IN ('running', 'ok', 'failed', 'released', 'abandoned')", name="ck_job_run_status"),
     )
     op.create_index("ix_job_runs_scope", "job_runs", ["conversation_id", "job", "id"])
     op.create_table(

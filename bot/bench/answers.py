@@ -287,9 +287,7 @@ def render(result: dict[str, Any]) -> str:
         lines.append(_line("baseline", figures["baseline"]))
         lines.append(
             "  by category (first citation is evidence / refused): "
-            + "  ".join(
-                f"{c}: {v['first_citation_evidence']:.0%}/{v['refused']:.0%}" for c, v in system["by_category"].items()
-            )
+            + "  ".join(f"{c}: {v['first_citation_evidence']:.0%}/{v['refused']:.0%}" for c, v in system["by_category"].items())
         )
         lines.append(
             "  abstention curve over the doubt threshold (category 5 not in memory / answerable refused): "

@@ -226,9 +226,7 @@ async def run_policy(
             totals[column] += len(seen[column])
         name = conversation.name
         expected_gone |= {marker(tag, "e", name, turn_key(t)) for t in deleted}
-        expected_gone |= {
-            marker(tag, k, name, f"q{f.index}") for f in facts if not f.support - deleted for k in ("f", "n")
-        }
+        expected_gone |= {marker(tag, k, name, f"q{f.index}") for f in facts if not f.support - deleted for k in ("f", "n")}
         surviving_turns |= {marker(tag, "e", name, turn_key(t.dia_id)) for t in conversation.turns if t.dia_id not in deleted}
         gone_texts = [
             f"{t.message.text} {marker(tag, 'e', name, turn_key(t.dia_id))}" for t in conversation.turns if t.dia_id in deleted
@@ -326,9 +324,7 @@ def render(result: dict[str, Any]) -> str:
         + ")"
     )
     for kind in KINDS:
-        cells = "; ".join(
-            f"{p}: " + "/".join(str(r["by_kind"][kind][c]) for c in COLUMNS) for p, r in result["policies"].items()
-        )
+        cells = "; ".join(f"{p}: " + "/".join(str(r["by_kind"][kind][c]) for c in COLUMNS) for p, r in result["policies"].items())
         lines.append(f"  {kind:<42} {cells}")
     lines.append("  (unsupported left / supported lost / documents of removed records)")
     for row in result["latency"]:

@@ -60,7 +60,7 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
 
     began = time.perf_counter()
     for start in range(0, len(texts), 64):
-        embedder.embed_sync(texts[start:start + 64])
+        embedder.embed_sync(texts[start : start + 64])
     embed_seconds = time.perf_counter() - began
 
     run_id = uuid.uuid4().hex[:6]

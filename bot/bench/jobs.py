@@ -98,13 +98,23 @@ class Observed:
 
 async def _start_workers(count: int, url: str, args: argparse.Namespace) -> list[asyncio.subprocess.Process]:
     env = {
-        **os.environ, "DATABASE_URL": url, "STASHBIRD_JOBS_INTERVAL": str(args.interval),
-        "STASHBIRD_CONSOLIDATE_TOKENS": str(args.consolidate_tokens), "STASHBIRD_CONSOLIDATE_IDLE_SECONDS": "10",
-        "STASHBIRD_LLM_BASE_URL": "", "STASHBIRD_LLM_API_KEY": "",
+        **os.environ,
+        "DATABASE_URL": url,
+        "STASHBIRD_JOBS_INTERVAL": str(args.interval),
+        "STASHBIRD_CONSOLIDATE_TOKENS": str(args.consolidate_tokens),
+        "STASHBIRD_CONSOLIDATE_IDLE_SECONDS": "10",
+        "STASHBIRD_LLM_BASE_URL": "",
+        "STASHBIRD_LLM_API_KEY": "",
     }
     workers = [
         await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "bot.cli", "jobs", "run", env=env, stderr=asyncio.subprocess.PIPE,
+            sys.executable,
+            "-m",
+            "bot.cli",
+            "jobs",
+            "run",
+            env=env,
+            stderr=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.DEVNULL,
         )
         for _ in range(count)
@@ -117,8 +127,9 @@ async def _start_workers(count: int, url: str, args: argparse.Namespace) -> list
     return workers
 
 
-async def _feed(memory: Memory, ref: ConversationRef, turns: list[tuple[str, str]], args: argparse.Namespace,
-                seen: Observed, stop_at: float) -> None:
+async def _feed(
+    memory: Memory, ref: ConversationRef, turns: list[tuple[str, str]], args: argparse.Namespace, seen: Observed, stop_at: float
+) -> None:
     """Ingest the messages that are due, once a second: ``rate`` a second on average."""
     sent = 0
     start = time.monotonic()
@@ -126,7 +137,7 @@ async def _feed(memory: Memory, ref: ConversationRef, turns: list[tuple[str, str
         due = int((time.monotonic() - start) * args.rate) - sent
         batch = [
             Message(f"b{sent + i}", speaker, speaker, text, datetime.now(UTC))
-            for i, (speaker, text) in enumerate(turns[sent % len(turns):][:due])
+            for i, (speaker, text) in enumerate(turns[sent % len(turns) :][:due])
         ]
         if batch:
             await ingest(memory, ref, batch, principal=BENCH)
@@ -184,8 +195,9 @@ async def _delete_one(memory: Memory, ids: dict[int, ConversationRef], rng: rand
     seen.deleted += 1
 
 
-async def _observe(memory: Memory, ids: dict[int, ConversationRef], args: argparse.Namespace, seen: Observed,
-                   stop_at: float) -> None:
+async def _observe(
+    memory: Memory, ids: dict[int, ConversationRef], args: argparse.Namespace, seen: Observed, stop_at: float
+) -> None:
     """Watch every 0.5 s and delete every ``delete_every`` s while the load runs and
     during the drain (communities appear only after the first consolidations); the
     drain ends when nothing waits (after at least one deletion) or ``drain`` s passed."""
@@ -211,9 +223,7 @@ async def _observe(memory: Memory, ids: dict[int, ConversationRef], args: argpar
     seen.regeneration_lags += [now - since for _, since in seen.waiting.values()]
 
 
-_RUNS = text(
-    "SELECT conversation_id, job, owner, status, result, started_at, finished_at FROM job_runs ORDER BY started_at"
-)
+_RUNS = text("SELECT conversation_id, job, owner, status, result, started_at, finished_at FROM job_runs ORDER BY started_at")
 
 
 async def _runs(memory: Memory) -> tuple[list[dict[str, Any]], int]:
@@ -259,7 +269,8 @@ def _busy(runs: list[dict[str, Any]], pids: list[int], since: datetime) -> list[
     shares = []
     for pid in pids:
         spans = sorted(
-            (max(r["started_at"], since), r["finished_at"]) for r in runs
+            (max(r["started_at"], since), r["finished_at"])
+            for r in runs
             if r["finished_at"] is not None and r["owner"].split(":")[-2] == str(pid) and r["finished_at"] > since
         )
         busy, reach = 0.0, since
@@ -391,7 +402,11 @@ def _fairness(seen: Observed) -> dict[str, Any]:
 
 
 def _result(
-    args: argparse.Namespace, seen: Observed, workers: Workers, driver: list[float | None], wall: float,
+    args: argparse.Namespace,
+    seen: Observed,
+    workers: Workers,
+    driver: list[float | None],
+    wall: float,
     duplicates: dict[str, int],
 ) -> dict[str, Any]:
     lags, regen, cpu = seen.consolidation_lags, seen.regeneration_lags, workers.cpu
@@ -405,17 +420,28 @@ def _result(
         "messages_ingested": seen.ingested,
         "ingest_rate": round(seen.ingested / args.duration, 1),
         "consolidation_lag": {
-            "messages": len(lags), "median": median(lags), "p99": percentile(lags, 0.99), "unfinished": seen.unfinished,
+            "messages": len(lags),
+            "median": median(lags),
+            "p99": percentile(lags, 0.99),
+            "unfinished": seen.unfinished,
             "per_conversation": _fairness(seen),
         },
         "regeneration_lag": {
-            "deletions": seen.deleted, "communities": len(regen), "median": median(regen), "p99": percentile(regen, 0.99),
+            "deletions": seen.deleted,
+            "communities": len(regen),
+            "median": median(regen),
+            "p99": percentile(regen, 0.99),
             "still_dirty": len(seen.waiting),
         },
         "duplicate_work": duplicates,
         "cpu": [
-            {"process": i, "cpu_seconds": round(c, 1), "share_of_workers": round(c / total_cpu, 3), "cores": round(c / wall, 2),
-             "busy": busy}
+            {
+                "process": i,
+                "cpu_seconds": round(c, 1),
+                "share_of_workers": round(c / total_cpu, 3),
+                "cores": round(c / wall, 2),
+                "busy": busy,
+            }
             for i, (c, busy) in enumerate(zip(cpu, workers.busy, strict=True))
         ],
         "cpu_per_message": _per_message(seen, cpu, driver, duplicates["messages_consolidated"]),
@@ -428,10 +454,7 @@ def _render_fairness(fairness: dict[str, Any]) -> str:
     if fairness["median_range"] is None:
         return "per conversation: no lags"
     (low_median, high_median), (low_p99, high_p99) = fairness["median_range"], fairness["p99_range"]
-    return (
-        f"per conversation: median {low_median:.1f}-{high_median:.1f} s, p99 {low_p99:.1f}-{high_p99:.1f} s "
-        "(lowest-highest)"
-    )
+    return f"per conversation: median {low_median:.1f}-{high_median:.1f} s, p99 {low_p99:.1f}-{high_p99:.1f} s (lowest-highest)"
 
 
 def render(result: dict[str, Any]) -> str:

@@ -66,8 +66,11 @@ async def judge(memory: Memory, question: locomo.Question, generated: str, usage
     spent = result.usage
     usage.append(
         {
-            "phase": spent.phase, "operation": spent.operation, "calls": spent.calls,
-            "prompt_tokens": spent.prompt_tokens, "completion_tokens": spent.completion_tokens,
+            "phase": spent.phase,
+            "operation": spent.operation,
+            "calls": spent.calls,
+            "prompt_tokens": spent.prompt_tokens,
+            "completion_tokens": spent.completion_tokens,
         }
     )
     return result.value.label == "CORRECT"
@@ -142,9 +145,7 @@ def render(result: dict[str, Any]) -> str:
         f"LoCoMo QA with {result['model']}: {result['conversations']} conversations, {result['questions']} questions; "
         f"accuracy {accuracy} ({result['correct']}/{result['graded']}, categories 1-4, LLM judge)",
     ]
-    lines += [
-        f"  category {c}: {v['accuracy']:.1%} ({v['correct']}/{v['questions']})" for c, v in result["by_category"].items()
-    ]
+    lines += [f"  category {c}: {v['accuracy']:.1%} ({v['correct']}/{v['questions']})" for c, v in result["by_category"].items()]
     adversarial = result["adversarial"]
     lines.append(
         f"  category 5 (adversarial, not scored): declined as not in memory {adversarial['declined']}/{adversarial['questions']}"

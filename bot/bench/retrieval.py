@@ -68,9 +68,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add_locomo_argument(parser)
     parser.add_argument("--no-consolidate", action="store_true", help="search raw turns only (skip the offline extractor)")
     parser.add_argument("--conversations", type=int, default=0, help="only the first N conversations (0: all)")
-    parser.add_argument(
-        "--only", default="", help="only these conversations, by file name, comma-separated (e.g. 26,30)"
-    )
+    parser.add_argument("--only", default="", help="only these conversations, by file name, comma-separated (e.g. 26,30)")
     parser.add_argument(
         "--reuse",
         action="store_true",
@@ -78,7 +76,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "conversation it already holds (fast iterations on retrieval; not for ingest figures)",
     )
     parser.add_argument(
-        "--communities", action="store_true",
+        "--communities",
+        action="store_true",
         help="also build communities and score retrieval with their documents and without, in the same run",
     )
     parser.add_argument("--synthetic", type=int, default=100_000, help="episodes of the synthetic latency conversation (0: skip)")
@@ -120,7 +119,11 @@ class Score:
 
 
 async def _score(
-    memory: Memory, ref: ConversationRef, question: locomo.Question, date: datetime, kinds: Sequence[str],
+    memory: Memory,
+    ref: ConversationRef,
+    question: locomo.Question,
+    date: datetime,
+    kinds: Sequence[str],
     scores: dict[int, Score],
 ) -> float:
     """Retrieve as ``ask`` does offline over ``kinds``, score the top K; the latency (ms)."""

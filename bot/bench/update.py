@@ -95,8 +95,12 @@ def locomo_sequence(conversation: locomo.Conversation) -> UpdateSequence:
         subject = about[0] if about else turns[evidence[0]].message.speaker_name
         wh = _WH.match(question.question)
         predicate = f"answers_{wh.group(1).lower() if wh else 'other'}"
-        facts.append((evidence, {"subject": subject, "predicate": predicate, "object": answer,
-                                 "fact": f"{question.question.strip()} {answer}"}))
+        facts.append(
+            (
+                evidence,
+                {"subject": subject, "predicate": predicate, "object": answer, "fact": f"{question.question.strip()} {answer}"},
+            )
+        )
     for evidence, fact in sorted(facts, key=lambda item: order[item[0][0]]):
         for dia_id in evidence:
             decision = "duplicate" if key_of(fact) in seen else "new"

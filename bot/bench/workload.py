@@ -51,23 +51,26 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
                     report = await consolidate(memory, ref, principal=BENCH, on_progress=bar.update)
                 seconds = time.perf_counter() - began
                 usage = [
-                    u for u in await usage_of(memory, ref, principal=BENCH)
+                    u
+                    for u in await usage_of(memory, ref, principal=BENCH)
                     if u["phase"] == "ingestion" and not str(u["operation"]).startswith("embed")
                 ]
                 for u in usage:
                     for field in ("calls", "prompt_tokens", "completion_tokens"):
                         operations[str(u["operation"])][field] += int(str(u[field]))
-                rows.append({
-                    "conversation": conversation.name,
-                    "turns": len(conversation.turns),
-                    "chunks": report.chunks,
-                    "calls": sum(int(str(u["calls"])) for u in usage),
-                    "prompt_tokens": sum(int(str(u["prompt_tokens"])) for u in usage),
-                    "completion_tokens": sum(int(str(u["completion_tokens"])) for u in usage),
-                    "entities": report.entities_created,
-                    "relations": report.relations_created,
-                    "seconds": round(seconds, 1),
-                })
+                rows.append(
+                    {
+                        "conversation": conversation.name,
+                        "turns": len(conversation.turns),
+                        "chunks": report.chunks,
+                        "calls": sum(int(str(u["calls"])) for u in usage),
+                        "prompt_tokens": sum(int(str(u["prompt_tokens"])) for u in usage),
+                        "completion_tokens": sum(int(str(u["completion_tokens"])) for u in usage),
+                        "entities": report.entities_created,
+                        "relations": report.relations_created,
+                        "seconds": round(seconds, 1),
+                    }
+                )
     return {
         "bench": "workload",
         "conversations": rows,
@@ -94,9 +97,10 @@ def render(result: dict[str, Any]) -> str:
         f"  total {total['turns']:>5} {total['chunks']:>3} {total['calls']:>4} "
         f"{total['prompt_tokens']:>9} {total['completion_tokens']:>8}"
     )
-    lines.append("  by operation: " + ", ".join(
-        f"{op} {u['calls']} calls / {u['prompt_tokens']} prompt" for op, u in sorted(result["operations"].items())
-    ))
+    lines.append(
+        "  by operation: "
+        + ", ".join(f"{op} {u['calls']} calls / {u['prompt_tokens']} prompt" for op, u in sorted(result["operations"].items()))
+    )
     paper, graphiti = result["reference"]["paper"], result["reference"]["graphiti"]
     lines.append(
         f"reference: paper {paper['calls']} calls / {paper['prompt_tokens'] // 1000}K prompt tokens; "

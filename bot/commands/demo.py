@@ -84,9 +84,7 @@ def render(result: dict[str, Any]) -> str:
         f"{report['relations_created']} relations ({report['relations_superseded']} superseded), "
         f"{report['llm_calls']} LLM calls. Facts with the messages that support them:",
     ]
-    lines += [
-        f"  {'  ' if f['status'] == 'active' else '~ '}{f['fact']}  <- {', '.join(f['messages'])}" for f in result["facts"]
-    ]
+    lines += [f"  {'  ' if f['status'] == 'active' else '~ '}{f['fact']}  <- {', '.join(f['messages'])}" for f in result["facts"]]
     lines += ["", f"Asking the memory (as of {QUESTION_DATE:%Y-%m-%d}):"]
     for item in result["answers"]:
         lines += [""] + render_answer(item)

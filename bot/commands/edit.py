@@ -39,7 +39,9 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
             consolidation = (await consolidate(memory, ref, principal=principal)).as_dict()
         vacuumed = None if args.no_vacuum or report.status != "edited" else await vacuum(memory, principal=principal)
     return {
-        "conversation": args.conversation, **report.as_dict(), "consolidation": consolidation,
+        "conversation": args.conversation,
+        **report.as_dict(),
+        "consolidation": consolidation,
         "vacuum": asdict(vacuumed) if vacuumed else None,
     }
 

@@ -33,13 +33,15 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
 
 def render(result: dict[str, Any]) -> str:
     tables = ", ".join(f"{table} {seconds} s" for table, seconds in result["tables"].items())
-    return "\n".join([
-        f"{result['conversation']}: {result['operation']} of the memory tables in {result['seconds']} s "
-        f"({result['bytes_after'] / 1e6:.1f} MB after)",
-        f"  lock: {result['lock']}",
-        f"  per table: {tables}",
-        "  planner statistics (pg_statistic): "
-        + ("rewritten" if result["statistics_rewritten"] else "NOT rewritten: needs a superuser; old values may remain"),
-        "  deleted rows are now in no table or index file; the write-ahead log keeps them until its",
-        "  segments are recycled and overwritten, backups until they expire (README: What a deletion guarantees)",
-    ])
+    return "\n".join(
+        [
+            f"{result['conversation']}: {result['operation']} of the memory tables in {result['seconds']} s "
+            f"({result['bytes_after'] / 1e6:.1f} MB after)",
+            f"  lock: {result['lock']}",
+            f"  per table: {tables}",
+            "  planner statistics (pg_statistic): "
+            + ("rewritten" if result["statistics_rewritten"] else "NOT rewritten: needs a superuser; old values may remain"),
+            "  deleted rows are now in no table or index file; the write-ahead log keeps them until its",
+            "  segments are recycled and overwritten, backups until they expire (README: What a deletion guarantees)",
+        ]
+    )

@@ -60,8 +60,14 @@ class User:
     permissions: int = 0
 
     def payload(self) -> Payload:
-        return {"id": self.id, "username": self.name, "global_name": self.name, "discriminator": "0",
-                "avatar": None, "bot": self.bot}
+        return {
+            "id": self.id,
+            "username": self.name,
+            "global_name": self.name,
+            "discriminator": "0",
+            "avatar": None,
+            "bot": self.bot,
+        }
 
 
 @dataclass
@@ -135,11 +141,30 @@ class DiscordStandIn:
 
     def add_guild(self, name: str, owner: User) -> str:
         guild_id = self.snowflake()
-        everyone = {"id": guild_id, "name": "@everyone", "permissions": "1024", "position": 0, "color": 0,
-                    "hoist": False, "managed": False, "mentionable": False}
-        self.guilds[guild_id] = {"id": guild_id, "name": name, "owner_id": owner.id, "roles": [everyone],
-                                 "unavailable": False, "member_count": 0, "large": False, "features": [],
-                                 "emojis": [], "stickers": [], "threads": [], "premium_tier": 0}
+        everyone = {
+            "id": guild_id,
+            "name": "@everyone",
+            "permissions": "1024",
+            "position": 0,
+            "color": 0,
+            "hoist": False,
+            "managed": False,
+            "mentionable": False,
+        }
+        self.guilds[guild_id] = {
+            "id": guild_id,
+            "name": name,
+            "owner_id": owner.id,
+            "roles": [everyone],
+            "unavailable": False,
+            "member_count": 0,
+            "large": False,
+            "features": [],
+            "emojis": [],
+            "stickers": [],
+            "threads": [],
+            "premium_tier": 0,
+        }
         self.members[guild_id] = {}
         self.add_member(guild_id, owner)
         self.add_member(guild_id, self.bot)
@@ -150,18 +175,35 @@ class DiscordStandIn:
         self.members[guild_id][user.id] = user
         if user.permissions:
             self.guilds[guild_id]["roles"].append(
-                {"id": f"{user.id}0", "name": f"role-{user.name}", "permissions": str(user.permissions),
-                 "position": 1, "color": 0, "hoist": False, "managed": False, "mentionable": False})
+                {
+                    "id": f"{user.id}0",
+                    "name": f"role-{user.name}",
+                    "permissions": str(user.permissions),
+                    "position": 1,
+                    "color": 0,
+                    "hoist": False,
+                    "managed": False,
+                    "mentionable": False,
+                }
+            )
 
     def _member_payload(self, guild_id: str, user: User) -> Payload:
         roles = [f"{user.id}0"] if user.permissions else []
-        return {"roles": roles, "nick": None, "joined_at": _iso(datetime.now(UTC)), "deaf": False, "mute": False,
-                "flags": 0}
+        return {"roles": roles, "nick": None, "joined_at": _iso(datetime.now(UTC)), "deaf": False, "mute": False, "flags": 0}
 
     async def add_channel(self, guild_id: str, name: str, *, kind: int = GUILD_TEXT) -> str:
         channel_id = self.snowflake()
-        channel = {"id": channel_id, "guild_id": guild_id, "name": name, "type": kind, "position": 0,
-                   "permission_overwrites": [], "nsfw": False, "parent_id": None, "topic": None}
+        channel = {
+            "id": channel_id,
+            "guild_id": guild_id,
+            "name": name,
+            "type": kind,
+            "position": 0,
+            "permission_overwrites": [],
+            "nsfw": False,
+            "parent_id": None,
+            "topic": None,
+        }
         if kind == GUILD_FORUM:
             channel.update({"available_tags": [], "flags": 0})
         self.channels[channel_id] = channel
@@ -173,27 +215,60 @@ class DiscordStandIn:
         """A public thread (in a forum channel: a forum post)."""
         parent = self.channels[parent_id]
         thread_id = self.snowflake()
-        thread = {"id": thread_id, "guild_id": parent["guild_id"], "parent_id": parent_id, "name": name,
-                  "type": PUBLIC_THREAD, "owner_id": owner.id, "message_count": 0, "member_count": 1,
-                  "thread_metadata": {"archived": False, "auto_archive_duration": 1440, "locked": False,
-                                      "archive_timestamp": _iso(datetime.now(UTC))}}
+        thread = {
+            "id": thread_id,
+            "guild_id": parent["guild_id"],
+            "parent_id": parent_id,
+            "name": name,
+            "type": PUBLIC_THREAD,
+            "owner_id": owner.id,
+            "message_count": 0,
+            "member_count": 1,
+            "thread_metadata": {
+                "archived": False,
+                "auto_archive_duration": 1440,
+                "locked": False,
+                "archive_timestamp": _iso(datetime.now(UTC)),
+            },
+        }
         self.channels[thread_id] = thread
         self.history[thread_id] = []
         await self.dispatch("THREAD_CREATE", {**thread, "newly_created": True})
         return thread_id
 
-    def message_payload(self, channel_id: str, author: User, content: str, *, mentions: list[User] | None = None,
-                        message_id: str | None = None, reply_to: str | None = None) -> Payload:
+    def message_payload(
+        self,
+        channel_id: str,
+        author: User,
+        content: str,
+        *,
+        mentions: list[User] | None = None,
+        message_id: str | None = None,
+        reply_to: str | None = None,
+    ) -> Payload:
         """A MESSAGE_CREATE payload as Discord sends it (with ``member`` in guilds)."""
         channel = self.channels[channel_id]
         guild_id = channel["guild_id"]
         message_id = message_id or self.snowflake()
         payload: Payload = {
-            "id": message_id, "channel_id": channel_id, "guild_id": guild_id, "type": 19 if reply_to else 0,
-            "content": content, "author": author.payload(), "member": self._member_payload(guild_id, author),
-            "timestamp": _iso(_snowflake_time(message_id)), "edited_timestamp": None, "tts": False,
-            "mention_everyone": False, "mentions": [u.payload() for u in mentions or []], "mention_roles": [],
-            "attachments": [], "embeds": [], "pinned": False, "flags": 0, "components": [],
+            "id": message_id,
+            "channel_id": channel_id,
+            "guild_id": guild_id,
+            "type": 19 if reply_to else 0,
+            "content": content,
+            "author": author.payload(),
+            "member": self._member_payload(guild_id, author),
+            "timestamp": _iso(_snowflake_time(message_id)),
+            "edited_timestamp": None,
+            "tts": False,
+            "mention_everyone": False,
+            "mentions": [u.payload() for u in mentions or []],
+            "mention_roles": [],
+            "attachments": [],
+            "embeds": [],
+            "pinned": False,
+            "flags": 0,
+            "components": [],
         }
         if reply_to:
             payload["message_reference"] = {"message_id": reply_to, "channel_id": channel_id, "guild_id": guild_id}
@@ -251,14 +326,28 @@ class DiscordStandIn:
         everyone = int(guild["roles"][0]["permissions"])
         permissions = ALL_PERMISSIONS if guild["owner_id"] == user.id else user.permissions | everyone
         member = {**self._member_payload(guild_id, user), "user": user.payload(), "permissions": str(permissions)}
-        await self.dispatch("INTERACTION_CREATE", {
-            "id": interaction_id, "application_id": self.application_id, "type": 2, "token": token,
-            "version": 1, "guild_id": guild_id, "channel_id": channel_id, "channel": channel, "member": member,
-            "app_permissions": "0", "attachment_size_limit": 10485760, "locale": "en-US", "guild_locale": "en-US",
-            "entitlements": [],
-            "authorizing_integration_owners": {"0": guild_id}, "context": 0,
-            "data": {"id": command["id"], "name": name, "type": 1, "options": options, "guild_id": guild_id},
-        })
+        await self.dispatch(
+            "INTERACTION_CREATE",
+            {
+                "id": interaction_id,
+                "application_id": self.application_id,
+                "type": 2,
+                "token": token,
+                "version": 1,
+                "guild_id": guild_id,
+                "channel_id": channel_id,
+                "channel": channel,
+                "member": member,
+                "app_permissions": "0",
+                "attachment_size_limit": 10485760,
+                "locale": "en-US",
+                "guild_locale": "en-US",
+                "entitlements": [],
+                "authorizing_integration_owners": {"0": guild_id},
+                "context": 0,
+                "data": {"id": command["id"], "name": name, "type": 1, "options": options, "guild_id": guild_id},
+            },
+        )
         return interaction_id
 
     def _find(self, channel_id: str, message_id: str) -> Payload:
@@ -350,11 +439,20 @@ class DiscordStandIn:
         self.identifies += 1
         session = Session(id=uuid.uuid4().hex, socket=socket, compressor=compressor)
         self._session = session
-        await self.dispatch("READY", {
-            "v": 10, "user": self.bot.payload(), "session_id": session.id, "resume_gateway_url": self.gateway_url,
-            "guilds": [{"id": g, "unavailable": True} for g in self.guilds], "private_channels": [],
-            "relationships": [], "application": {"id": self.application_id, "flags": 0}, "shard": [0, 1],
-        })
+        await self.dispatch(
+            "READY",
+            {
+                "v": 10,
+                "user": self.bot.payload(),
+                "session_id": session.id,
+                "resume_gateway_url": self.gateway_url,
+                "guilds": [{"id": g, "unavailable": True} for g in self.guilds],
+                "private_channels": [],
+                "relationships": [],
+                "application": {"id": self.application_id, "flags": 0},
+                "shard": [0, 1],
+            },
+        )
         for guild_id in self.guilds:
             await self.dispatch("GUILD_CREATE", self._guild_create(guild_id))
         session.identified.set()
@@ -364,8 +462,16 @@ class DiscordStandIn:
         channels = [c for c in self.channels.values() if c["guild_id"] == guild_id and c["type"] != PUBLIC_THREAD]
         threads = [c for c in self.channels.values() if c["guild_id"] == guild_id and c["type"] == PUBLIC_THREAD]
         members = [{**self._member_payload(guild_id, u), "user": u.payload()} for u in self.members[guild_id].values()]
-        return {**guild, "channels": channels, "threads": threads, "members": members, "presences": [],
-                "voice_states": [], "member_count": len(members), "joined_at": _iso(datetime.now(UTC))}
+        return {
+            **guild,
+            "channels": channels,
+            "threads": threads,
+            "members": members,
+            "presences": [],
+            "voice_states": [],
+            "member_count": len(members),
+            "joined_at": _iso(datetime.now(UTC)),
+        }
 
     async def _resume(self, socket: web.WebSocketResponse, compressor: Any, data: Payload) -> None:
         session = self._session
@@ -403,12 +509,24 @@ class DiscordStandIn:
             case "GET", ["oauth2", "applications", "@me"]:
                 return _json(self._application())
             case "GET", ["gateway", *_]:
-                return _json({"url": self.gateway_url, "shards": 1,
-                              "session_start_limit": {"total": 1000, "remaining": 999, "reset_after": 0,
-                                                      "max_concurrency": 1}})
+                return _json(
+                    {
+                        "url": self.gateway_url,
+                        "shards": 1,
+                        "session_start_limit": {"total": 1000, "remaining": 999, "reset_after": 0, "max_concurrency": 1},
+                    }
+                )
             case "PUT", ["applications", _, *rest]:
-                self.commands = [{**c, "id": self.snowflake(), "application_id": self.application_id, "version": "1",
-                                  "guild_id": rest[1] if rest[:1] == ["guilds"] else None} for c in body]
+                self.commands = [
+                    {
+                        **c,
+                        "id": self.snowflake(),
+                        "application_id": self.application_id,
+                        "version": "1",
+                        "guild_id": rest[1] if rest[:1] == ["guilds"] else None,
+                    }
+                    for c in body
+                ]
                 return _json(self.commands)
             case "GET", ["channels", channel_id]:
                 return self._channel(channel_id)
@@ -423,9 +541,18 @@ class DiscordStandIn:
         return _json({"message": "404: Not Found", "code": 0}, 404)
 
     def _application(self) -> Payload:
-        return {"id": self.application_id, "name": self.bot.name, "description": "", "icon": None,
-                "bot_public": False, "bot_require_code_grant": False, "owner": self.bot.payload(),
-                "verify_key": "0" * 64, "flags": 1 << 19, "team": None}
+        return {
+            "id": self.application_id,
+            "name": self.bot.name,
+            "description": "",
+            "icon": None,
+            "bot_public": False,
+            "bot_require_code_grant": False,
+            "owner": self.bot.payload(),
+            "verify_key": "0" * 64,
+            "flags": 1 << 19,
+            "team": None,
+        }
 
     def _channel(self, channel_id: str) -> web.Response:
         channel = self.channels.get(channel_id)
@@ -476,9 +603,16 @@ class DiscordStandIn:
             return _json({"message": "Interaction has already been acknowledged.", "code": 40060}, 400)
         data = body.get("data") or {}
         self.interaction_replies.append({"interaction_id": interaction_id, "type": body.get("type"), **data})
-        return _json({"interaction": {"id": interaction_id, "type": 2,
-                                      "response_message_ephemeral": bool((data.get("flags") or 0) & 64)},
-                      "resource": {"type": body.get("type")}})
+        return _json(
+            {
+                "interaction": {
+                    "id": interaction_id,
+                    "type": 2,
+                    "response_message_ephemeral": bool((data.get("flags") or 0) & 64),
+                },
+                "resource": {"type": body.get("type")},
+            }
+        )
 
 
 async def until(check: Callable[[], Any], timeout: float = 15.0) -> None:

@@ -219,9 +219,7 @@ class ScriptedLLMServer:
         with self._lock:
             self._rules.insert(0, _Rule(handler, operation, when))
 
-    def fail_next(
-        self, n: int = 1, status: int = 500, retry_after: float | None = None, *, operation: str | None = None
-    ) -> None:
+    def fail_next(self, n: int = 1, status: int = 500, retry_after: float | None = None, *, operation: str | None = None) -> None:
         """Answer the next ``n`` chat requests (of ``operation``, if given; embeddings
         requests only with ``operation="embeddings"``) with HTTP ``status``."""
         self._add_fault(_Fault("status", n, operation, status=status, retry_after=retry_after))
@@ -259,10 +257,7 @@ class ScriptedLLMServer:
             return list(self._requests)
 
     def chat_requests(self, operation: str | None = None) -> list[ChatRequest]:
-        return [
-            r for r in self.requests
-            if isinstance(r, ChatRequest) and (operation is None or r.operation == operation)
-        ]
+        return [r for r in self.requests if isinstance(r, ChatRequest) and (operation is None or r.operation == operation)]
 
     def count(self, operation: str | None = None) -> int:
         """Chat requests received, all or of one operation."""

@@ -58,8 +58,7 @@ def resolve_entity(request: ChatRequest) -> dict[str, Any]:
 def compress_context(request: ChatRequest) -> dict[str, Any]:
     return {
         "entries": [
-            {"entity_id": int(entity_id), "text": " ".join(text.split()[:8])}
-            for entity_id, text in _ENTRY.findall(request.user)
+            {"entity_id": int(entity_id), "text": " ".join(text.split()[:8])} for entity_id, text in _ENTRY.findall(request.user)
         ]
     }
 

@@ -23,8 +23,15 @@ async def start_serve(slack: SlackStandIn, database_url: str, **env: str) -> tup
         **env,
     }
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "bot.cli", "serve", "--port", "0",
-        env=environment, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
+        sys.executable,
+        "-m",
+        "bot.cli",
+        "serve",
+        "--port",
+        "0",
+        env=environment,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
     )
     assert process.stdout is not None
     line = (await asyncio.wait_for(process.stdout.readline(), 180)).decode()

@@ -109,16 +109,33 @@ class SlackStandIn:
         return web.json_response(handler(params))
 
     def _auth_test(self, params: dict[str, Any]) -> dict[str, Any]:
-        return {"ok": True, "url": "https://standin.slack.test/", "team": "Stand-in", "user": "stashbird",
-                "team_id": self.team, "user_id": BOT_USER, "bot_id": BOT_ID}
+        return {
+            "ok": True,
+            "url": "https://standin.slack.test/",
+            "team": "Stand-in",
+            "user": "stashbird",
+            "team_id": self.team,
+            "user_id": BOT_USER,
+            "bot_id": BOT_ID,
+        }
 
     def _users_info(self, params: dict[str, Any]) -> dict[str, Any]:
         user = str(params.get("user"))
         name = self.names.get(user, f"User {user}")
         admin = user in self.admins
-        return {"ok": True, "user": {"id": user, "team_id": self.team, "name": user.lower(), "real_name": name,
-                                     "is_admin": admin, "is_owner": False, "is_bot": False,
-                                     "profile": {"display_name": name, "real_name": name}}}
+        return {
+            "ok": True,
+            "user": {
+                "id": user,
+                "team_id": self.team,
+                "name": user.lower(),
+                "real_name": name,
+                "is_admin": admin,
+                "is_owner": False,
+                "is_bot": False,
+                "profile": {"display_name": name, "real_name": name},
+            },
+        }
 
     def _chat_postMessage(self, params: dict[str, Any]) -> dict[str, Any]:
         self.posted.append({**params, "received": time.perf_counter()})
@@ -142,8 +159,11 @@ class SlackStandIn:
         channel = self.channels[str(params.get("channel"))]
         oldest, latest = float(params.get("oldest") or 0), float(params.get("latest") or 1e12)
         inclusive = str(params.get("inclusive", "")).lower() in ("1", "true")
-        tops = [m for m in channel.values() if not m.get("thread_ts") or m["thread_ts"] == m["ts"]
-                or m.get("subtype") == "thread_broadcast"]
+        tops = [
+            m
+            for m in channel.values()
+            if not m.get("thread_ts") or m["thread_ts"] == m["ts"] or m.get("subtype") == "thread_broadcast"
+        ]
         tops = [m for m in tops if (oldest <= float(m["ts"]) <= latest) if inclusive or float(m["ts"]) not in (oldest, latest)]
         tops.sort(key=lambda m: float(m["ts"]), reverse=True)
         return self._page(tops, params)
@@ -159,10 +179,14 @@ class SlackStandIn:
     def _page(self, items: list[dict[str, Any]], params: dict[str, Any]) -> dict[str, Any]:
         start = int(params.get("cursor") or 0)
         limit = min(int(params.get("limit") or self.page_size), self.page_size)
-        page = items[start:start + limit]
+        page = items[start : start + limit]
         more = start + limit < len(items)
-        return {"ok": True, "messages": page, "has_more": more,
-                "response_metadata": {"next_cursor": str(start + limit) if more else ""}}
+        return {
+            "ok": True,
+            "messages": page,
+            "has_more": more,
+            "response_metadata": {"next_cursor": str(start + limit) if more else ""},
+        }
 
     def _apps_connections_open(self, params: dict[str, Any]) -> dict[str, Any]:
         return {"ok": True, "url": f"ws://127.0.0.1:{self.port}/socket"}
@@ -172,8 +196,14 @@ class SlackStandIn:
         websocket = web.WebSocketResponse()
         await websocket.prepare(request)
         self._websocket = websocket
-        await websocket.send_json({"type": "hello", "num_connections": 1, "connection_info": {"app_id": "A0STANDIN"},
-                                   "debug_info": {"host": "standin", "approximate_connection_time": 18060}})
+        await websocket.send_json(
+            {
+                "type": "hello",
+                "num_connections": 1,
+                "connection_info": {"app_id": "A0STANDIN"},
+                "debug_info": {"host": "standin", "approximate_connection_time": 18060},
+            }
+        )
         async for frame in websocket:
             if frame.type == aiohttp.WSMsgType.TEXT:
                 envelope = json.loads(frame.data).get("envelope_id")
@@ -192,8 +222,16 @@ class SlackStandIn:
         envelope = f"env-{next(self._events)}"
         self._acks[envelope] = asyncio.get_running_loop().create_future()
         started = time.perf_counter()
-        await self._websocket.send_json({"envelope_id": envelope, "type": "events_api", "accepts_response_payload": False,
-                                         "retry_attempt": 0, "retry_reason": "", "payload": body})
+        await self._websocket.send_json(
+            {
+                "envelope_id": envelope,
+                "type": "events_api",
+                "accepts_response_payload": False,
+                "retry_attempt": 0,
+                "retry_reason": "",
+                "payload": body,
+            }
+        )
         acked = await asyncio.wait_for(self._acks[envelope], 10)
         return Delivery(200, acked - started, "")
 
@@ -212,21 +250,36 @@ class SlackStandIn:
         return f"Ev{next(self._events):08d}"
 
     def envelope(self, event: dict[str, Any], event_id: str | None = None) -> dict[str, Any]:
-        return {"token": "legacy", "team_id": self.team, "api_app_id": "A0STANDIN", "event": event,
-                "type": "event_callback", "event_id": event_id or self._event_id(), "event_time": int(time.time()),
-                "authorizations": [{"team_id": self.team, "user_id": BOT_USER, "is_bot": True}]}
+        return {
+            "token": "legacy",
+            "team_id": self.team,
+            "api_app_id": "A0STANDIN",
+            "event": event,
+            "type": "event_callback",
+            "event_id": event_id or self._event_id(),
+            "event_time": int(time.time()),
+            "authorizations": [{"team_id": self.team, "user_id": BOT_USER, "is_bot": True}],
+        }
 
     async def deliver(
-        self, body: dict[str, Any] | str, *, retry: int | None = None, secret: str | None = None,
-        timestamp: int | None = None, form: bool = False,
+        self,
+        body: dict[str, Any] | str,
+        *,
+        retry: int | None = None,
+        secret: str | None = None,
+        timestamp: int | None = None,
+        form: bool = False,
     ) -> Delivery:
         """POST one signed request to ``events_url``, as Slack does."""
         assert self._session is not None and self.events_url is not None
         raw = body if isinstance(body, str) else json.dumps(body)
         stamp = str(timestamp if timestamp is not None else int(time.time()))
         signature = str(SignatureVerifier(secret or self.signing_secret).generate_signature(timestamp=stamp, body=raw))
-        headers = {"X-Slack-Request-Timestamp": stamp, "X-Slack-Signature": signature,
-                   "Content-Type": "application/x-www-form-urlencoded" if form else "application/json"}
+        headers = {
+            "X-Slack-Request-Timestamp": stamp,
+            "X-Slack-Signature": signature,
+            "Content-Type": "application/x-www-form-urlencoded" if form else "application/json",
+        }
         if retry is not None:
             headers.update({"X-Slack-Retry-Num": str(retry), "X-Slack-Retry-Reason": "http_timeout"})
         started = time.perf_counter()
@@ -267,27 +320,52 @@ class SlackStandIn:
         message = self.channels[channel][ts]
         previous = dict(message)
         message.update(text=text, edited={"user": message.get("user"), "ts": self.next_ts()})
-        return self.envelope({"type": "message", "subtype": "message_changed", "channel": channel, "hidden": True,
-                              "message": dict(message), "previous_message": previous, "event_ts": self.next_ts(),
-                              "ts": self.next_ts()})
+        return self.envelope(
+            {
+                "type": "message",
+                "subtype": "message_changed",
+                "channel": channel,
+                "hidden": True,
+                "message": dict(message),
+                "previous_message": previous,
+                "event_ts": self.next_ts(),
+                "ts": self.next_ts(),
+            }
+        )
 
     async def edit(self, channel: str, ts: str, text: str) -> None:
         await self.deliver(self.edit_event(channel, ts, text))
 
     def delete_event(self, channel: str, ts: str) -> dict[str, Any]:
         previous = self.channels.get(channel, {}).pop(ts, None)
-        return self.envelope({"type": "message", "subtype": "message_deleted", "channel": channel, "hidden": True,
-                              "deleted_ts": ts, "previous_message": previous or {}, "event_ts": self.next_ts(),
-                              "ts": self.next_ts()})
+        return self.envelope(
+            {
+                "type": "message",
+                "subtype": "message_deleted",
+                "channel": channel,
+                "hidden": True,
+                "deleted_ts": ts,
+                "previous_message": previous or {},
+                "event_ts": self.next_ts(),
+                "ts": self.next_ts(),
+            }
+        )
 
     async def delete(self, channel: str, ts: str) -> None:
         await self.deliver(self.delete_event(channel, ts))
 
     async def command(self, channel: str, user: str, text: str) -> Delivery:
         key = f"r{next(self._events)}"
-        form = {"token": "legacy", "team_id": self.team, "channel_id": channel, "user_id": user, "command": "/memory",
-                "text": text, "response_url": f"http://127.0.0.1:{self.port}/respond/{key}",
-                "trigger_id": f"trigger.{key}"}
+        form = {
+            "token": "legacy",
+            "team_id": self.team,
+            "channel_id": channel,
+            "user_id": user,
+            "command": "/memory",
+            "text": text,
+            "response_url": f"http://127.0.0.1:{self.port}/respond/{key}",
+            "trigger_id": f"trigger.{key}",
+        }
         return await self.deliver(urllib.parse.urlencode(form), form=True)
 
     def history(self, channel: str) -> dict[str, str]:

@@ -45,8 +45,9 @@ log = logging.getLogger(__name__)
 DEFER_WITHIN = 2.0  # seconds to wait for a command to be stored before deferring anyway (Discord allows 3)
 ALREADY_ACKNOWLEDGED = 40060  # Discord's error code for a second response to one interaction
 
-PARSED = frozenset({"MESSAGE_CREATE", "MESSAGE_UPDATE", "MESSAGE_DELETE", "MESSAGE_DELETE_BULK", "CHANNEL_DELETE",
-                    "THREAD_DELETE"})
+PARSED = frozenset(
+    {"MESSAGE_CREATE", "MESSAGE_UPDATE", "MESSAGE_DELETE", "MESSAGE_DELETE_BULK", "CHANNEL_DELETE", "THREAD_DELETE"}
+)
 
 
 @dataclass(frozen=True)
@@ -95,9 +96,16 @@ def interaction_payload(interaction: discord.Interaction[Any]) -> dict[str, Any]
         "nick": getattr(user, "nick", None),
         "permissions": str(interaction.permissions.value),
     }
-    return {"id": str(interaction.id), "type": interaction.type.value, "token": interaction.token,
-            "application_id": str(interaction.application_id), "guild_id": str(interaction.guild_id or ""),
-            "channel_id": str(interaction.channel_id), "member": member, "data": dict(interaction.data or {})}
+    return {
+        "id": str(interaction.id),
+        "type": interaction.type.value,
+        "token": interaction.token,
+        "application_id": str(interaction.application_id),
+        "guild_id": str(interaction.guild_id or ""),
+        "channel_id": str(interaction.channel_id),
+        "member": member,
+        "data": dict(interaction.data or {}),
+    }
 
 
 class StashbirdClient(discord.Client):
@@ -294,8 +302,12 @@ class DiscordConnector:
             deferring = self._deferring.get(payloads.command_event_id(handle.get("interaction_id", "")))
             if deferring is not None:  # stored before deferring: let the defer go first
                 await asyncio.wait_for(deferring.wait(), 10)
-            route = Route("PATCH", "/webhooks/{application_id}/{token}/messages/@original",
-                          application_id=handle["application_id"], token=handle["token"])
+            route = Route(
+                "PATCH",
+                "/webhooks/{application_id}/{token}/messages/@original",
+                application_id=handle["application_id"],
+                token=handle["token"],
+            )
             body.pop("flags", None)
         else:
             route = Route("POST", "/channels/{channel_id}/messages", channel_id=reply.conversation.channel_id)

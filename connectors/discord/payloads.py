@@ -223,9 +223,7 @@ def channel_deleted(data: Payload, guild: GuildInfo | None) -> list[ChatEvent]:
         return []
     channel_id = _id(data, "id")
     threads = [t for t, parent in (guild.thread_parents.items() if guild else ()) if parent == channel_id]
-    return [
-        ChannelDeleted(conversation(data["guild_id"], gone), f"{gone}:channel-deleted") for gone in (channel_id, *threads)
-    ]
+    return [ChannelDeleted(conversation(data["guild_id"], gone), f"{gone}:channel-deleted") for gone in (channel_id, *threads)]
 
 
 def dispatch(name: str, data: Payload, bot_id: str, guild: GuildInfo | None) -> list[ChatEvent]:
@@ -269,8 +267,11 @@ def admin_command(interaction: Payload) -> AdminCommand | None:
         return None
     user = _mapping(member, "user")
     author = Author(_id(user, "id"), display_name(user, member), member_role(user, member, None))
-    handle = {"interaction_id": _id(interaction, "id"), "token": str(interaction.get("token") or ""),
-              "application_id": _id(interaction, "application_id")}
+    handle = {
+        "interaction_id": _id(interaction, "id"),
+        "token": str(interaction.get("token") or ""),
+        "application_id": _id(interaction, "application_id"),
+    }
     reply = ReplyTarget(user_id=author.id, ephemeral=True, handle=handle)
     ref = conversation(interaction["guild_id"], _id(interaction, "channel_id"))
     return AdminCommand(ref, command_event_id(handle["interaction_id"]), author, command_text(_list(data, "options")), reply)

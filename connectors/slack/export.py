@@ -79,9 +79,7 @@ def _team(users: list[dict[str, Any]], team: str | None) -> str:
     return teams.most_common(1)[0][0]
 
 
-def read_channel(
-    archive: zipfile.ZipFile, folder: str, channel: ExportChannel, users: dict[str, Author]
-) -> None:
+def read_channel(archive: zipfile.ZipFile, folder: str, channel: ExportChannel, users: dict[str, Author]) -> None:
     """Read a channel folder's daily files, in date order, into ``channel``."""
     days = sorted(n for n in archive.namelist() if posixpath.dirname(n) == folder and n.endswith(".json"))
     for day in days:
@@ -111,8 +109,12 @@ def _read_message(raw: Any, channel: ExportChannel, users: dict[str, Author]) ->
         message = ChatMessage(message.id, known, message.text, message.time, message.thread_id, message.reply_to)
     elif message.author.name is None:
         message = ChatMessage(
-            message.id, Author(message.author.id, message.author.id, "user"), message.text, message.time,
-            message.thread_id, message.reply_to,
+            message.id,
+            Author(message.author.id, message.author.id, "user"),
+            message.text,
+            message.time,
+            message.thread_id,
+            message.reply_to,
         )
     channel.messages.append(message)
 

@@ -176,10 +176,7 @@ def shown_relations(candidates: Iterable[tuple[int, int, bool]], limit: int) -> 
     ranked: dict[int, dict[int, bool]] = {}
     for entity_id, relation_id, current in candidates:
         ranked.setdefault(entity_id, {})[relation_id] = current
-    return {
-        entity_id: sorted(relations, key=lambda r: (not relations[r], -r))[:limit]
-        for entity_id, relations in ranked.items()
-    }
+    return {entity_id: sorted(relations, key=lambda r: (not relations[r], -r))[:limit] for entity_id, relations in ranked.items()}
 
 
 async def _entities(session: AsyncSession, conversation_id: int, ids: list[int]) -> dict[int, _Entity]:

@@ -116,6 +116,6 @@ def _fact(conversation: ConversationRef, row: Any) -> FactView:
     values = dict(zip(ROW_FIELDS, row[: len(ROW_FIELDS)], strict=True))
     if values["status"] != "superseded":
         values["superseded_at"] = None
-    total, *columns = row[len(ROW_FIELDS):]
+    total, *columns = row[len(ROW_FIELDS) :]
     messages = tuple(message_ref(conversation, m) for m in zip(*(c or () for c in columns), strict=True))
     return FactView(**values, messages=messages, message_count=int(total or 0))

@@ -169,9 +169,7 @@ async def conversation_summaries(session: AsyncSession) -> list[ConversationSumm
     messages = select(func.count()).where(Episode.conversation_id == Conversation.id).scalar_subquery()
     last = select(func.max(Episode.message_time)).where(Episode.conversation_id == Conversation.id).scalar_subquery()
     rows = await session.execute(
-        select(
-            Conversation.platform, Conversation.workspace_id, Conversation.channel_id, Conversation.created_at, messages, last
-        )
+        select(Conversation.platform, Conversation.workspace_id, Conversation.channel_id, Conversation.created_at, messages, last)
         .prefix_with("/* multi-shard: audit-conversations */")
         .order_by(Conversation.id)
     )

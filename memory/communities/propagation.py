@@ -43,9 +43,7 @@ def weighted_graph(nodes: Iterable[int], edges: Iterable[tuple[int, int]]) -> nx
     return graph
 
 
-def best_label(
-    weights: Mapping[int, float], current: int | None = None, sizes: Mapping[int, int] | None = None
-) -> int | None:
+def best_label(weights: Mapping[int, float], current: int | None = None, sizes: Mapping[int, int] | None = None) -> int | None:
     """The label of largest weight; a tie keeps ``current`` if it is among the best,
     else goes to the tied label with the fewest holders (``sizes``), then the smallest.
     None when there are no weights."""

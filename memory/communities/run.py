@@ -207,9 +207,7 @@ async def note_changed_relations(session: AsyncSession, conversation_id: int, re
 async def _changed_share(session: AsyncSession, conversation_id: int, state: CommunityState) -> tuple[int, int]:
     """(entities whose place in the graph changed since the last build, all entities)."""
     in_conversation = Relation.conversation_id == conversation_id
-    moved = in_conversation & (
-        (Relation.id > state.built_relation_id) | (Relation.superseded_by > state.built_relation_id)
-    )
+    moved = in_conversation & ((Relation.id > state.built_relation_id) | (Relation.superseded_by > state.built_relation_id))
     touched = union(
         select(Entity.id).where(Entity.conversation_id == conversation_id, Entity.id > state.built_entity_id),
         select(Relation.subject_id).where(moved),

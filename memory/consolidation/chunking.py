@@ -59,7 +59,7 @@ def cut_chunks(
     overlap_tokens = int(budget * overlap)
     cuts: list[Cut[T]] = []
     context = _tail(lead, lead_sizes, overlap_tokens)
-    context_sizes = list(lead_sizes[len(lead_sizes) - len(context):]) if context else []
+    context_sizes = list(lead_sizes[len(lead_sizes) - len(context) :]) if context else []
     index = 0
     while index < len(items):
         used = sum(context_sizes)
@@ -72,5 +72,5 @@ def cut_chunks(
             index += 1
         cuts.append(Cut(context, new))
         context = _tail(new, new_sizes, overlap_tokens)
-        context_sizes = new_sizes[len(new_sizes) - len(context):] if context else []
+        context_sizes = new_sizes[len(new_sizes) - len(context) :] if context else []
     return cuts

@@ -80,8 +80,12 @@ async def save_context(session: AsyncSession, conversation_id: int, stored: Stor
         statement = insert(RollingContextEntry).values(
             [
                 {
-                    "conversation_id": conversation_id, "entity_id": item["entity_id"], "position": position,
-                    "name": item["name"], "text": item["text"], "episode_ids": list(item["episode_ids"]),
+                    "conversation_id": conversation_id,
+                    "entity_id": item["entity_id"],
+                    "position": position,
+                    "name": item["name"],
+                    "text": item["text"],
+                    "episode_ids": list(item["episode_ids"]),
                 }
                 for position, item in writes
             ]

@@ -136,7 +136,9 @@ class _Mention:
         not the one resolution chose, and the summary if it was drawn from it."""
         return [
             EntityWitness(
-                e, self.forms.get(e, self.name), self.type,
+                e,
+                self.forms.get(e, self.name),
+                self.type,
                 *((self.summary, frozenset(self.summary_episodes)) if e in self.summary_episodes else ("", frozenset())),
             )
             for e in sorted(self.episodes)
@@ -181,10 +183,15 @@ async def _adjudicate(memory: Memory, mentions: Sequence[_Mention], usage: list[
     if not doubtful or memory.llm is None:
         return
     lines = [
-        f"M{index}: " + json.dumps({
-            "name": mention.name, "type": mention.type, "summary": mention.summary,
-            "candidates": [{"id": c.entity_id, "name": c.name} for c in mention.candidates],
-        })
+        f"M{index}: "
+        + json.dumps(
+            {
+                "name": mention.name,
+                "type": mention.type,
+                "summary": mention.summary,
+                "candidates": [{"id": c.entity_id, "name": c.name} for c in mention.candidates],
+            }
+        )
         for index, mention in enumerate(doubtful)
     ]
     result = await memory.llm.complete_json(
@@ -220,15 +227,20 @@ async def _compress(memory: Memory, entries: list[dict[str, Any]], usage: list[U
 
 async def _ensure_checkpoint(memory: Memory, conversation_id: int) -> None:
     async with memory.sessions.begin() as session:
-        await session.execute(
-            insert(Checkpoint).values(conversation_id=conversation_id).on_conflict_do_nothing()
-        )
+        await session.execute(insert(Checkpoint).values(conversation_id=conversation_id).on_conflict_do_nothing())
 
 
 def _episode_query(conversation_id: int) -> Select[int, str, str, str, str, datetime, datetime | None]:
     return (
-        select(Episode.id, Episode.platform_message_id, Speaker.display_name, Episode.role, Episode.text,
-               Episode.message_time, Episode.edited_at)
+        select(
+            Episode.id,
+            Episode.platform_message_id,
+            Speaker.display_name,
+            Episode.role,
+            Episode.text,
+            Episode.message_time,
+            Episode.edited_at,
+        )
         .join(Speaker, EPISODE_SPEAKER)
         .where(Episode.conversation_id == conversation_id)
     )
@@ -281,7 +293,9 @@ def _evidence(extraction: Extraction, allowed: set[int]) -> tuple[list[Extracted
     relations = [
         dataclasses.replace(r, episode_ids=r.episode_ids & allowed)
         for r in extraction.relations
-        if r.episode_ids & allowed and normalize_name(r.subject) and normalize_name(r.object)
+        if r.episode_ids & allowed
+        and normalize_name(r.subject)
+        and normalize_name(r.object)
         and normalize_name(r.subject) != normalize_name(r.object)
     ]
     return entities, relations
@@ -326,8 +340,7 @@ async def _candidates(
     all of them."""
     rows = await session.execute(
         _CANDIDATES,
-        {"keys": list(vectors), "vectors": [Vector._to_db(list(v)) for v in vectors.values()], "c": conversation_id,
-         "k": limit},
+        {"keys": list(vectors), "vectors": [Vector._to_db(list(v)) for v in vectors.values()], "c": conversation_id, "k": limit},
     )
     found: dict[str, list[EntityCandidate]] = {key: [] for key in vectors}
     for key, entity_id, name, distance in rows:
@@ -380,9 +393,9 @@ async def unconsolidated_count(session: AsyncSession, conversation_id: int) -> i
     last, pending = (checkpoint.last_episode_id, list(checkpoint.pending_episode_ids or [])) if checkpoint else (0, [])
     return (
         await session.execute(
-            select(func.count()).select_from(Episode).where(
-                Episode.conversation_id == conversation_id, (Episode.id > last) | Episode.id.in_(pending)
-            )
+            select(func.count())
+            .select_from(Episode)
+            .where(Episode.conversation_id == conversation_id, (Episode.id > last) | Episode.id.in_(pending))
         )
     ).scalar_one()
 
@@ -421,9 +434,7 @@ class _Prepared:
     rolling: list[dict[str, Any]]
 
 
-async def _start(
-    memory: Memory, conversation_id: int, max_tokens: int | None = None
-) -> tuple[RunState, list[Cut[_Episode]]]:
+async def _start(memory: Memory, conversation_id: int, max_tokens: int | None = None) -> tuple[RunState, list[Cut[_Episode]]]:
     """The run state from the saved checkpoint, and the work (the oldest episodes within
     ``max_tokens``, else all) cut into chunks."""
     params = memory.params
@@ -435,13 +446,21 @@ async def _start(
         summary_ids = list(checkpoint.summary_episode_ids or [])
         lines = await summary_lines(session, conversation_id, summary_ids) if memory.llm is None else []
         state = RunState(
-            checkpoint.last_episode_id, checkpoint.summary, summary_ids, in_order(await load_context(session, conversation_id)),
+            checkpoint.last_episode_id,
+            checkpoint.summary,
+            summary_ids,
+            in_order(await load_context(session, conversation_id)),
             lines,
         )
     sizes = [_line_size(e) for e in episodes]
     taken = within(sizes, max_tokens)
     cuts = cut_chunks(
-        episodes[:taken], sizes[:taken], params.chunk_tokens, params.chunk_overlap, lead, [_line_size(e) for e in lead],
+        episodes[:taken],
+        sizes[:taken],
+        params.chunk_tokens,
+        params.chunk_overlap,
+        lead,
+        [_line_size(e) for e in lead],
     )
     return state, cuts
 
@@ -540,7 +559,7 @@ async def _prepare(
     # Names and facts in one call (none without a mention: a relation always has two).
     vectors = await _embed(memory, [mentions[k].name for k in keys] + [r.fact for r in relations], usage) if keys else []
     name_vectors = dict(zip(keys, vectors[: len(keys)], strict=True))
-    fact_vectors = vectors[len(keys):]
+    fact_vectors = vectors[len(keys) :]
     if reconcile and keys:
         await _resolve_entities(memory, chunk.conversation_id, mentions, name_vectors, usage)
     names = {k: (m.name, m.type) for k, m in mentions.items()}
@@ -552,9 +571,7 @@ async def _prepare(
     return _Prepared(mentions, relations, name_vectors, fact_vectors, doc_vectors, summary, summary_ids, rolling)
 
 
-async def _alive(
-    session: AsyncSession, conversation_id: int, ids: Iterable[int]
-) -> dict[int, datetime | None]:
+async def _alive(session: AsyncSession, conversation_id: int, ids: Iterable[int]) -> dict[int, datetime | None]:
     """Which of ``ids`` still exist, with their current ``edited_at``."""
     rows = await session.execute(
         select(Episode.id, Episode.edited_at).where(Episode.conversation_id == conversation_id, Episode.id.in_(list(ids)))
@@ -610,12 +627,25 @@ async def _save(
             session, conversation_id, prepared.mentions, prepared.name_vectors, prepared.doc_vectors, report
         )
         await _write_relations(
-            session, conversation_id, chunk, prepared.relations, prepared.fact_vectors, prepared.mentions, gone, params,
-            reconcile, report,
+            session,
+            conversation_id,
+            chunk,
+            prepared.relations,
+            prepared.fact_vectors,
+            prepared.mentions,
+            gone,
+            params,
+            reconcile,
+            report,
         )
         rolling = _final_rolling(prepared.rolling, prepared.mentions, vanished, gone, params.context_tokens)
         update = next_checkpoint(
-            state.last, checkpoint.pending_episode_ids or [], chunk_ids, deleted, edited, prepared.summary,
+            state.last,
+            checkpoint.pending_episode_ids or [],
+            chunk_ids,
+            deleted,
+            edited,
+            prepared.summary,
             prepared.summary_ids,
         )
         await _write_checkpoint(session, checkpoint, update, rolling)
@@ -661,8 +691,10 @@ async def _next_summary(
             f"{line.speaker}: {line.text}" for line in chunk.new_lines
         )
         result = await memory.llm.complete_text(
-            system=SUMMARY_SYSTEM, user=truncate_tokens(prompt, memory.params.summary_tokens, keep="tail"),
-            phase="ingestion", operation="summary",
+            system=SUMMARY_SYSTEM,
+            user=truncate_tokens(prompt, memory.params.summary_tokens, keep="tail"),
+            phase="ingestion",
+            operation="summary",
         )
         usage.append(result.usage)
         return truncate_tokens(result.value.strip(), memory.params.summary_tokens), all_ids
@@ -685,9 +717,11 @@ async def _write_entities(
     meanwhile, the entity created instead (for the rolling context)."""
     targets = {m.entity_id for m in mentions.values() if m.decision == "merge"}
     existing = set(
-        (await session.execute(
-            select(Entity.id).where(Entity.conversation_id == conversation_id, Entity.id.in_(targets or {0}))
-        )).scalars()
+        (
+            await session.execute(
+                select(Entity.id).where(Entity.conversation_id == conversation_id, Entity.id.in_(targets or {0}))
+            )
+        ).scalars()
     )
     vanished: dict[int, int | None] = {}
     support: dict[int, list[EntityWitness]] = {}
@@ -707,16 +741,29 @@ async def _write_entities(
     for key, mention in mentions.items():
         if mention.decision == "merge" and mention.entity_id is not None and mention.episodes and mention.summary:
             await graph.update_entity_summary(
-                session, conversation_id, mention.entity_id, summary=mention.summary,
-                document_embedding=doc_vectors[key], summary_episode_ids=mention.summary_episodes,
+                session,
+                conversation_id,
+                mention.entity_id,
+                summary=mention.summary,
+                document_embedding=doc_vectors[key],
+                summary_episode_ids=mention.summary_episodes,
             )
-    new_ids = await graph.create_entities(session, conversation_id, [
-        graph.NewEntity(
-            m.name, m.type, m.summary, name_vectors[key], m.witnesses(), doc_vectors[key],
-            {"summary_episode_ids": sorted(m.summary_episodes)} if m.summary else {},
-        )
-        for key, m in created
-    ])
+    new_ids = await graph.create_entities(
+        session,
+        conversation_id,
+        [
+            graph.NewEntity(
+                m.name,
+                m.type,
+                m.summary,
+                name_vectors[key],
+                m.witnesses(),
+                doc_vectors[key],
+                {"summary_episode_ids": sorted(m.summary_episodes)} if m.summary else {},
+            )
+            for key, m in created
+        ],
+    )
     for (_, mention), entity_id in zip(created, new_ids, strict=True):
         if mention.entity_id in vanished:
             vanished[mention.entity_id] = entity_id
@@ -727,11 +774,15 @@ async def _write_entities(
 
 async def _relation_book(session: AsyncSession, conversation_id: int, subjects: set[int], reconcile: bool) -> RelationBook:
     """The active relations of these subjects, for reconciliation (none without it)."""
-    rows = await session.execute(
-        select(Relation).where(
-            Relation.conversation_id == conversation_id, Relation.status == "active", Relation.subject_id.in_(subjects)
+    rows = (
+        await session.execute(
+            select(Relation).where(
+                Relation.conversation_id == conversation_id, Relation.status == "active", Relation.subject_id.in_(subjects)
+            )
         )
-    ) if reconcile else None
+        if reconcile
+        else None
+    )
     return RelationBook.of(
         RelationState(
             r.id,
@@ -794,17 +845,28 @@ async def _write_relations(
         for episode in fact.episodes:
             wordings.setdefault(target, {}).setdefault(episode, wording)
     created = [book.relations[temp_id] for temp_id in book.inserted]
-    ids = await graph.create_relations(session, conversation_id, [
-        graph.NewRelation(
-            state.subject_id, state.object_id, state.predicate, state.fact, vector_of[temp_id], wordings[temp_id],
-            state.valid_from,
-        )
-        for temp_id, state in zip(book.inserted, created, strict=True)
-    ])
+    ids = await graph.create_relations(
+        session,
+        conversation_id,
+        [
+            graph.NewRelation(
+                state.subject_id,
+                state.object_id,
+                state.predicate,
+                state.fact,
+                vector_of[temp_id],
+                wordings[temp_id],
+                state.valid_from,
+            )
+            for temp_id, state in zip(book.inserted, created, strict=True)
+        ],
+    )
     real = dict(zip(book.inserted, ids, strict=True))
-    await graph.add_relations_support(session, conversation_id, {
-        relation_id: {e: wordings[relation_id][e] for e in added} for relation_id, added in book.supported.items()
-    })
+    await graph.add_relations_support(
+        session,
+        conversation_id,
+        {relation_id: {e: wordings[relation_id][e] for e in added} for relation_id, added in book.supported.items()},
+    )
     for old_id in book.superseded:
         old = book.relations[old_id]
         assert old.superseded_by is not None

@@ -118,15 +118,9 @@ async def _neighbours(
     base = select(Episode.id).where(Episode.conversation_id == conversation_id, Episode.id != episode_id)
     earlier = or_(Episode.message_time < at, and_(Episode.message_time == at, Episode.id < episode_id))
     before = (
-        await session.execute(
-            base.where(earlier).order_by(Episode.message_time.desc(), Episode.id.desc()).limit(1)
-        )
+        await session.execute(base.where(earlier).order_by(Episode.message_time.desc(), Episode.id.desc()).limit(1))
     ).scalar()
-    after = (
-        await session.execute(
-            base.where(~earlier).order_by(Episode.message_time, Episode.id).limit(1)
-        )
-    ).scalar()
+    after = (await session.execute(base.where(~earlier).order_by(Episode.message_time, Episode.id).limit(1))).scalar()
     return before, after
 
 

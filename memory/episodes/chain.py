@@ -12,9 +12,7 @@ async def chain(session: AsyncSession, conversation_id: int) -> list[dict[str, o
     """Episodes walked from the head of the chain along ``next_id``, as plain dicts."""
     rows = (
         await session.execute(
-            select(Episode, Speaker.display_name)
-            .join(Speaker, EPISODE_SPEAKER)
-            .where(Episode.conversation_id == conversation_id)
+            select(Episode, Speaker.display_name).join(Speaker, EPISODE_SPEAKER).where(Episode.conversation_id == conversation_id)
         )
     ).all()
     by_id = {episode.id: (episode, name) for episode, name in rows}

@@ -78,7 +78,7 @@ async def ingest_messages(
     on_batch: Callable[[list[AppendResult]], object] | None = None,
 ) -> IngestRun:
     """Append messages; one result per message (stored, duplicate, tombstoned, rejected)."""
-    batches = [messages[i:i + batch_size] for i in range(0, len(messages), batch_size)]
+    batches = [messages[i : i + batch_size] for i in range(0, len(messages), batch_size)]
     run = IngestRun()
     pending: asyncio.Future[EmbeddingBatch] | None = None
     try:

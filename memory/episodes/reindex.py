@@ -52,9 +52,13 @@ async def reindex_episodes(
         async with memory.sessions.begin() as session:
             await lock_conversation(session, conversation_id, LockPurpose.CHAIN)
             texts = dict(
-                (await session.execute(select(Episode.id, Episode.text).where(
-                    Episode.conversation_id == conversation_id, Episode.id.in_([i for i, _ in rows])
-                ))).all()
+                (
+                    await session.execute(
+                        select(Episode.id, Episode.text).where(
+                            Episode.conversation_id == conversation_id, Episode.id.in_([i for i, _ in rows])
+                        )
+                    )
+                ).all()
             )
             changed = [(i, v) for (i, body), v in zip(rows, embedded.vectors, strict=True) if texts.get(i) == body]
             for episode_id, vector in changed:

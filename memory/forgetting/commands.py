@@ -244,9 +244,7 @@ async def load_subgraph(session: AsyncSession, conversation_id: int, episode_id:
 # --- writing a decision --------------------------------------------------------------
 
 
-async def _with_documents(
-    session: AsyncSession, conversation_id: int, kind: str, model: Any, ids: list[int], change: Any
-) -> int:
+async def _with_documents(session: AsyncSession, conversation_id: int, kind: str, model: Any, ids: list[int], change: Any) -> int:
     """Drop the search documents of the records ``ids``, then apply ``change`` (a DELETE
     or UPDATE of ``model``) to them: two statements, not one with modifying CTEs, which
     Citus would not route to the conversation's shard. Returns the documents removed."""
@@ -360,17 +358,21 @@ async def _context_change(
     stored = await load_context(session, conversation_id, episode_id, gone_entities | set(reworded))
     context = in_order(stored)
     drew_on = {e.get("entity_id") for e in context if episode_id in e.get("episode_ids", [])} - gone_entities - set(reworded)
-    names = {} if not drew_on else dict(
-        (e, (name, entity_document_text(name, type_, "")))
-        for e, name, type_ in (
-            await session.execute(
-                select(Entity.id, Entity.name, Entity.type).where(
-                    Entity.conversation_id == conversation_id,
-                    Entity.id.in_([e for e in drew_on if isinstance(e, int)]),
-                    Entity.is_anchor.is_(False),
+    names = (
+        {}
+        if not drew_on
+        else dict(
+            (e, (name, entity_document_text(name, type_, "")))
+            for e, name, type_ in (
+                await session.execute(
+                    select(Entity.id, Entity.name, Entity.type).where(
+                        Entity.conversation_id == conversation_id,
+                        Entity.id.in_([e for e in drew_on if isinstance(e, int)]),
+                        Entity.is_anchor.is_(False),
+                    )
                 )
-            )
-        ).all()
+            ).all()
+        )
     )
     names.update({e: (r.name, entity_document_text(r.name, r.type, "")) for e, r in reworded.items()})
     return stored, prune_rolling_context(context, episode_id, gone_entities, names, reworded)
@@ -426,7 +428,8 @@ async def plan_retraction(session: AsyncSession, conversation_id: int, episode_i
         session, conversation_id, episode_id, sorted(decision.relations_kept), sorted(decision.entities_kept)
     )
     stored, context = (
-        await _context_change(session, conversation_id, episode_id, gone, rewording) if checkpoint is not None
+        await _context_change(session, conversation_id, episode_id, gone, rewording)
+        if checkpoint is not None
         else ({}, ContextChange([], 0, 0))
     )
     answers = (
@@ -466,9 +469,7 @@ async def retract_support(
     plan = await plan_retraction(session, conversation_id, episode_id, for_update=True)
     if requeue:  # an edit keeps the episode row; a deletion's provenance rows go with it (ON DELETE CASCADE)
         for table in (RelationProvenance, EntityProvenance):
-            await session.execute(
-                delete(table).where(table.conversation_id == conversation_id, table.episode_id == episode_id)
-            )
+            await session.execute(delete(table).where(table.conversation_id == conversation_id, table.episode_id == episode_id))
     retraction = plan.retraction()
     retraction.documents_removed = await apply_decision(session, conversation_id, plan.decision)
     await write_rewording(session, conversation_id, episode_id, plan.rewording, embedder)
@@ -489,9 +490,7 @@ _TOMBSTONE = text(
 )
 
 
-async def remove_episode(
-    session: AsyncSession, conversation_id: int, episode: Episode
-) -> tuple[dict[str, int | None], int]:
+async def remove_episode(session: AsyncSession, conversation_id: int, episode: Episode) -> tuple[dict[str, int | None], int]:
     """Unlink an episode from its chain (its neighbours first, and any other link to it
     cleared: the chain's keys have no ON DELETE action since migration 0010, so a link
     left behind would fail the deletion), drop it and its search document, leave a
@@ -515,9 +514,7 @@ async def remove_episode(
 async def _find_episode(session: AsyncSession, conversation_id: int, platform_message_id: str) -> Episode | None:
     return (
         await session.execute(
-            select(Episode).where(
-                Episode.conversation_id == conversation_id, Episode.platform_message_id == platform_message_id
-            )
+            select(Episode).where(Episode.conversation_id == conversation_id, Episode.platform_message_id == platform_message_id)
         )
     ).scalar_one_or_none()
 
@@ -526,9 +523,7 @@ async def _tombstoned(session: AsyncSession, conversation_id: int, platform_mess
     return (
         await session.execute(
             select(
-                exists().where(
-                    Tombstone.conversation_id == conversation_id, Tombstone.platform_message_id == platform_message_id
-                )
+                exists().where(Tombstone.conversation_id == conversation_id, Tombstone.platform_message_id == platform_message_id)
             )
         )
     ).scalar_one()
@@ -562,9 +557,7 @@ async def delete_episode(memory: Memory, conversation_id: int, platform_message_
         if episode is None:
             status = "already_deleted" if await _tombstoned(session, conversation_id, message_id) else "tombstoned"
             if status == "tombstoned":
-                await session.execute(
-                    insert(Tombstone).values(conversation_id=conversation_id, platform_message_id=message_id)
-                )
+                await session.execute(insert(Tombstone).values(conversation_id=conversation_id, platform_message_id=message_id))
             report = DeletionReport(conversation_id, message_id, status)
         else:
             retraction = await retract_support(session, conversation_id, episode.id, memory.embedder, requeue=False)
@@ -625,9 +618,7 @@ async def edit_episode(
             if episode.next_id is not None:
                 await session.flush()  # the successor's vector is recomputed from the new own vector
                 await refresh_exchange_vectors(session, conversation_id, [episode.next_id])
-            await record_usage(
-                session, conversation_id, Usage.embedding("ingestion", "embed_episode", batch)
-            )
+            await record_usage(session, conversation_id, Usage.embedding("ingestion", "embed_episode", batch))
             report = EditReport(conversation_id, message_id, "edited", episode.id, retraction)
         await _audit(session, conversation_id, principal, "edit_episode", report)
     report.summary_rebuilt = await _rebuild_summary_if_cleared(memory, conversation_id, report.retraction)

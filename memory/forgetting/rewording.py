@@ -147,8 +147,13 @@ async def write_rewording(
         name_vector = change.name_vector or vectors[change.rendered.name]
         rendered = change.rendered
         await session.execute(
-            update(Entity).where(Entity.conversation_id == conversation_id, Entity.id == change.entity_id).values(
-                name=rendered.name, type=rendered.type, summary=rendered.summary, embedding=name_vector,
+            update(Entity)
+            .where(Entity.conversation_id == conversation_id, Entity.id == change.entity_id)
+            .values(
+                name=rendered.name,
+                type=rendered.type,
+                summary=rendered.summary,
+                embedding=name_vector,
                 attributes={"summary_episode_ids": sorted(rendered.summary_sources)} if rendered.summary else {},
             )
         )
@@ -158,12 +163,19 @@ async def write_rewording(
         valid_from = fact.wording.valid_from if fact.wording else None
         stored = fact.wording.embedding if fact.wording else None
         await session.execute(
-            update(Relation).where(Relation.conversation_id == conversation_id, Relation.id == fact.relation_id)
+            update(Relation)
+            .where(Relation.conversation_id == conversation_id, Relation.id == fact.relation_id)
             .values(fact=fact.fact, valid_from=valid_from)
         )
         documents.append(
-            Document("relation", fact.relation_id, relation_document_text(fact.fact),
-                     stored if stored is not None else vectors[fact.fact], valid_from, fact.is_current)
+            Document(
+                "relation",
+                fact.relation_id,
+                relation_document_text(fact.fact),
+                stored if stored is not None else vectors[fact.fact],
+                valid_from,
+                fact.is_current,
+            )
         )
     await upsert_documents(session, conversation_id, documents)
 
@@ -183,9 +195,7 @@ async def _entity_changes(session: AsyncSession, values: dict[str, Any]) -> list
     for row in await session.execute(ENTITY_WITNESSES, values):
         entity_id, name, type_, summary, vector, episode, w_name, w_type, w_summary, w_sources = row
         current[entity_id] = (name, type_, summary, vector)
-        witnesses.setdefault(entity_id, []).append(
-            EntityWitness(episode, w_name, w_type, w_summary, frozenset(w_sources or ()))
-        )
+        witnesses.setdefault(entity_id, []).append(EntityWitness(episode, w_name, w_type, w_summary, frozenset(w_sources or ())))
     changes = []
     for entity_id, found in witnesses.items():
         rendered = render_entity(found)
@@ -195,21 +205,37 @@ async def _entity_changes(session: AsyncSession, values: dict[str, Any]) -> list
     return changes
 
 
-async def _relation_changes(
-    session: AsyncSession, values: dict[str, Any], renamed: dict[int, str]
-) -> list[RelationChange]:
+async def _relation_changes(session: AsyncSession, values: dict[str, Any], renamed: dict[int, str]) -> list[RelationChange]:
     """The relations whose rendered text or valid-from differs from what they show."""
     changes = []
     for row in await session.execute(RELATION_WITNESSES, values):
-        (relation_id, fact, valid_from, status, predicate, subject_id, subject, object_id, object_,
-         episode, w_fact, w_from, w_sources, w_vector) = row
-        witnesses = [] if episode is None else [
-            RelationWitness(episode, FactWording(w_fact, w_from, frozenset(w_sources or ()), _vector(w_vector)))
-        ]
+        (
+            relation_id,
+            fact,
+            valid_from,
+            status,
+            predicate,
+            subject_id,
+            subject,
+            object_id,
+            object_,
+            episode,
+            w_fact,
+            w_from,
+            w_sources,
+            w_vector,
+        ) = row
+        witnesses = (
+            []
+            if episode is None
+            else [RelationWitness(episode, FactWording(w_fact, w_from, frozenset(w_sources or ()), _vector(w_vector)))]
+        )
         chosen = render_fact(witnesses)
         wording = chosen.wording if chosen else None
-        new_fact = wording.fact if wording else structural_fact(
-            renamed.get(subject_id, subject), predicate, renamed.get(object_id, object_)
+        new_fact = (
+            wording.fact
+            if wording
+            else structural_fact(renamed.get(subject_id, subject), predicate, renamed.get(object_id, object_))
         )
         if (new_fact, wording.valid_from if wording else None) != (fact, valid_from):
             changes.append(RelationChange(relation_id, new_fact, wording, status == "active"))

@@ -126,9 +126,7 @@ def decide_cascade(graph: SupplyGraph, episode_id: int) -> Decision:
     whatever other support they have, and (as the database would) every relation
     touching a deleted entity. ``graph`` must hold the whole conversation."""
     entities = frozenset(e for e, entity in graph.entities.items() if episode_id in entity.support)
-    relations = frozenset(
-        r for r, rel in graph.relations.items() if episode_id in rel.support or rel.endpoints & entities
-    )
+    relations = frozenset(r for r, rel in graph.relations.items() if episode_id in rel.support or rel.endpoints & entities)
     return Decision(
         relations_removed=relations,
         entities_removed=entities,

@@ -125,7 +125,7 @@ _NUMBER = re.compile(r"\d+")
 
 
 def numbers_differ(a: str, b: str) -> bool:
-    """"28 January 2023" and "January 2023", or "Apollo 11" and "Apollo 13", are
+    """ "28 January 2023" and "January 2023", or "Apollo 11" and "Apollo 13", are
     different things however alike their names look."""
     return _NUMBER.findall(a) != _NUMBER.findall(b)
 
@@ -137,9 +137,7 @@ def entity_decision(name: str, candidates: Sequence[EntityCandidate], params: Me
     merges = [(min(cos, lev), c) for c, cos, lev in scored if cos >= params.merge_threshold and lev >= params.merge_threshold]
     if merges:
         return EntityDecision("merge", max(merges, key=lambda pair: (pair[0], -pair[1].entity_id))[1].entity_id)
-    doubtful = tuple(
-        c for c, cos, lev in scored if cos >= params.adjudicate_threshold or lev >= params.adjudicate_threshold
-    )
+    doubtful = tuple(c for c, cos, lev in scored if cos >= params.adjudicate_threshold or lev >= params.adjudicate_threshold)
     if doubtful:
         return EntityDecision("adjudicate", candidates=doubtful)
     return EntityDecision("new")
@@ -266,8 +264,6 @@ def apply_relation(book: RelationBook, fact: NewFact, params: MemoryParams, reco
     if decision.kind == "contradiction":
         assert decision.target_id is not None
         old = book.relations[decision.target_id]
-        book.relations[old.relation_id] = replace(
-            old, status="superseded", superseded_by=new_id, invalid_at=fact.valid_from
-        )
+        book.relations[old.relation_id] = replace(old, status="superseded", superseded_by=new_id, invalid_at=fact.valid_from)
         book.superseded.append(old.relation_id)
     return RelationDecision(decision.kind, decision.target_id)

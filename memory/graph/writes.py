@@ -60,7 +60,9 @@ class NewRelation:
 
 
 async def _add_support(
-    session: AsyncSession, link: type[EntityProvenance] | type[RelationProvenance], conversation_id: int,
+    session: AsyncSession,
+    link: type[EntityProvenance] | type[RelationProvenance],
+    conversation_id: int,
     rows: Iterable[dict[str, Any]],
 ) -> None:
     """The one provenance writer, one statement for any number of links: a link per
@@ -74,7 +76,11 @@ async def _add_support(
 def _entity_links(entity_id: int, witnesses: Iterable[EntityWitness]) -> list[dict[str, Any]]:
     return [
         {
-            "entity_id": entity_id, "episode_id": w.episode_id, "name": w.name, "type": w.type, "summary": w.summary,
+            "entity_id": entity_id,
+            "episode_id": w.episode_id,
+            "name": w.name,
+            "type": w.type,
+            "summary": w.summary,
             "summary_sources": sorted(w.summary_sources) if w.summary else [],
         }
         for w in witnesses
@@ -84,8 +90,12 @@ def _entity_links(entity_id: int, witnesses: Iterable[EntityWitness]) -> list[di
 def _relation_links(relation_id: int, wordings: Mapping[int, FactWording]) -> list[dict[str, Any]]:
     return [
         {
-            "relation_id": relation_id, "episode_id": episode_id, "fact": w.fact, "valid_from": w.valid_from,
-            "sources": sorted(w.sources), "embedding": list(w.embedding) if w.embedding is not None else None,
+            "relation_id": relation_id,
+            "episode_id": episode_id,
+            "fact": w.fact,
+            "valid_from": w.valid_from,
+            "sources": sorted(w.sources),
+            "embedding": list(w.embedding) if w.embedding is not None else None,
         }
         for episode_id, w in wordings.items()
     ]
@@ -121,9 +131,7 @@ async def add_relations_support(
     await _add_support(session, RelationProvenance, conversation_id, rows)
 
 
-def same_wording(
-    name: str, type_: str, summary: str, episode_ids: Iterable[int]
-) -> list[EntityWitness]:
+def same_wording(name: str, type_: str, summary: str, episode_ids: Iterable[int]) -> list[EntityWitness]:
     """Witnesses that all said the same (the summary drawn from all of them)."""
     episodes = frozenset(episode_ids)
     return [EntityWitness(e, name, type_, summary, episodes if summary else frozenset()) for e in episodes]
@@ -141,13 +149,21 @@ async def create_entities(session: AsyncSession, conversation_id: int, entities:
     whatever their number. Returns their ids, in order."""
     if not entities:
         return []
-    ids = await _inserted(session, Entity, [
-        {
-            "conversation_id": conversation_id, "name": e.name, "type": e.type, "summary": e.summary,
-            "embedding": list(e.embedding), "attributes": dict(e.attributes),
-        }
-        for e in entities
-    ])
+    ids = await _inserted(
+        session,
+        Entity,
+        [
+            {
+                "conversation_id": conversation_id,
+                "name": e.name,
+                "type": e.type,
+                "summary": e.summary,
+                "embedding": list(e.embedding),
+                "attributes": dict(e.attributes),
+            }
+            for e in entities
+        ],
+    )
     pairs = list(zip(ids, entities, strict=True))
     await add_entities_support(session, conversation_id, {i: e.witnesses for i, e in pairs})
     documents = [
@@ -183,13 +199,22 @@ async def create_relations(session: AsyncSession, conversation_id: int, relation
     per table whatever their number. Returns their ids, in order."""
     if not relations:
         return []
-    ids = await _inserted(session, Relation, [
-        {
-            "conversation_id": conversation_id, "subject_id": r.subject_id, "object_id": r.object_id,
-            "predicate": r.predicate, "fact": r.fact, "valid_from": r.valid_from, "status": "active",
-        }
-        for r in relations
-    ])
+    ids = await _inserted(
+        session,
+        Relation,
+        [
+            {
+                "conversation_id": conversation_id,
+                "subject_id": r.subject_id,
+                "object_id": r.object_id,
+                "predicate": r.predicate,
+                "fact": r.fact,
+                "valid_from": r.valid_from,
+                "status": "active",
+            }
+            for r in relations
+        ],
+    )
     pairs = list(zip(ids, relations, strict=True))
     await add_relations_support(session, conversation_id, {i: r.wordings for i, r in pairs})
     documents = [Document("relation", i, relation_document_text(r.fact), r.embedding, r.valid_from) for i, r in pairs]

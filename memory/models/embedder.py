@@ -169,8 +169,8 @@ class LocalEmbedder:
         ids = np.full((len(encoded), length), loaded.pad_id, dtype=np.int64)
         mask = np.zeros((len(encoded), length), dtype=np.int64)
         for row, tokens in enumerate(encoded):
-            ids[row, :len(tokens)] = tokens
-            mask[row, :len(tokens)] = 1
+            ids[row, : len(tokens)] = tokens
+            mask[row, : len(tokens)] = 1
         (hidden,) = loaded.session.run(
             ["last_hidden_state"], {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
         )
@@ -239,7 +239,7 @@ class OpenAIEmbedder:
         vectors: list[list[float]] = []
         tokens = 0
         for start in range(0, len(texts), self.batch_size):
-            batch_vectors, batch_tokens = await self._embed_batch(list(texts[start:start + self.batch_size]))
+            batch_vectors, batch_tokens = await self._embed_batch(list(texts[start : start + self.batch_size]))
             vectors += batch_vectors
             tokens += batch_tokens
         for vector in vectors:

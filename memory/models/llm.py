@@ -40,9 +40,7 @@ class LLMError(StashbirdError):
     ``usage`` holds what the failed attempts cost, so a caller may still record it.
     """
 
-    def __init__(
-        self, message: str, *, operation: str | None = None, attempts: int = 0, usage: Usage | None = None
-    ) -> None:
+    def __init__(self, message: str, *, operation: str | None = None, attempts: int = 0, usage: Usage | None = None) -> None:
         super().__init__(message)
         self.operation = operation
         self.attempts = attempts
@@ -86,8 +84,7 @@ def parse_reply(content: str | None, schema: type[M]) -> M:
         return schema.model_validate(data)
     except PydanticValidationError as error:
         problems = "; ".join(
-            f"{'.'.join(str(part) for part in issue['loc']) or '<root>'}: {issue['msg']}"
-            for issue in error.errors()[:5]
+            f"{'.'.join(str(part) for part in issue['loc']) or '<root>'}: {issue['msg']}" for issue in error.errors()[:5]
         )
         raise Retryable(f"schema errors ({schema.__name__}): {problems}") from None
 
@@ -139,8 +136,12 @@ class LLMClient:
                 raise
 
         return await self._complete(
-            messages, parse,
-            phase=phase, operation=operation, max_tokens=max_tokens, json_mode=True,
+            messages,
+            parse,
+            phase=phase,
+            operation=operation,
+            max_tokens=max_tokens,
+            json_mode=True,
         )
 
     async def complete_text(
@@ -155,7 +156,12 @@ class LLMClient:
         """Ask for free text (e.g. an answer or a summary)."""
         messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
         return await self._complete(
-            messages, _text_value, phase=phase, operation=operation, max_tokens=max_tokens, json_mode=False,
+            messages,
+            _text_value,
+            phase=phase,
+            operation=operation,
+            max_tokens=max_tokens,
+            json_mode=False,
         )
 
     async def close(self) -> None:
@@ -194,15 +200,27 @@ class LLMClient:
         began = time.perf_counter()
         result = await self.retry.run(attempt, failed, operation=operation)
         log.info(
-            "LLM %s: %d call(s), %d prompt + %d completion tokens", operation, result.usage.calls,
-            prompt_tokens, completion_tokens,
-            extra={"operation": operation, "phase": phase, "calls": result.usage.calls,
-                   "elapsed_ms": round((time.perf_counter() - began) * 1000, 1)},
+            "LLM %s: %d call(s), %d prompt + %d completion tokens",
+            operation,
+            result.usage.calls,
+            prompt_tokens,
+            completion_tokens,
+            extra={
+                "operation": operation,
+                "phase": phase,
+                "calls": result.usage.calls,
+                "elapsed_ms": round((time.perf_counter() - began) * 1000, 1),
+            },
         )
         return result
 
     async def _request(
-        self, messages: list[dict[str, str]], *, operation: str, max_tokens: int | None, json_mode: bool,
+        self,
+        messages: list[dict[str, str]],
+        *,
+        operation: str,
+        max_tokens: int | None,
+        json_mode: bool,
     ) -> _Reply:
         options: dict[str, Any] = {}
         if json_mode:

@@ -119,13 +119,20 @@ class RetryPolicy:
                 elapsed_ms = round((time.perf_counter() - began) * 1000, 1)
                 if n == attempts:
                     log.warning(
-                        "%s failed after %d attempts: %s", operation, n, failure.cause,
+                        "%s failed after %d attempts: %s",
+                        operation,
+                        n,
+                        failure.cause,
                         extra={"operation": operation, "attempt": n, "elapsed_ms": elapsed_ms},
                     )
                     raise failed(n, failure.cause, True) from None
                 pause = self.delay(n, failure.retry_after)
                 log.info(
-                    "%s attempt %d failed (%s); retrying in %.1f s", operation, n, failure.cause, pause,
+                    "%s attempt %d failed (%s); retrying in %.1f s",
+                    operation,
+                    n,
+                    failure.cause,
+                    pause,
                     extra={"operation": operation, "attempt": n, "elapsed_ms": elapsed_ms, "retry_in_s": round(pause, 2)},
                 )
                 await asyncio.sleep(pause)

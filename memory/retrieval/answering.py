@@ -235,8 +235,7 @@ def citations_of(items: Sequence[EvidenceItem], episodes: Sequence[EpisodeRef]) 
         for episode in shown:
             label_of.setdefault(episode.episode_id, label)
     return [
-        Citation(label_of.get(e.episode_id, ""), e.episode_id, e.platform_message_id, e.speaker, e.message_time)
-        for e in episodes
+        Citation(label_of.get(e.episode_id, ""), e.episode_id, e.platform_message_id, e.speaker, e.message_time) for e in episodes
     ]
 
 
@@ -252,9 +251,7 @@ def said(episode: EpisodeRef) -> str:
     return f'{episode.speaker} said on {episode.message_time:%d %B %Y}: "{episode.text}"'
 
 
-def _cited(
-    episode: EpisodeRef, outdated: bool, correction: EpisodeRef | None, link: Any
-) -> QuotedMessage:
+def _cited(episode: EpisodeRef, outdated: bool, correction: EpisodeRef | None, link: Any) -> QuotedMessage:
     fixed = _cited(correction, False, None, link) if outdated and correction is not None else None
     return QuotedMessage(
         episode.platform_message_id,
@@ -320,7 +317,11 @@ async def _grounded(
 
 
 async def _select(
-    memory: Memory, conversation_id: int, question: str, retrieval: Retrieval, items: Sequence[EvidenceItem],
+    memory: Memory,
+    conversation_id: int,
+    question: str,
+    retrieval: Retrieval,
+    items: Sequence[EvidenceItem],
     weights: SelectionWeights,
 ) -> Choice:
     async with memory.sessions() as session:
@@ -367,9 +368,10 @@ async def answer(
     notes: list[str] = []
     sub_queries: list[str] = []
     if llm is not None and needs_decomposition(question, question_date):
-        sub_queries = await _guarded(
-            "decompose", notes, usages, decompose(llm, question, question_date, memory.params.max_subqueries)
-        ) or []
+        sub_queries = (
+            await _guarded("decompose", notes, usages, decompose(llm, question, question_date, memory.params.max_subqueries))
+            or []
+        )
     retrieval = await retrieve(memory, conversation_id, question, question_date, sub_queries)
     usages += retrieval.usages
     candidates = retrieval.candidates

@@ -168,9 +168,7 @@ async def _provenance(
     return result
 
 
-async def community_support(
-    session: AsyncSession, conversation_id: int, community_ids: Sequence[int]
-) -> dict[int, list[int]]:
+async def community_support(session: AsyncSession, conversation_id: int, community_ids: Sequence[int]) -> dict[int, list[int]]:
     """A community's summary is written from the active relations between its members:
     their supporting episodes are what it cites."""
     if not community_ids:
@@ -211,9 +209,7 @@ async def load_episodes(session: AsyncSession, conversation_id: int, episode_ids
         .join(Speaker, EPISODE_SPEAKER)
         .where(Episode.conversation_id == conversation_id, Episode.id.in_(list(set(episode_ids))))
     )
-    return {
-        e.id: EpisodeRef(e.id, e.platform_message_id, name, e.role, e.message_time, e.text) for e, name in rows
-    }
+    return {e.id: EpisodeRef(e.id, e.platform_message_id, name, e.role, e.message_time, e.text) for e, name in rows}
 
 
 async def assemble(

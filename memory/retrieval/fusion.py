@@ -43,9 +43,7 @@ def reciprocal_rank_fusion(
     return scores
 
 
-def spread_to_neighbours(
-    scores: Mapping[K, float], neighbours: Mapping[K, Sequence[K]], share: float
-) -> dict[K, float]:
+def spread_to_neighbours(scores: Mapping[K, float], neighbours: Mapping[K, Sequence[K]], share: float) -> dict[K, float]:
     """Each key also gains ``share`` of the best score among the keys it neighbours
     (keys with no score of their own enter the result with that alone): a message and
     the ones next to it in the chain are one exchange, and the half that holds the

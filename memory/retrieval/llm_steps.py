@@ -25,8 +25,33 @@ _COMPOUND = re.compile(
 )
 _NAME = re.compile(r"\b[A-Z][a-z]+(?:\s+[A-Z][a-z]+)*")
 _QUESTION_WORDS = {
-    "What", "When", "Where", "Who", "Why", "How", "Which", "Did", "Does", "Do", "Is", "Are", "Was", "Were",
-    "Has", "Have", "Would", "Could", "Can", "Should", "Will", "The", "A", "An", "In", "On", "I",
+    "What",
+    "When",
+    "Where",
+    "Who",
+    "Why",
+    "How",
+    "Which",
+    "Did",
+    "Does",
+    "Do",
+    "Is",
+    "Are",
+    "Was",
+    "Were",
+    "Has",
+    "Have",
+    "Would",
+    "Could",
+    "Can",
+    "Should",
+    "Will",
+    "The",
+    "A",
+    "An",
+    "In",
+    "On",
+    "I",
 }
 
 

@@ -97,7 +97,7 @@ async def retrieve(
     hybrid = replace(hybrid, kinds=tuple(kinds))
     # A second connection reads the full-text lists while the first reads the vector ones.
     async with memory.sessions.begin() as session, memory.sessions() as text_session:
-        for offset, variant in zip(anchors, variants[len(texts) - len(anchors):], strict=False):
+        for offset, variant in zip(anchors, variants[len(texts) - len(anchors) :], strict=False):
             # When did the anchor event happen? The best dated match says; if nothing
             # matches, the anchor phrase is still searched but there is no time boost.
             found = await search(session, conversation_id, [variant], anchor, text_session=text_session)
@@ -114,6 +114,12 @@ async def retrieve(
         )
         result = await search(session, conversation_id, variants, hybrid, hints, text_session=text_session)
     return Retrieval(
-        question, list(sub_queries), ranges, prefer_current, result.candidates, result.plan, [usage],
+        question,
+        list(sub_queries),
+        ranges,
+        prefer_current,
+        result.candidates,
+        result.plan,
+        [usage],
         list(batch.vectors[0]),
     )

@@ -100,6 +100,7 @@ DATED_CAP = 2_000
 # a short chat is already several percent), and ranking every match costs nothing.
 PRUNE_FROM_MESSAGES = 200
 
+
 @dataclass(frozen=True)
 class QueryVariant:
     """One phrasing of what is asked: the question itself, a sub-query, an anchor phrase."""
@@ -257,7 +258,6 @@ def choose_plan(sizes: dict[str, int], table_rows: int, top: int) -> VectorPlan:
     return VectorPlan(tuple(exact), tuple(hnsw), ef, sizes.get("episode", 0))
 
 
-
 async def _plan(session: AsyncSession, conversation_id: int, kinds: Sequence[str], top: int) -> VectorPlan:
     """Count (capped) and, for a large kind, estimate; choose; set ``ef_search`` for HNSW."""
     sizes = await sql.capped_counts(session, conversation_id, kinds, EXACT_SCAN_ROWS)
@@ -302,7 +302,10 @@ async def _vector_lists(session: AsyncSession, run: _Search, planned: Awaitable[
         # The speaker is indexed apart from the text: the named person's own messages
         # are one more ranked list.
         params = {
-            **run.base_params(), "cap": DATED_CAP, "q": list(run.variants[0].embedding), "name": run.hints.named_speaker,
+            **run.base_params(),
+            "cap": DATED_CAP,
+            "q": list(run.variants[0].embedding),
+            "name": run.hints.named_speaker,
         }
         found.append(await sql.ranked_lists(session, sql.BY_SPEAKER_SQL, params, run.rows, "similarity", True))
     for variant in run.variants:
@@ -334,8 +337,12 @@ async def _text_lists(reader: AsyncSession, run: _Search, planned: Awaitable[Vec
             # The plain baseline (common_terms) ranks by ts_rank_cd alone.
             weights = [0.0 if config.common_terms else term_weight(shares[t], sampled) for t in terms]
             params = {
-                **run.base_params(), "t": tsquery_text(terms), "terms": terms, "weights": weights,
-                "cap": TEXT_MATCH_ROWS if large else None, **sql.kind_params(searchable),
+                **run.base_params(),
+                "t": tsquery_text(terms),
+                "terms": terms,
+                "weights": weights,
+                "cap": TEXT_MATCH_ROWS if large else None,
+                **sql.kind_params(searchable),
             }
             found.append(await sql.ranked_lists(reader, sql.text_sql(searchable), params, run.rows, "text_rank", False))
     return found

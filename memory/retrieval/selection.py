@@ -265,7 +265,7 @@ def mentions(text: str, forms: Sequence[str]) -> bool:
         if not form:
             continue
         for match in re.finditer(rf"\b{re.escape(form)}\b", text, re.IGNORECASE):
-            before, after = text[: match.start()], text[match.end():]
+            before, after = text[: match.start()], text[match.end() :]
             opens = re.search(rf"(^|[.!?]\s*|,\s*|{_INTERJECTION}[\s,]*)$", before, re.IGNORECASE)
             closes = re.match(r"\s*([,!?.]|$)", after)
             if not (opens and closes):
@@ -347,8 +347,21 @@ def features(cues: Cues, seen: Seen, speakers: Sequence[str]) -> dict[str, float
 
 
 FEATURES = (
-    "similarity", "exchange", "coverage", "stated", "hit", "rank",
-    "about", "answer_type", "fact", "asks", "after_question", "length", "lead", "follow", "time",
+    "similarity",
+    "exchange",
+    "coverage",
+    "stated",
+    "hit",
+    "rank",
+    "about",
+    "answer_type",
+    "fact",
+    "asks",
+    "after_question",
+    "length",
+    "lead",
+    "follow",
+    "time",
 )
 
 
@@ -428,9 +441,7 @@ def doubt_of(cues: Cues, scored: Sequence[Scored], weights: SelectionWeights) ->
     )
 
 
-def choose(
-    cues: Cues, seen: Sequence[Seen], speakers: Sequence[str], weights: SelectionWeights = DEFAULT_WEIGHTS
-) -> Choice:
+def choose(cues: Cues, seen: Sequence[Seen], speakers: Sequence[str], weights: SelectionWeights = DEFAULT_WEIGHTS) -> Choice:
     """Messages by score, outdated ones after every current one, and whether to refuse.
     Bot messages never count as an answer. Pure."""
     scored = []
@@ -451,9 +462,7 @@ def choose(
     held = max(best["coverage"], best["lead"], best["follow"])
     unrelated = held == 0 and best["similarity"] < weights.unrelated_below
     value = doubt.score(weights.abstention)
-    reason = refusal(cues, doubt, value, weights.abstention) or (
-        "nothing stored says what is asked" if unrelated else None
-    )
+    reason = refusal(cues, doubt, value, weights.abstention) or ("nothing stored says what is asked" if unrelated else None)
     return Choice(ranked, reason, table, bool(cues.unknown_people), unrelated, value, doubt, cues, tuple(speakers))
 
 

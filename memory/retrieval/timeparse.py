@@ -33,9 +33,25 @@ MONTHS = {name.lower(): index for index, name in enumerate(calendar.month_name) 
 MONTHS.update({name.lower(): index for index, name in enumerate(calendar.month_abbr) if name})
 WEEKDAYS = {name.lower(): index for index, name in enumerate(calendar.day_name)}
 NUMBERS = {
-    "a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
-    "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "a couple of": 2, "couple of": 2,
-    "a few": 3, "few": 3, "several": 3,
+    "a": 1,
+    "an": 1,
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+    "eleven": 11,
+    "twelve": 12,
+    "a couple of": 2,
+    "couple of": 2,
+    "a few": 3,
+    "few": 3,
+    "several": 3,
 }
 UNITS = ("day", "week", "month", "year")
 
@@ -282,9 +298,7 @@ def resolve_anchor(offset: AnchoredOffset, anchor_time: datetime) -> TimeRange |
     tz = _aware(anchor_time).tzinfo
     try:
         day = _aware(anchor_time).date() + timedelta(days=offset.days)
-        return _days(
-            day - timedelta(days=offset.slack_days), day + timedelta(days=offset.slack_days + 1), tz, offset.expression
-        )
+        return _days(day - timedelta(days=offset.slack_days), day + timedelta(days=offset.slack_days + 1), tz, offset.expression)
     except OverflowError:
         return None
 

@@ -10,9 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from memory.store.schema import AuditEntry
 
 
-async def write_audit(
-    session: AsyncSession, conversation_id: int, principal: str, action: str, details: dict[str, Any]
-) -> None:
+async def write_audit(session: AsyncSession, conversation_id: int, principal: str, action: str, details: dict[str, Any]) -> None:
     """One entry: ``principal`` in its ``kind:id`` form, the action and what it touched."""
     await session.execute(
         insert(AuditEntry).values(conversation_id=conversation_id, principal=principal, action=action, details=details)

@@ -114,9 +114,7 @@ async def read_catalogue(
     unique = [UniqueIndex(t, i, tuple(cols)) for t, i, cols in await connection.execute(text(_UNIQUE), bound)]
     foreign_keys = [
         ForeignKey(name, table, parent, tuple(cols), tuple(parent_cols), on_delete, on_update)
-        for name, table, parent, cols, parent_cols, on_delete, on_update in await connection.execute(
-            text(_FOREIGN_KEYS), bound
-        )
+        for name, table, parent, cols, parent_cols, on_delete, on_update in await connection.execute(text(_FOREIGN_KEYS), bound)
     ]
     return Catalogue(tables, unique, foreign_keys, reference, local)
 
@@ -156,8 +154,10 @@ def _foreign_key_violations(catalogue: Catalogue, key: ForeignKey) -> list[str]:
     column = catalogue.tables[key.table].key_column
     if catalogue.distributed(key.parent):
         parent_column = catalogue.tables[key.parent].key_column
-        if column not in key.columns or parent_column not in key.parent_columns or (
-            key.columns.index(column) != key.parent_columns.index(parent_column)
+        if (
+            column not in key.columns
+            or parent_column not in key.parent_columns
+            or (key.columns.index(column) != key.parent_columns.index(parent_column))
         ):
             found.append(f"{where}: does not carry {DISTRIBUTION_COLUMN} at the same position on both sides")
     if column in key.columns or catalogue.distributed(key.parent):
@@ -190,9 +190,7 @@ SELECT c.relname, CAST(p.partmethod AS text) FROM pg_dist_partition p JOIN pg_cl
 WHERE c.relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = :schema)
 """
 _REFERENCE = "SELECT create_reference_table(CAST(quote_ident(:table) AS regclass))"
-_DISTRIBUTED = (
-    "SELECT create_distributed_table(CAST(quote_ident(:table) AS regclass), :column, colocate_with => :colocate_with)"
-)
+_DISTRIBUTED = "SELECT create_distributed_table(CAST(quote_ident(:table) AS regclass), :column, colocate_with => :colocate_with)"
 
 
 @dataclass(frozen=True)
@@ -210,8 +208,7 @@ class Step:
         if self.kind == "reference":
             return f"SELECT create_reference_table('{self.table}');"
         return (
-            f"SELECT create_distributed_table('{self.table}', '{DISTRIBUTION_COLUMN}', "
-            f"colocate_with => '{self.colocate_with}');"
+            f"SELECT create_distributed_table('{self.table}', '{DISTRIBUTION_COLUMN}', colocate_with => '{self.colocate_with}');"
         )
 
     def bound(self) -> tuple[str, dict[str, str]]:

@@ -90,9 +90,7 @@ async def ensure_speakers(
     return {key: known[key] if key in known else await ensure_speaker(session, conversation_id, *key) for key in keys}
 
 
-async def ensure_speaker(
-    session: AsyncSession, conversation_id: int, platform_user_id: str, display_name: str, role: str
-) -> int:
+async def ensure_speaker(session: AsyncSession, conversation_id: int, platform_user_id: str, display_name: str, role: str) -> int:
     """Get or create a speaker; a changed display name or role is updated."""
     if role not in ROLES:
         raise ValidationError("role", f"must be one of {', '.join(ROLES)}, got {role!r}")

@@ -37,7 +37,7 @@ def async_url(url: str) -> str:
     other kind of URL is refused (only Postgres with pgvector holds the memory)."""
     for prefix in ("postgresql://", "postgres://"):
         if url.startswith(prefix):
-            return "postgresql+asyncpg://" + url[len(prefix):]
+            return "postgresql+asyncpg://" + url[len(prefix) :]
     if not url.startswith("postgresql+asyncpg://"):
         scheme = url.split("://")[0][:20] if "://" in url else "no scheme"
         raise ConfigurationError(f"database URL must start with postgresql:// (got {scheme})")
@@ -123,9 +123,7 @@ async def downgrade(engine: AsyncEngine, revision: str = "base") -> None:
 async def check_embedding_dim(engine: AsyncEngine, embedding_dim: int) -> None:
     """Refuse to run an embedder whose vectors do not fit the store's columns."""
     async with engine.connect() as connection:
-        stored = (
-            await connection.execute(text("SELECT value FROM store_settings WHERE key = 'embedding_dim'"))
-        ).scalar()
+        stored = (await connection.execute(text("SELECT value FROM store_settings WHERE key = 'embedding_dim'"))).scalar()
     if stored is not None and int(stored) != embedding_dim:
         raise ConfigurationError(
             f"embedding dimension mismatch: this database stores {stored}-dimensional vectors "
@@ -138,9 +136,7 @@ async def warn_if_vectors_are_stale(engine: AsyncEngine) -> None:
     """Say so at start-up while message vectors still hold the speaker's name (migration
     0004 changed what is indexed; ``stashbird reindex`` embeds them again)."""
     async with engine.connect() as connection:
-        stale = (
-            await connection.execute(text("SELECT value FROM store_settings WHERE key = 'episode_vectors'"))
-        ).scalar()
+        stale = (await connection.execute(text("SELECT value FROM store_settings WHERE key = 'episode_vectors'"))).scalar()
     if stale is not None:
         log.warning(
             "message vectors were embedded with the speaker's name (before migration 0004); "

@@ -75,5 +75,3 @@ def episode_document_text(text: str) -> str:
     about them by someone else. Retrieval weighs the speaker apart (search's
     ``named_speaker``). Migration 0004 converted older documents."""
     return text
-
-

@@ -270,9 +270,7 @@ async def prune(session: AsyncSession, older_than: timedelta) -> int:
 async def read_cursor(session: AsyncSession, conversation_id: int, name: str) -> dict[str, Any] | None:
     return (
         await session.execute(
-            select(ConnectorCursor.value).where(
-                ConnectorCursor.conversation_id == conversation_id, ConnectorCursor.name == name
-            )
+            select(ConnectorCursor.value).where(ConnectorCursor.conversation_id == conversation_id, ConnectorCursor.name == name)
         )
     ).scalar()
 

@@ -30,19 +30,34 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 TEXT_TYPES = ("text", "character varying", "character", "json", "jsonb", "text[]", "character varying[]", "tsvector")
-NOT_WORDS = frozenset({
-    ("alembic_version", "version_num"), ("store_settings", "key"), ("store_settings", "value"),
-    ("conversations", "platform"), ("conversations", "workspace_id"), ("conversations", "channel_id"),
-    ("speakers", "platform_user_id"), ("speakers", "role"), ("episodes", "role"),
-    ("episodes", "platform_message_id"), ("episodes", "reply_to"), ("episodes", "thread_id"),
-    ("tombstones", "platform_message_id"), ("relations", "status"), ("search_documents", "kind"),
-    ("usage_ledger", "phase"), ("usage_ledger", "operation"), ("usage_ledger", "model"),
-    ("audit_log", "principal"), ("audit_log", "action"), ("answer_traces", "principal"),
-})
+NOT_WORDS = frozenset(
+    {
+        ("alembic_version", "version_num"),
+        ("store_settings", "key"),
+        ("store_settings", "value"),
+        ("conversations", "platform"),
+        ("conversations", "workspace_id"),
+        ("conversations", "channel_id"),
+        ("speakers", "platform_user_id"),
+        ("speakers", "role"),
+        ("episodes", "role"),
+        ("episodes", "platform_message_id"),
+        ("episodes", "reply_to"),
+        ("episodes", "thread_id"),
+        ("tombstones", "platform_message_id"),
+        ("relations", "status"),
+        ("search_documents", "kind"),
+        ("usage_ledger", "phase"),
+        ("usage_ledger", "operation"),
+        ("usage_ledger", "model"),
+        ("audit_log", "principal"),
+        ("audit_log", "action"),
+        ("answer_traces", "principal"),
+    }
+)
 # Audit statuses, the anchor name and the withdrawn-answer notice (memory.forgetting.commands).
 STORE_WORDS = frozenset(
-    "deleted tombstoned already edited unchanged unknown anchor "
-    "answer withdrawn a message it drew on was or".split()
+    "deleted tombstoned already edited unchanged unknown anchor answer withdrawn a message it drew on was or".split()
 )
 _WORD = re.compile(r"[^\W_]+")
 
@@ -86,7 +101,7 @@ async def find_tokens(session: AsyncSession, pattern: str, schema: str = "public
         rows = await session.execute(
             text(
                 f'/* multi-shard: residue-scan */ SELECT DISTINCT lower(m[1]) FROM "{schema}"."{table}" t, '
-                f'regexp_matches(t."{column}"::text, :pattern, \'gi\') AS m'
+                f"regexp_matches(t.\"{column}\"::text, :pattern, 'gi') AS m"
             ),
             {"pattern": f"({pattern})"},
         )
@@ -185,8 +200,7 @@ async def find_words(
             else:
                 source = f'SELECT lower(t."{column}"::text) AS value FROM "{table}" t WHERE {where}'
             query = (
-                f"SELECT DISTINCT w FROM ({source}) s, regexp_split_to_table(s.value, '[^[:alnum:]]+') w "
-                "WHERE w = ANY(:words)"
+                f"SELECT DISTINCT w FROM ({source}) s, regexp_split_to_table(s.value, '[^[:alnum:]]+') w WHERE w = ANY(:words)"
             )
             wanted, back = sorted(candidates), {w: w for w in candidates}
         if not wanted:

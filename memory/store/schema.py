@@ -49,9 +49,7 @@ def _id() -> Mapped[int]:
 def _same_conversation(columns: str, parent: str, ondelete: str | None = None) -> ForeignKeyConstraint:
     """A foreign key to ``parent`` within the conversation: ``(conversation_id, column)``
     references ``parent (conversation_id, id)``, as Citus requires between co-located tables."""
-    return ForeignKeyConstraint(
-        ["conversation_id", columns], [f"{parent}.conversation_id", f"{parent}.id"], ondelete=ondelete
-    )
+    return ForeignKeyConstraint(["conversation_id", columns], [f"{parent}.conversation_id", f"{parent}.id"], ondelete=ondelete)
 
 
 class Conversation(Base):

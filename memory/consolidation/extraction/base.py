@@ -40,7 +40,7 @@ class Chunk:
 
     @property
     def new_lines(self) -> Sequence[ChunkLine]:
-        return self.lines[self.new_from:]
+        return self.lines[self.new_from :]
 
     def by_number(self) -> dict[int, ChunkLine]:
         return {line.number: line for line in self.lines}

@@ -69,8 +69,7 @@ def extraction_prompt(chunk: Chunk, hints: list[tuple[str, str]]) -> str:
         f"Running summary so far:\n{chunk.summary or '(none yet)'}",
         f"Known context (entities and facts):\n{render_context(chunk.rolling_context) or '(none yet)'}",
         "Names spotted in the new messages: " + (", ".join(f"{name} ({type_})" for name, type_ in hints) or "(none)"),
-        f"Messages (lines before L{first_new} were processed already and are context only; "
-        f"extract from L{first_new} on):",
+        f"Messages (lines before L{first_new} were processed already and are context only; extract from L{first_new} on):",
         "\n".join(line.render() for line in chunk.lines),
     ]
     return "\n\n".join(parts)
@@ -98,8 +97,13 @@ def to_extraction(reply: ExtractionOut, chunk: Chunk) -> Extraction:
     ]
     relations = [
         ExtractedRelation(
-            r.subject.strip(), r.predicate.strip(), r.object.strip(), r.fact.strip(),
-            _cited(r.lines, lines), _valid_from(r.valid_from), r.decision,
+            r.subject.strip(),
+            r.predicate.strip(),
+            r.object.strip(),
+            r.fact.strip(),
+            _cited(r.lines, lines),
+            _valid_from(r.valid_from),
+            r.decision,
         )
         for r in reply.relations
         if r.subject.strip() and r.object.strip() and r.predicate.strip() and r.fact.strip()

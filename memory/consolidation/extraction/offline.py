@@ -34,12 +34,39 @@ if TYPE_CHECKING:
 
 FIRST_PERSON = {"i"}
 VAGUE = {
-    "thing", "things", "lot", "lots", "time", "times", "way", "one", "bit", "kind", "sort", "something",
-    "anything", "everything", "nothing", "fun", "idea", "day", "week", "month", "year", "moment", "stuff",
+    "thing",
+    "things",
+    "lot",
+    "lots",
+    "time",
+    "times",
+    "way",
+    "one",
+    "bit",
+    "kind",
+    "sort",
+    "something",
+    "anything",
+    "everything",
+    "nothing",
+    "fun",
+    "idea",
+    "day",
+    "week",
+    "month",
+    "year",
+    "moment",
+    "stuff",
 }
 _IRREGULAR_THIRD = {"have": "has", "do": "does", "be": "is", "go": "goes"}
 _FIRST_PERSON_WORDS = {
-    "am": "is", "'m": "is", "’m": "is", "my": "{s}'s", "myself": "themself", "me": "{s}", "'ve": "has",
+    "am": "is",
+    "'m": "is",
+    "’m": "is",
+    "my": "{s}'s",
+    "myself": "themself",
+    "me": "{s}",
+    "'ve": "has",
     "’ve": "has",
 }
 
@@ -108,7 +135,7 @@ def _fact(verb: Token, obj: Token, subject: str, first_person: bool) -> str:
     start = min([verb.i] + [c.i for c in verb.lefts if c.dep_ in ("aux", "auxpass", "neg")])
     end = obj.right_edge.i
     words = []
-    for token in doc[start:end + 1]:
+    for token in doc[start : end + 1]:
         text = token.text
         if first_person and text.lower() in _FIRST_PERSON_WORDS:
             text = _FIRST_PERSON_WORDS[text.lower()].format(s=subject)
