@@ -91,6 +91,7 @@ if TYPE_CHECKING:
     from memory.errors import (
         AccessDenied,
         ConfigurationError,
+        LLMError,
         ModelUnavailable,
         StashbirdError,
         UnknownConversation,
@@ -100,7 +101,7 @@ if TYPE_CHECKING:
     from memory.forgetting.policies import ForgettingPolicy
     from memory.graph.reconcile import name_ratio, normalize_name, normalize_predicate
     from memory.models.embedder import Embedder, LocalEmbedder, OpenAIEmbedder
-    from memory.models.llm import OPERATION_HEADER, LLMClient, LLMError
+    from memory.models.llm import OPERATION_HEADER, LLMClient
     from memory.models.tokens import count_tokens
     from memory.params import MemoryParams
     from memory.principal import Principal

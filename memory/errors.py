@@ -1,5 +1,12 @@
 """Errors the memory core raises for callers to report."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from memory.store.ledger import Usage
+
 
 class StashbirdError(Exception):
     """Base class for errors a user should see as a clear message."""
@@ -40,3 +47,16 @@ class AccessDenied(StashbirdError):
 
 class ModelUnavailable(StashbirdError):
     """A model endpoint (embeddings) could not be reached or refused the call."""
+
+
+class LLMError(StashbirdError):
+    """An LLM call failed after its last try (or on a reply that retrying cannot fix).
+
+    ``usage`` holds what the failed attempts cost, so a caller may still record it.
+    """
+
+    def __init__(self, message: str, *, operation: str | None = None, attempts: int = 0, usage: Usage | None = None) -> None:
+        super().__init__(message)
+        self.operation = operation
+        self.attempts = attempts
+        self.usage = usage

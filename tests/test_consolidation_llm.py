@@ -15,7 +15,7 @@ from memory import api
 from memory.api import Principal
 from memory.consolidation.rolling_context import context_size
 from memory.core import Memory
-from memory.models.llm import LLMError
+from memory.errors import LLMError
 from memory.params import MemoryParams
 from memory.store.conversations import ConversationRef
 from memory.store.schema import Checkpoint, Relation, UsageEntry

@@ -13,8 +13,9 @@ from bot.runtime import build_llm, memory_from_settings
 from bot.settings import Settings
 from bot.testing.scripted_llm import ChatRequest, ScriptedLLMServer
 from memory.core import Memory
+from memory.errors import LLMError
 from memory.models.embedder import LocalEmbedder
-from memory.models.llm import LLMClient, LLMError
+from memory.models.llm import LLMClient
 from memory.models.tokens import count_tokens
 from memory.store.ledger import record_usage, usage_totals
 
@@ -219,6 +220,14 @@ async def test_max_tokens_is_sent(scripted_llm: ScriptedLLMServer, llm_client: L
     scripted_llm.on("answer", reply)
     assert (await llm_client.complete_text(system="s", user="q", phase="retrieval", operation="answer")).value == "None"
     assert result.value == "OK."
+
+
+def test_llm_error_is_one_of_the_core_errors() -> None:
+    import memory
+    from memory import errors
+
+    assert memory.LLMError is errors.LLMError
+    assert issubclass(errors.LLMError, errors.StashbirdError)
 
 
 def test_build_llm_from_settings(scripted_llm: ScriptedLLMServer) -> None:

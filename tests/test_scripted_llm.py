@@ -18,9 +18,9 @@ from bot.testing.scripted_llm import (
     ScriptedLLMServer,
     hashed_embedding,
 )
-from memory.errors import ConfigurationError
+from memory.errors import ConfigurationError, LLMError
 from memory.models.embedder import ModelUnavailable, OpenAIEmbedder
-from memory.models.llm import LLMClient, LLMError
+from memory.models.llm import LLMClient
 from memory.models.retry import RetryPolicy
 from memory.models.tokens import count_tokens
 

@@ -20,19 +20,15 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel
 
-from memory.models.llm import LLMClient, LLMError
+from memory.errors import LLMError
+from memory.models.llm import LLMClient
 from memory.models.tokens import count_tokens, truncate_tokens
+from memory.prompts import COMMUNITY_SYSTEM
 from memory.store.ledger import Usage
 
 NAMES_IN_LABEL = 3
 NAMES_IN_SUMMARY = 8
 SUMMARY_MAX_TOKENS = 300
-
-SYSTEM = (
-    "These entities form one cluster of a group conversation's memory. Give the cluster a "
-    "short name (at most 6 words) and a summary of at most 80 words of what connects them. "
-    "Use only the facts listed; never add anything else."
-)
 
 
 @dataclass(frozen=True)
@@ -116,7 +112,7 @@ async def llm_summary(llm: LLMClient, inputs: CommunityInputs, budget: int, fact
     """One LLM call; on failure (or an empty reply) the offline summary, with the cost."""
     try:
         result = await llm.complete_json(
-            system=SYSTEM,
+            system=COMMUNITY_SYSTEM,
             user=prompt(inputs, budget),
             schema=_Named,
             phase="community",

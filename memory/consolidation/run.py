@@ -53,9 +53,9 @@ from memory.consolidation.rolling_context import (
     render_context,
     without_episodes,
 )
-from memory.consolidation.summary import SYSTEM as SUMMARY_SYSTEM
 from memory.consolidation.summary import SummaryLine, offline_summary, rebuild_summary, summary_lines
 from memory.core import Memory
+from memory.errors import LLMError
 from memory.graph import writes as graph
 from memory.graph.reconcile import (
     EntityCandidate,
@@ -68,9 +68,9 @@ from memory.graph.reconcile import (
     normalize_name,
 )
 from memory.graph.wording import EntityWitness, FactWording
-from memory.models.llm import LLMError
 from memory.models.tokens import count_tokens, truncate_tokens
 from memory.params import MemoryParams
+from memory.prompts import COMPRESS_SYSTEM, RESOLVE_SYSTEM, SUMMARY_SYSTEM
 from memory.store.ledger import Usage, record_usage
 from memory.store.locks import LockPurpose, lock_conversation
 from memory.store.schema import EPISODE_SPEAKER, Checkpoint, Entity, Episode, Relation, Speaker
@@ -164,17 +164,6 @@ class _CompressedEntry(BaseModel):
 
 class _Compressed(BaseModel):
     entries: list[_CompressedEntry] = Field(default_factory=list)
-
-
-RESOLVE_SYSTEM = (
-    "Decide which mentioned names refer to an already known entity of the same group "
-    "conversation. For each mention give the id of the known entity it is, or null when "
-    "it is a different one. Only answer with ids from that mention's candidates."
-)
-COMPRESS_SYSTEM = (
-    "Shorten each entry of this entity context so that all of them together fit in {budget} "
-    "tokens. Keep names, facts and dates; drop commentary. Keep every entity_id."
-)
 
 
 async def _adjudicate(memory: Memory, mentions: Sequence[_Mention], usage: list[Usage]) -> None:

@@ -18,14 +18,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from memory.core import Memory
 from memory.models.tokens import count_tokens, truncate_tokens
+from memory.prompts import SUMMARY_SYSTEM
 from memory.store.ledger import record_usage
 from memory.store.schema import EPISODE_SPEAKER, Checkpoint, Episode, Speaker
-
-SYSTEM = (
-    "Summarise this group conversation for someone who will continue it: who the people "
-    "are, what they said about themselves and each other, plans, decisions and changes. "
-    "At most 300 words. Use only what the messages say."
-)
 
 
 @dataclass(frozen=True)
@@ -80,7 +75,7 @@ async def llm_summary(
     if not window:
         return "", []
     result = await memory.llm.complete_text(
-        system=SYSTEM, user="\n".join(line.text for line in window), phase="ingestion", operation="summary"
+        system=SUMMARY_SYSTEM, user="\n".join(line.text for line in window), phase="ingestion", operation="summary"
     )
     await record_usage(session, conversation_id, result.usage)
     return truncate_tokens(result.value.strip(), memory.params.summary_tokens), [line.episode_id for line in window]

@@ -20,7 +20,7 @@ from typing import Any, Callable, Generic, TypeVar, cast
 from pydantic import BaseModel
 from pydantic import ValidationError as PydanticValidationError
 
-from memory.errors import StashbirdError
+from memory.errors import LLMError
 from memory.models.retry import Retryable, RetryPolicy, openai_call
 from memory.models.tokens import count_tokens
 from memory.store.ledger import Usage
@@ -32,19 +32,6 @@ log = logging.getLogger(__name__)
 M = TypeVar("M", bound=BaseModel)
 
 OPERATION_HEADER = "X-Stashbird-Operation"
-
-
-class LLMError(StashbirdError):
-    """The LLM call failed after its last try (or on a reply that retrying cannot fix).
-
-    ``usage`` holds what the failed attempts cost, so a caller may still record it.
-    """
-
-    def __init__(self, message: str, *, operation: str | None = None, attempts: int = 0, usage: Usage | None = None) -> None:
-        super().__init__(message)
-        self.operation = operation
-        self.attempts = attempts
-        self.usage = usage
 
 
 @dataclass(frozen=True)

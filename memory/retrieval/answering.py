@@ -36,6 +36,7 @@ from memory.core import Memory
 from memory.errors import StashbirdError
 from memory.models.llm import LLMClient
 from memory.principal import Principal
+from memory.prompts import ANSWER_SYSTEM
 from memory.retrieval.evidence import (
     EpisodeRef,
     EvidenceItem,
@@ -68,16 +69,6 @@ BASELINE_QUOTES = 3
 MORE_CITATIONS = 1
 CITE_WITHIN = 0.5
 
-ANSWER_SYSTEM = (
-    "You answer questions about a group conversation using only the memory items given. "
-    "Messages are listed in time order under their date, each with a label like [E3] or "
-    "[E3.1] and who said it; facts carry the date of the messages they come from. Use the question date to "
-    "turn relative times into dates. Cite the labels of the items your answer rests on, the one that "
-    "answers first. Items marked superseded are no longer true, and bot messages are not evidence. "
-    "If the items do not contain the answer, or say it of a different person than the question names, "
-    "set in_memory to false and say plainly that memory does not hold it; never guess. "
-    "Answer in one short line."
-)
 NOTES = {
     "decompose": "decomposition unavailable (model error): searched the question as asked",
     "rerank": "rerank unavailable (model error): kept the search order",

@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from memory.models.tokens import truncate_tokens
+from memory.prompts import DECOMPOSE_SYSTEM, RERANK_SYSTEM
 from memory.retrieval.search import Candidate
 from memory.retrieval.timeparse import resolve_times
 from memory.store.ledger import Usage
@@ -68,20 +69,6 @@ class ScoredCandidate(BaseModel):
 
 class RerankScores(BaseModel):
     scores: list[ScoredCandidate] = Field(default_factory=list)
-
-
-DECOMPOSE_SYSTEM = (
-    "You split questions about a group conversation into focused search queries. "
-    "A question about several people or things, about time, or with several parts gets "
-    "up to {limit} short queries, each about one person, thing or event, with relative "
-    "times rewritten as explicit dates using the question date. A question that is "
-    "already focused gets an empty list."
-)
-RERANK_SYSTEM = (
-    "You judge which memory items help answer a question about a group conversation. "
-    "Score every item from 0 (no help) to 10 (answers it directly). Items marked "
-    "superseded describe what used to be true."
-)
 
 
 def needs_decomposition(question: str, question_date: datetime) -> bool:

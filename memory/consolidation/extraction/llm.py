@@ -21,23 +21,8 @@ from memory.consolidation.extraction.nlp import mentions, parse
 from memory.consolidation.rolling_context import render_context
 from memory.errors import ValidationError
 from memory.models.llm import LLMClient
+from memory.prompts import EXTRACT_SYSTEM
 from memory.validation import parse_time
-
-SUMMARY_WORDS = 300
-
-SYSTEM = f"""You maintain the long-term memory of a group conversation.
-From the numbered messages, extract:
-- entities: people, places, organisations, things, events worth remembering, with a type
-  and a one-sentence summary of what the messages say about them;
-- relations: facts "subject predicate object" between two entities, with a short fact
-  sentence, a snake_case predicate (lives_in, works_at, likes, ...), valid_from (ISO date)
-  when the messages say when it became true, and decision: "duplicate" if an entry of the
-  known context already states it, "contradiction" if it replaces a fact stated there
-  (a move, a new job, a correction), else "new".
-Cite in "lines" the line numbers of the messages that state each entity or relation.
-Messages from bots are context only: never cite them. First-person statements are about
-their speaker ("I moved to Boston": subject is the speaker).
-Also rewrite the running summary of the whole conversation so far, at most {SUMMARY_WORDS} words."""
 
 
 class EntityOut(BaseModel):
@@ -119,7 +104,7 @@ class LLMExtractor:
     async def extract(self, chunk: Chunk) -> Extraction:
         hints = mentions(parse(line.text for line in chunk.new_lines if line.role != "bot"))
         result = await self.llm.complete_json(
-            system=SYSTEM,
+            system=EXTRACT_SYSTEM,
             user=extraction_prompt(chunk, hints),
             schema=ExtractionOut,
             phase="ingestion",
