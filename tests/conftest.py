@@ -20,8 +20,10 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
 
+from bot.service import Running, running  # noqa: E402
 from bot.testing.discord_standin import MANAGE_GUILD, DiscordStandIn, User, until  # noqa: E402
 from bot.testing.scripted_llm import ScriptedLLMServer  # noqa: E402
+from bot.testing.slack_standin import SlackStandIn, service_settings  # noqa: E402
 from connectors.discord.client import DiscordConnector, DiscordEndpoints  # noqa: E402
 from connectors.discord.payloads import conversation as discord_conversation  # noqa: E402
 from connectors.service import ChatService, ServiceConfig  # noqa: E402
@@ -193,3 +195,18 @@ async def discord_env(memory: Memory) -> AsyncIterator[Discord]:
     yield env
     await connector.close()
     await standin.stop()
+
+
+@pytest.fixture
+async def slack() -> AsyncIterator[SlackStandIn]:
+    """The Slack stand-in (its Web API and the sending side of the Events API)."""
+    async with SlackStandIn(admins={"UADMIN"}, names={"U1": "Maya", "U2": "Tom"}) as stand_in:
+        yield stand_in
+
+
+@pytest.fixture
+async def served(memory: Memory, slack: SlackStandIn) -> AsyncIterator[Running]:
+    """``stashbird serve`` in this process, taking the stand-in's signed HTTP events."""
+    async with running(memory, service_settings(slack), "127.0.0.1", 0) as state:
+        slack.events_url = f"http://127.0.0.1:{state.port}/slack/events"
+        yield state

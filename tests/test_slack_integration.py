@@ -8,43 +8,19 @@ import asyncio
 import signal
 import time
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 
 import pytest
 
 from bot.service import Running, running, scheduler_for, sweep_all
 from bot.settings import Settings
 from bot.testing.serve_process import start_serve, stop_serve
-from bot.testing.slack_standin import TEAM, SlackStandIn
+from bot.testing.slack_standin import TEAM, SlackStandIn, service_settings
 from bot.testing.slack_storm import Storm
 from memory import ConversationRef, Memory, Principal, UnknownConversation, inbox_conversations, messages
 from memory.store.residue import find_tokens
 
 TEST = Principal.operator("test")
-
-
-def settings_for(slack: SlackStandIn) -> Settings:
-    return Settings(
-        slack_bot_token="xoxb-standin",
-        slack_signing_secret=slack.signing_secret,
-        slack_api_url=slack.api_url,
-        admin_ids="UOPS",
-        serve_jobs=False,
-        vacuum_seconds=3600,  # first run at start (nothing due); tests run it when they want it
-    )
-
-
-@pytest.fixture
-async def slack() -> AsyncIterator[SlackStandIn]:
-    async with SlackStandIn(admins={"UADMIN"}, names={"U1": "Maya", "U2": "Tom"}) as stand_in:
-        yield stand_in
-
-
-@pytest.fixture
-async def served(memory: Memory, slack: SlackStandIn) -> AsyncIterator[Running]:
-    async with running(memory, settings_for(slack), "127.0.0.1", 0) as state:
-        slack.events_url = f"http://127.0.0.1:{state.port}/slack/events"
-        yield state
 
 
 def channel() -> str:
@@ -175,7 +151,7 @@ async def test_serve_schedules_the_sweep_with_the_core_jobs(served: Running, sla
     lost = await slack.post(c, "U1", "Deleted while no event reached us.")
     await settle(memory, served, [c])
     del slack.channels[c][lost]
-    with_jobs = settings_for(slack).model_copy(update={"serve_jobs": True})
+    with_jobs = service_settings(slack).model_copy(update={"serve_jobs": True})
     scheduler = scheduler_for(memory, with_jobs, served.service, list(served.connectors))
     assert scheduler is not None and {"consolidation", "slack-sweep", "vacuum"} <= set(scheduler.jobs)
     results = [r for r in await scheduler.run_job("slack-sweep") if r.result.get("conversation") == str(ref(c))]

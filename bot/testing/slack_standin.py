@@ -26,6 +26,8 @@ import aiohttp
 from aiohttp import web
 from slack_sdk.signature import SignatureVerifier
 
+from bot.settings import Settings
+
 TEAM = "T0STANDIN"
 BOT_USER = "U0STASHBIRD"
 BOT_ID = "B0STASHBIRD"
@@ -371,3 +373,15 @@ class SlackStandIn:
     def history(self, channel: str) -> dict[str, str]:
         """The platform's truth: ``ts -> text`` of the channel's messages."""
         return {ts: str(m.get("text")) for ts, m in self.channels.get(channel, {}).items()}
+
+
+def service_settings(stand_in: SlackStandIn) -> Settings:
+    """Settings for a ``serve`` (in-process) that talks to ``stand_in`` over HTTP events."""
+    return Settings(
+        slack_bot_token="xoxb-standin",
+        slack_signing_secret=stand_in.signing_secret,
+        slack_api_url=stand_in.api_url,
+        admin_ids="UOPS",
+        serve_jobs=False,
+        vacuum_seconds=3600,  # first run at start (nothing due); tests run it when they want it
+    )

@@ -1,11 +1,23 @@
 """The Slack connector: a thin shell of slack-bolt's ``AsyncApp`` and slack_sdk's
 ``AsyncWebClient`` around the pure ``payloads`` module and the chat service.
 
-Every Events API delivery (HTTP, signed: Bolt verifies the v0 signature and its
-5-minute window, and answers 401 otherwise) and every ``/memory`` command is parsed and
+Every Events API delivery (HTTP, signed) and every ``/memory`` command is parsed and
 stored in the service's durable inbox *before* Bolt answers Slack (``process_before_
 response``), so an acknowledged event survives a crash; if storing fails, Slack gets a
 500 and delivers again. Socket Mode is the same handlers behind another transport.
+
+The HTTP edge answers a client's mistakes without a traceback: the v0 signature and its
+5-minute window are checked on the raw bytes *before* anything parses them (401
+otherwise), a signed body that is not JSON (or a form) is a 400, and every verified
+delivery Stashbird does not act on is acknowledged (2xx), because Slack counts anything
+else as a failed delivery and disables an app's subscriptions after repeated failures:
+an event type without a handler, a workspace this app does not serve, a direct message
+(channels only), an event the inbox cannot hold (a NUL or a lone surrogate in its
+text). Those are logged once (type and reason) and counted as refused.
+
+One workspace: the bot token's workspace (``auth.test``) is the only one served; a
+delivery for any other ``team_id`` (the signing secret is per app, so another
+workspace's events verify too) is acknowledged, logged and dropped.
 
 Lookups are cached in the process: display names and roles from ``users.info`` (an
 hour: a rename shows up within it), permalinks from ``chat.getPermalink`` (they never
@@ -15,7 +27,9 @@ change). Every endpoint comes from the configured Web API base URL.
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
+import re
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -24,10 +38,12 @@ from typing import Any
 from aiohttp import web
 from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
 from slack_bolt.async_app import AsyncApp
+from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
-from connectors.events import Author, Reply, Role
+from connectors.events import Author, ChatEvent, Reply, Role
+from connectors.metrics import EVENTS, PARSE_ERRORS
 from connectors.service import ChatService, Intake
 from connectors.slack import payloads
 from connectors.slack.render import render_reply
@@ -48,6 +64,22 @@ class SlackConfig:
     app_token: str | None = None  # Socket Mode's app-level token (xapp-…)
     name_ttl_seconds: float = 3600.0
     cache_size: int = 10_000
+
+
+def _malformed(raw: bytes, content_type: str) -> str | None:
+    """What is wrong with a signed request body Bolt would choke on, or None. Pure."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return "the body is not UTF-8"
+    if content_type == "application/json":
+        try:
+            body = json.loads(text)
+        except ValueError as error:
+            return f"the body is not JSON ({error})"
+        if not isinstance(body, dict):
+            return "the body is not a JSON object"
+    return None
 
 
 class _Cache:
@@ -112,6 +144,9 @@ class SlackConnector:
         self.app.event("channel_deleted")(self._on_event)
         self.app.event("group_deleted")(self._on_event)
         self.app.command("/memory")(self._on_command)
+        self.app.event(re.compile(".*"))(self._on_other)  # last: any other verified event is acknowledged
+        # Socket Mode alone needs no signing secret: nothing is then taken over HTTP.
+        self._verifier = SignatureVerifier(config.signing_secret) if config.signing_secret else None
         self._authors = _Cache(config.cache_size, config.name_ttl_seconds)
         self._permalinks = _Cache(config.cache_size)
         self._socket: Any = None
@@ -152,27 +187,75 @@ class SlackConnector:
         return await sweep_slack_conversation(memory, self.client, conversation, days)
 
     async def handle_http(self, request: web.Request) -> web.Response:
-        """The Events API and slash-command endpoint (Bolt's aiohttp adapter)."""
-        response = await self.app.async_dispatch(await to_bolt_request(request))
-        return await to_aiohttp_response(response)
+        """The Events API and slash-command endpoint: the signature on the raw body first,
+        then its syntax, then Bolt (its aiohttp adapter). See the module doc."""
+        raw = await request.read()
+        headers = request.headers
+        stamp, signature = headers.get("X-Slack-Request-Timestamp"), headers.get("X-Slack-Signature")
+        if self._verifier is None or not self._verifier.is_valid(raw, stamp, signature):
+            log.info("Slack request refused (401): missing, bad or stale signature")
+            return web.json_response({"error": "invalid signature"}, status=401)
+        problem = _malformed(raw, request.content_type)
+        if problem is not None:
+            log.warning("Slack request refused (400): %s", problem)
+            PARSE_ERRORS.labels(payloads.PLATFORM, "http").inc()
+            return web.json_response({"error": problem}, status=400)
+        response = await to_aiohttp_response(await self.app.async_dispatch(await to_bolt_request(request)))
+        if response.status == 404:  # verified, but nothing here handles it (e.g. app_rate_limited)
+            log.info("Slack request of a kind without a handler acknowledged")
+            return web.Response(status=200)
+        return response
+
+    def refused(self, body: dict[str, Any], kind: str, reason: str) -> None:
+        """A verified delivery acknowledged without being stored: logged once and counted."""
+        log.warning("Slack event %s (%s) refused: %s", body.get("event_id"), kind, reason)
+        EVENTS.labels(payloads.PLATFORM, kind, "refused").inc()
+
+    def _foreign(self, team: str) -> bool:
+        """Whether a delivery is for a workspace this connector does not serve."""
+        return bool(self.team) and team != self.team
 
     async def _on_event(self, body: dict[str, Any], context: dict[str, Any]) -> None:
+        event = body.get("event") or {}
+        kind = "/".join(str(k) for k in (event.get("type"), event.get("subtype")) if k)
+        team = payloads.team_of(body)
+        reason = f"workspace {team} is not the installed one ({self.team})" if self._foreign(team) else payloads.refusal(body)
+        if reason is not None:
+            self.refused(body, kind, reason)
+            return
         try:
             events = payloads.to_events(body, context.get("bot_user_id") or self.bot_user)
         except ValidationError as error:  # acknowledged: a redelivery would be refused the same way
-            log.warning("Slack event %s refused: %s", body.get("event_id"), error)
+            PARSE_ERRORS.labels(payloads.PLATFORM, kind).inc()
+            self.refused(body, kind, str(error))
             return
-        for event in events:
+        for chat_event in events:
+            await self._accept(body, kind, chat_event)
+
+    async def _accept(self, body: dict[str, Any], kind: str, event: ChatEvent) -> None:
+        """Into the inbox; an event it cannot hold (ValidationError) is refused, not retried."""
+        try:
             await self.intake.accept(event)
+        except ValidationError as error:
+            self.refused(body, kind, str(error))
+
+    async def _on_other(self, body: dict[str, Any]) -> None:
+        event = body.get("event") or {}
+        log.debug("Slack event %s (%s) has no handler: acknowledged", body.get("event_id"), event.get("type"))
 
     async def _on_command(self, ack: Any, body: dict[str, Any]) -> None:
+        team = str(body.get("team_id") or "")
+        if self._foreign(team):
+            log.warning("/memory from workspace %s refused: not the installed one (%s)", team, self.team)
+            await ack(text="Sorry: Stashbird is not installed in this workspace.", response_type="ephemeral")
+            return
         try:
             command = payloads.to_admin_command(body)
+            await self.intake.accept(command)
         except ValidationError as error:
             log.warning("/memory refused: %s", error)
             await ack(text=f"Sorry: {error}", response_type="ephemeral")
             return
-        await self.intake.accept(command)
         await ack()
 
     # --- Platform --------------------------------------------------------------------

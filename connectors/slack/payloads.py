@@ -11,12 +11,20 @@ Which messages count, and why:
 
 - no subtype, ``thread_broadcast`` (a reply also shown in the channel), ``me_message``
   and ``file_share`` (its text plus the shared files' names, so "the deck is in Q3.pdf"
-  is findable) are people's messages; ``bot_message`` is stored with role ``bot``
-  (context, never evidence).
+  is findable; ``files[]``, or the single ``file`` of older shares) are people's
+  messages; ``bot_message`` (or any message with a ``bot_id`` and no user) is stored
+  with role ``bot`` (context, never evidence). A bot's content is often not in ``text``
+  at all but in legacy ``attachments`` (``pretext``, ``title``, ``text``, ``fields``,
+  else ``fallback``: GitHub commits, alerts) or Block Kit ``blocks``: those are read
+  too, for bots only (a person's attachments are link unfurls, and their blocks repeat
+  ``text``).
+- direct messages (``channel_type`` ``im`` or ``mpim``) are refused (``refusal``):
+  Stashbird remembers channels only, on every path (live events, backfill, exports).
 - joins, leaves, topic and purpose changes and other housekeeping subtypes are not
   conversation and are skipped.
 - ``message_changed`` is an edit (the whole message with its new text), unless the text
-  and files did not change (an unfurl, a reaction count, metadata): then nothing. If the
+  and files did not change (an unfurl, a reaction count, metadata): then nothing. A new
+  ``message`` without a ``ts`` (older deliveries) is named by ``previous_message.ts``. If the
   new message is a ``tombstone`` (a thread parent deleted while it has replies), the
   parent is deleted. ``message_deleted`` deletes ``deleted_ts``.
 - a message that mentions the bot is a question. Slack sends it twice (``app_mention``
@@ -47,6 +55,9 @@ from memory import ConversationRef, ValidationError, parse_time
 PLATFORM = "slack"
 PEOPLE_SUBTYPES = frozenset({None, "thread_broadcast", "file_share", "me_message"})
 BOT_SUBTYPE = "bot_message"
+RICH_TEXT_RUNS = frozenset({"rich_text_section", "rich_text_preformatted", "rich_text_quote"})
+DIRECT_CHANNEL_TYPES = frozenset({"im", "mpim"})
+DIRECT_REFUSAL = "a direct message: Stashbird remembers channels only"
 MENTION = re.compile(r"<@([UW][A-Z0-9]+)(?:\|[^>]*)?>")
 
 Payload = Mapping[str, Any]
@@ -64,10 +75,54 @@ def bot_user_id(body: Payload) -> str | None:
     return None
 
 
+def _files(message: Payload) -> list[Payload]:
+    files = message.get("files") or ([message["file"]] if isinstance(message.get("file"), Mapping) else [])
+    return [f for f in files if isinstance(f, Mapping)]
+
+
+def _attachment_parts(attachment: Payload) -> list[str]:
+    """A legacy attachment's readable text: pretext, title, text and ``title: value``
+    fields; its ``fallback`` (the plain summary) only when it has none of those."""
+    fields = [
+        ": ".join(str(f.get(k)).strip() for k in ("title", "value") if f.get(k))
+        for f in attachment.get("fields") or ()
+        if isinstance(f, Mapping)
+    ]
+    parts = [str(attachment.get(k) or "").strip() for k in ("pretext", "title", "text")] + fields
+    parts = [p for p in parts if p]
+    return parts or [str(attachment.get("fallback") or "").strip()]
+
+
+def _block_parts(value: Any) -> list[str]:
+    """The text of Block Kit blocks (sections, headers, context, rich text), in order."""
+    if isinstance(value, list):
+        return [part for item in value for part in _block_parts(item)]
+    if not isinstance(value, Mapping):
+        return []
+    if value.get("type") in ("plain_text", "mrkdwn", "text", "link") and isinstance(value.get("text"), str):
+        return [value["text"]]
+    parts = [part for key in ("text", "fields", "elements") for part in _block_parts(value.get(key))]
+    if value.get("type") in RICH_TEXT_RUNS:  # one sentence split into styled runs
+        return ["".join(parts)]
+    return parts
+
+
+def is_bot(message: Payload) -> bool:
+    return message.get("subtype") == BOT_SUBTYPE or bool(message.get("bot_id") and not message.get("user"))
+
+
 def message_text(message: Payload) -> str:
-    """The text as stored: the message's text and the names of the files it shares."""
-    text = str(message.get("text") or "").strip()
-    names = [str(f.get("name") or f.get("title")) for f in message.get("files") or () if f.get("name") or f.get("title")]
+    """The text as stored: the message's text and the names of the files it shares;
+    for a bot, also its attachments' and blocks' text (see the module doc)."""
+    parts = [str(message.get("text") or "").strip()]
+    if message.get("bot_id") or message.get("subtype") == BOT_SUBTYPE:
+        if not parts[0]:
+            parts += _block_parts(message.get("blocks"))
+        for attachment in message.get("attachments") or ():
+            if isinstance(attachment, Mapping):
+                parts += _attachment_parts(attachment)
+    text = "\n".join(dict.fromkeys(p.strip() for p in parts if p and p.strip()))
+    names = [str(f.get("name") or f.get("title")) for f in _files(message) if f.get("name") or f.get("title")]
     if names:
         text = f"{text}\n[shared files: {', '.join(names)}]".strip()
     return text
@@ -76,7 +131,7 @@ def message_text(message: Payload) -> str:
 def author(message: Payload) -> Author | None:
     """Who wrote it: a bot (by its bot id, with the name it posted under) or a user
     (name and role looked up later; a workspace export's ``user_profile`` gives the name)."""
-    if message.get("subtype") == BOT_SUBTYPE or (message.get("bot_id") and not message.get("user")):
+    if is_bot(message):
         bot_id = message.get("bot_id") or message.get("user")
         if not bot_id:
             return None
@@ -128,10 +183,14 @@ def _mention(ref: ConversationRef, message: ChatMessage, bot_user: str | None) -
 
 
 def _edit(ref: ConversationRef, body: Payload, event: Payload) -> ChatEvent | None:
-    new = event.get("message") or {}
-    if new.get("subtype") == "tombstone":
-        return MessageDeleted(ref, str(body["event_id"]), str(new.get("ts")))
     previous = event.get("previous_message") or {}
+    new = dict(event.get("message") or {})
+    if not new.get("ts") and previous.get("ts"):
+        new["ts"] = previous["ts"]  # older deliveries name the message only in previous_message
+    if not new.get("ts"):
+        raise ValidationError("message.ts", "is missing from the message_changed event (and from previous_message)")
+    if new.get("subtype") == "tombstone":
+        return MessageDeleted(ref, str(body["event_id"]), str(new["ts"]))
     if previous and message_text(previous) == message_text(new):
         return None  # an unfurl, a reaction, metadata: the text did not change
     message = chat_message(new)
@@ -141,13 +200,27 @@ def _edit(ref: ConversationRef, body: Payload, event: Payload) -> ChatEvent | No
     return MessageEdited(ref, str(body["event_id"]), message, parse_time(str(edited)) if edited else None)
 
 
+def refusal(body: Payload) -> str | None:
+    """Why a delivery is refused whole, or None: direct messages are not remembered. Pure."""
+    event = body.get("event") or {}
+    if event.get("channel_type") in DIRECT_CHANNEL_TYPES:
+        return DIRECT_REFUSAL
+    return None
+
+
+def team_of(body: Payload) -> str:
+    """The workspace a delivery (event envelope or slash command) is for."""
+    event = body.get("event") or {}
+    return str(body.get("team_id") or (event.get("team") if isinstance(event, Mapping) else "") or "")
+
+
 def to_events(body: Payload, bot_user: str | None = None) -> list[ChatEvent]:
     """The events of one Events API delivery (an ``event_callback`` envelope); an
     empty list for what is not conversation. ``bot_user``: the app's bot user id
     (default: from the envelope's ``authorizations``)."""
     event = body.get("event") or {}
     kind = event.get("type")
-    team = str(body.get("team_id") or event.get("team") or "")
+    team = team_of(body)
     channel = event.get("channel")
     if not body.get("event_id") or not team:
         raise ValidationError("event_id" if not body.get("event_id") else "team_id", "is missing from the envelope")
@@ -162,7 +235,10 @@ def to_events(body: Payload, bot_user: str | None = None) -> list[ChatEvent]:
         edit = _edit(ref, body, event)
         return [edit] if edit else []
     if subtype == "message_deleted":
-        return [MessageDeleted(ref, str(body["event_id"]), str(event.get("deleted_ts")))]
+        deleted = event.get("deleted_ts") or (event.get("previous_message") or {}).get("ts")
+        if not deleted:
+            raise ValidationError("deleted_ts", "is missing from the message_deleted event")
+        return [MessageDeleted(ref, str(body["event_id"]), str(deleted))]
     message = chat_message(event)
     if message is None:
         return []
