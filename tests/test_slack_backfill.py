@@ -17,7 +17,7 @@ from connectors.service import ChatService
 from connectors.slack.app import SlackConfig, SlackConnector
 from connectors.slack.backfill import SlackBackfill
 from connectors.slack.payloads import conversation
-from memory import Memory, Principal, messages, parse_time
+from memory import Memory, Principal, UnknownConversation, ValidationError, messages, parse_time
 
 TEST = Principal.operator("test")
 
@@ -110,3 +110,18 @@ async def test_backfill_is_idempotent_with_the_live_stream(memory: Memory, slack
     assert (report.stored, report.duplicate, report.tombstoned) == (1, 1, 1)
     assert set(await stored(memory, channel)) == {live["ts"], *(ts for ts in slack.history(channel) if ts != deleted_live["ts"])}
     assert (await messages(memory, ref, principal=TEST))[0]["speaker"] == "Maya"
+
+
+@pytest.mark.parametrize("kind", ["im", "mpim"])
+async def test_a_direct_message_conversation_is_refused_before_anything_is_read(
+    memory: Memory, slack: SlackStandIn, kind: str
+) -> None:
+    channel = f"D{uuid.uuid4().hex[:8].upper()}"
+    slack.direct[channel] = kind
+    slack.message(channel, "U1", "A private word.")
+    service, connector = await connected(memory, slack)
+    with pytest.raises(ValidationError, match="direct message"):
+        await SlackBackfill(service, connector, TEAM, channel).run()
+    assert slack.calls["conversations.history"] == 0
+    with pytest.raises(UnknownConversation):
+        await stored(memory, channel)

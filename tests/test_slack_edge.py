@@ -15,8 +15,8 @@ import pytest
 from bot.service import Running
 from bot.testing.slack_standin import SlackStandIn
 from connectors.metrics import REGISTRY
-from memory import Memory, UnknownConversation
-from tests.test_slack_integration import channel, settle, stored
+from memory import ConversationRef, Memory, UnknownConversation, messages
+from tests.test_slack_integration import TEST, answers, channel, ref, settle, stored
 
 pytestmark = pytest.mark.usefixtures("served")
 
@@ -100,3 +100,96 @@ async def test_an_edit_naming_no_message_is_acknowledged_and_logged(
     assert (await slack.deliver(body)).status == 200
     [line] = [r.getMessage() for r in caplog.records if "message_changed" in r.getMessage() and "refused" in r.getMessage()]
     assert "message.ts" in line and body["event_id"] in line
+
+
+async def test_events_from_another_workspace_are_acknowledged_and_neither_stored_nor_answered(
+    served: Running, slack: SlackStandIn, memory: Memory, caplog: pytest.LogCaptureFixture
+) -> None:
+    c = channel()
+    other = {**slack.envelope({}), "team_id": "T0ELSEWHERE", "authorizations": [{"team_id": "T0ELSEWHERE", "is_bot": True}]}
+    said = {**slack.message(c, "U1", "Team B's secret plan."), "channel": c, "channel_type": "channel", "team": "T0ELSEWHERE"}
+    asked = {**slack.message(c, "U1", "<@U0STASHBIRD> what is the plan?"), "channel": c, "team": "T0ELSEWHERE"}
+    for event in (said, {**asked, "type": "app_mention"}):
+        assert (await slack.deliver({**other, "event": event, "event_id": slack.envelope({})["event_id"]})).status == 200
+    command = await slack.command(c, "UADMIN", "stats", team="T0ELSEWHERE")
+    assert command.status == 200 and "not installed" in command.body
+    await settle(memory, served, [c])
+    for team in ("T0ELSEWHERE", slack.team):
+        with pytest.raises(UnknownConversation):
+            await messages(memory, ConversationRef("slack", team, c), principal=TEST)
+    assert answers(slack, c) == [] and slack.ephemeral == []
+    assert any("T0ELSEWHERE" in r.getMessage() and "refused" in r.getMessage() for r in caplog.records)
+
+
+async def test_direct_messages_are_refused_on_the_live_path(served: Running, slack: SlackStandIn, memory: Memory) -> None:
+    for kind in ("im", "mpim"):
+        d = f"D{channel()[1:]}"
+        said = {**slack.message(d, "U1", "A private word."), "channel": d, "channel_type": kind}
+        assert (await slack.deliver(slack.envelope(said))).status == 200
+        edited = slack.edit_event(d, said["ts"], "A private word, edited.")
+        edited["event"]["channel_type"] = kind
+        assert (await slack.deliver(edited)).status == 200
+        await settle(memory, served, [d])
+        await nothing_stored(memory, d)
+
+
+GITHUB_NOTICE = {
+    "type": "message",
+    "subtype": "bot_message",
+    "bot_id": "B0GITHUB",
+    "username": "GitHub",
+    "text": "",
+    "attachments": [
+        {
+            "fallback": "[stashbird:main] 2 new commits by maya",
+            "pretext": "[stashbird:main] 2 new commits pushed by maya",
+            "text": "`a1b2c3d` Move the offsite to Porto\n`d4e5f6a` Book the river lodge",
+            "color": "#24292f",
+            "fields": [{"title": "Deploy", "value": "staging-7", "short": True}],
+        },
+        {"fallback": "Build #418 passed in 6 min"},
+    ],
+}
+ALERT_BLOCKS = {
+    "type": "message",
+    "bot_id": "B0ALERTS",
+    "bot_profile": {"id": "B0ALERTS", "name": "Pager"},
+    "text": "",
+    "blocks": [
+        {"type": "header", "text": {"type": "plain_text", "text": "Disk almost full"}},
+        {"type": "section", "text": {"type": "mrkdwn", "text": "*db-2* is at 91%"}},
+        {
+            "type": "rich_text",
+            "elements": [
+                {"type": "rich_text_section", "elements": [{"type": "text", "text": "Owner: "}, {"type": "text", "text": "Tom"}]}
+            ],
+        },
+        {"type": "context", "elements": [{"type": "mrkdwn", "text": "since 09:12"}]},
+    ],
+}
+
+
+async def test_bot_messages_keep_their_attachment_and_block_text_as_bots(
+    served: Running, slack: SlackStandIn, memory: Memory
+) -> None:
+    c = channel()
+    for notice in (GITHUB_NOTICE, ALERT_BLOCKS):
+        ts = slack.next_ts()
+        slack.record(c, {**notice, "ts": ts})
+        assert (await slack.deliver(slack.envelope({**notice, "ts": ts, "channel": c, "channel_type": "channel"}))).status == 200
+    await settle(memory, served, [c])
+    rows = await messages(memory, ref(c), principal=TEST)
+    assert [(r["speaker"], r["role"]) for r in rows] == [("GitHub", "bot"), ("Pager", "bot")]
+    assert rows[0]["text"] == (
+        "[stashbird:main] 2 new commits pushed by maya\n`a1b2c3d` Move the offsite to Porto\n`d4e5f6a` Book the river lodge\n"
+        "Deploy: staging-7\nBuild #418 passed in 6 min"
+    )
+    assert rows[1]["text"] == "Disk almost full\n*db-2* is at 91%\nOwner: Tom\nsince 09:12"
+
+
+async def test_a_legacy_file_share_keeps_its_file_name(served: Running, slack: SlackStandIn, memory: Memory) -> None:
+    c = channel()
+    legacy = {"subtype": "file_share", "upload": True, "file": {"id": "F0DECK", "name": "Q3-plan.pdf", "title": "Q3 plan"}}
+    ts = await slack.post(c, "U1", "the deck", **legacy)
+    await settle(memory, served, [c])
+    assert await stored(memory, c) == {ts: "the deck\n[shared files: Q3-plan.pdf]"}

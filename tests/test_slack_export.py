@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import zipfile
 from pathlib import Path
 
@@ -90,3 +91,83 @@ async def test_import_then_live_events_for_imported_messages_are_duplicates(
 
     again = await import_command.run(args, settings)
     assert (again["channels"][0]["stored"], again["channels"][0]["duplicate"]) == (0, 7)
+
+
+def export_zip(tmp_path: Path, files: dict[str, object]) -> Path:
+    """A zip of JSON files written from ``files`` (path -> content), as an export lays them out."""
+    path = tmp_path / "written.zip"
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, content in files.items():
+            archive.writestr(name, json.dumps(content))
+    return path
+
+
+USERS = [{"id": "U05MAYA01", "team_id": "T05EXPORT", "name": "maya", "profile": {"display_name": "maya"}}]
+DAY = [{"type": "message", "user": "U05MAYA01", "text": "Standup moves to 10:00.", "ts": "1772449200.000200"}]
+
+
+@pytest.mark.parametrize(
+    "files",
+    [
+        {"users.json": USERS, "general/2026-03-02.json": DAY},  # only the channel folders
+        {"export/users.json": USERS, "export/groups.json": [], "export/general/2026-03-02.json": DAY},
+        {"users.json": USERS},  # nothing listed at all
+    ],
+)
+async def test_an_export_without_channels_json_is_refused_in_one_line_naming_it(
+    tmp_path: Path, database_url: str, files: dict[str, object]
+) -> None:
+    args = argparse.Namespace(format="slack-export", file=export_zip(tmp_path, files), workspace=None)
+    with pytest.raises(ValidationError, match="channels.json.* is missing from the export") as refused:
+        await import_command.run(args, Settings(database_url=database_url))
+    assert "\n" not in str(refused.value)
+
+
+def test_an_export_of_private_channels_only_needs_no_channels_json(tmp_path: Path) -> None:
+    files = {"users.json": USERS, "groups.json": [{"id": "G05OPS", "name": "ops"}], "ops/2026-03-02.json": DAY}
+    files["dms.json"], files["D05DIRECT/2026-03-02.json"] = [{"id": "D05DIRECT", "members": ["U05MAYA01"]}], DAY
+    with zipfile.ZipFile(export_zip(tmp_path, files)) as archive:
+        [ops] = read_export(archive).channels
+    assert ops.conversation == ConversationRef("slack", "T05EXPORT", "G05OPS") and len(ops.messages) == 1
+
+
+def test_bot_notices_and_legacy_file_shares_are_imported_with_their_text(tmp_path: Path) -> None:
+    notice = {
+        "type": "message",
+        "subtype": "bot_message",
+        "bot_id": "B05GITHUB",
+        "username": "GitHub",
+        "text": "",
+        "ts": "1772449300.000300",
+        "attachments": [
+            {
+                "fallback": "[offsite:main] 1 new commit by maya",
+                "pretext": "[offsite:main] 1 new commit pushed by <https://github.test/maya|maya>",
+                "text": "<https://github.test/c/a1b2c3d|`a1b2c3d`> - Book the Porto river lodge",
+                "mrkdwn_in": ["text", "pretext"],
+            }
+        ],
+    }
+    legacy = {
+        "type": "message",
+        "subtype": "file_share",
+        "user": "U05MAYA01",
+        "text": "<@U05MAYA01> uploaded a file: <https://files.test/F05|Budget 2026>",
+        "ts": "1772449400.000400",
+        "upload": True,
+        "file": {"id": "F05BUDGET", "name": "budget-2026.xlsx", "title": "Budget 2026", "filetype": "xlsx"},
+    }
+    files = {
+        "users.json": USERS,
+        "channels.json": [{"id": "C05GENERAL", "name": "general"}],
+        "general/2026-03-02.json": [notice, legacy],
+    }
+    with zipfile.ZipFile(export_zip(tmp_path, files)) as archive:
+        [general] = read_export(archive).channels
+    bot, shared = general.messages
+    assert (bot.author.name, bot.author.role) == ("GitHub", "bot")
+    assert bot.text == (
+        "[offsite:main] 1 new commit pushed by <https://github.test/maya|maya>\n"
+        "<https://github.test/c/a1b2c3d|`a1b2c3d`> - Book the Porto river lodge"
+    )
+    assert shared.text.endswith("\n[shared files: budget-2026.xlsx]")

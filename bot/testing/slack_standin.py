@@ -54,6 +54,7 @@ class SlackStandIn:
     page_size: int = 200
     fail_history_after: int | None = None  # conversations.history pages served before failing (resume tests)
     delays: dict[str, float] = field(default_factory=dict)  # seconds a Web API method takes (crash tests)
+    direct: dict[str, str] = field(default_factory=dict)  # channel -> "im" or "mpim" (direct messages)
 
     def __post_init__(self) -> None:
         self._runner: web.AppRunner | None = None
@@ -169,6 +170,16 @@ class SlackStandIn:
         tops = [m for m in tops if (oldest <= float(m["ts"]) <= latest) if inclusive or float(m["ts"]) not in (oldest, latest)]
         tops.sort(key=lambda m: float(m["ts"]), reverse=True)
         return self._page(tops, params)
+
+    def _conversations_info(self, params: dict[str, Any]) -> dict[str, Any]:
+        channel = str(params.get("channel"))
+        if channel not in self.channels and channel not in self.direct:
+            return {"ok": False, "error": "channel_not_found"}
+        kind = self.direct.get(channel)
+        return {
+            "ok": True,
+            "channel": {"id": channel, "is_channel": kind is None, "is_im": kind == "im", "is_mpim": kind == "mpim"},
+        }
 
     def _conversations_replies(self, params: dict[str, Any]) -> dict[str, Any]:
         channel = self.channels.get(str(params.get("channel")), {})
@@ -356,11 +367,11 @@ class SlackStandIn:
     async def delete(self, channel: str, ts: str) -> None:
         await self.deliver(self.delete_event(channel, ts))
 
-    async def command(self, channel: str, user: str, text: str) -> Delivery:
+    async def command(self, channel: str, user: str, text: str, team: str | None = None) -> Delivery:
         key = f"r{next(self._events)}"
         form = {
             "token": "legacy",
-            "team_id": self.team,
+            "team_id": team or self.team,
             "channel_id": channel,
             "user_id": user,
             "command": "/memory",

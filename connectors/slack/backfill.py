@@ -10,7 +10,9 @@ messages). ``floor`` is where ``--since`` starts; a different ``--since`` starts
 
 Messages are read as the live stream reads them (``payloads.chat_message``); the bot's
 own messages are skipped, as Bolt skips its own events; a thread parent deleted while
-it had replies (a ``tombstone``) is forgotten.
+it had replies (a ``tombstone``) is forgotten. A direct message (``conversations.info``
+says ``is_im`` or ``is_mpim``) is refused before anything is read: Stashbird remembers
+channels only, as the live stream and the export importer do.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from connectors.service import ChatService
 from connectors.slack import payloads
 from connectors.slack.app import SlackConnector
 from connectors.slack.history import TOMBSTONE, is_thread_parent, pages, slack_ts, thread_replies
-from memory import ConversationRef, Principal, read_cursor, save_cursor
+from memory import ConversationRef, Principal, ValidationError, read_cursor, save_cursor
 
 CURSOR = "slack-backfill"
 BACKFILL = Principal.job("slack-backfill")
@@ -73,7 +75,13 @@ class SlackBackfill:
                 chats.append(ChatMessage(chat.id, author, chat.text, chat.time, chat.thread_id, chat.reply_to))
         return chats, deleted
 
+    async def _refuse_direct(self) -> None:
+        info = (await self.slack.client.conversations_info(channel=self.channel)).get("channel") or {}
+        if info.get("is_im") or info.get("is_mpim"):
+            raise ValidationError("channel", f"{self.channel} is {payloads.DIRECT_REFUSAL}")
+
     async def run(self, since: datetime | None = None, on_page: Callable[[int], object] | None = None) -> BackfillReport:
+        await self._refuse_direct()
         memory = self.service.memory
         floor = slack_ts(since) if since else "0"
         cursor = await read_cursor(memory, self.conversation, CURSOR, principal=BACKFILL)

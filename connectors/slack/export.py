@@ -8,7 +8,11 @@ messages as ``conversations.history`` returns them: ``ts``, ``user`` (with a
 ``user_profile``), ``text``, ``thread_ts`` on thread parents and replies, ``files`` on
 file shares, ``subtype`` (``bot_message``, ``channel_join``, ``tombstone`` for a parent
 deleted while it kept replies...), ``edited`` when the text is an edited one. Direct
-messages (``dms.json``, ``mpims.json``) are not read: Stashbird remembers channels.
+messages (``dms.json``, ``mpims.json``, and their folders) are not read: Stashbird
+remembers channels. An export without ``channels.json`` (a partial export, or a tool
+that writes only the channel folders) is refused, naming the file: the daily files
+carry no channel id, and importing a folder under its name would make conversations the
+live stream (which knows channels by id) never joins.
 
 Messages map to the live stream's conversations (``ConversationRef("slack", team,
 channel id)``) and ids (``ts``), so a live event for an imported message is a
@@ -29,6 +33,7 @@ from connectors.slack import payloads
 from memory import ConversationRef, ValidationError
 
 CHANNEL_LISTS = ("channels.json", "groups.json")
+DIRECT_LISTS = ("dms.json", "mpims.json")
 
 
 @dataclass
@@ -119,6 +124,35 @@ def _read_message(raw: Any, channel: ExportChannel, users: dict[str, Author]) ->
     channel.messages.append(message)
 
 
+def _listing(archive: zipfile.ZipFile, root: str, name: str) -> list[dict[str, Any]]:
+    path = posixpath.join(root, name)
+    if path not in archive.namelist():
+        return []
+    entries = _json(archive, path)
+    if not isinstance(entries, list):
+        raise ValidationError(name, "is not a list of channels")
+    return [e for e in entries if isinstance(e, dict)]
+
+
+def _check_listed(archive: zipfile.ZipFile, root: str) -> None:
+    """Refuse an export whose channel folders no ``channels.json`` lists (module doc)."""
+    if posixpath.join(root, "channels.json") in archive.namelist():
+        return
+    named = {
+        str(e.get(k))
+        for listing in (*CHANNEL_LISTS, *DIRECT_LISTS)
+        for e in _listing(archive, root, listing)
+        for k in ("name", "id")
+    }
+    days = {posixpath.dirname(n) for n in archive.namelist() if n.endswith(".json")}
+    folders = sorted({posixpath.basename(d) for d in days if d != root and posixpath.dirname(d) == root} - named)
+    if folders:
+        shown = ", ".join(folders[:5]) + (f" and {len(folders) - 5} more" if len(folders) > 5 else "")
+        raise ValidationError("channels.json", f"is missing from the export: its channel folders ({shown}) name no channel ids")
+    if not _listing(archive, root, "groups.json"):
+        raise ValidationError("channels.json", "is missing from the export, and no groups.json lists channels: nothing to import")
+
+
 def read_export(archive: zipfile.ZipFile, team: str | None = None) -> SlackExport:
     """Every channel of the export with its messages (see the module doc)."""
     root = _root(archive)
@@ -127,12 +161,10 @@ def read_export(archive: zipfile.ZipFile, team: str | None = None) -> SlackExpor
         raise ValidationError("users.json", "is not a list of users")
     users = {str(u["id"]): user_author(u) for u in members if isinstance(u, dict) and u.get("id")}
     workspace = _team(members, team)
+    _check_listed(archive, root)
     channels: list[ExportChannel] = []
     for listing in CHANNEL_LISTS:
-        path = posixpath.join(root, listing)
-        if path not in archive.namelist():
-            continue
-        for entry in _json(archive, path):
+        for entry in _listing(archive, root, listing):
             channel = ExportChannel(payloads.conversation(workspace, str(entry["id"])), str(entry["name"]))
             read_channel(archive, posixpath.join(root, channel.name), channel, users)
             channels.append(channel)
