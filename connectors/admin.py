@@ -75,7 +75,8 @@ def render_forgotten(result: DeletionLog) -> str:
     if not result.entries:
         return "Nothing has been forgotten in this channel."
     lines = [
-        f"• {e.at:%d %b %H:%M} {e.action} of message {e.platform_message_id} ({e.status}, asked by {e.requested_by}): "
+        f"• {e.at:%d %b %H:%M} {e.action} of message {e.platform_message_id} ({e.status}, asked by {e.requested_by})"
+        + (": " if any(e.counts.values()) else "")  # an edit may remove nothing derived
         + ", ".join(f"{count} {name.replace('_', ' ')}" for name, count in e.counts.items() if count)
         for e in result.entries
     ]

@@ -193,3 +193,17 @@ async def test_a_legacy_file_share_keeps_its_file_name(served: Running, slack: S
     ts = await slack.post(c, "U1", "the deck", **legacy)
     await settle(memory, served, [c])
     assert await stored(memory, c) == {ts: "the deck\n[shared files: Q3-plan.pdf]"}
+
+
+async def test_memory_forgotten_lines_for_edits_do_not_end_in_a_bare_colon(
+    served: Running, slack: SlackStandIn, memory: Memory
+) -> None:
+    c = channel()
+    ts = await slack.post(c, "U1", "Standup is at 9.")
+    await settle(memory, served, [c])
+    await slack.edit(c, ts, "Standup is at 10.")
+    await settle(memory, served, [c])
+    assert (await slack.command(c, "UADMIN", "forgotten")).status == 200
+    await settle(memory, served, [c])
+    [line] = slack.ephemeral[-1]["text"].splitlines()
+    assert f"edit of message {ts}" in line and not line.rstrip().endswith(":"), line
