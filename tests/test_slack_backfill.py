@@ -116,7 +116,7 @@ async def test_backfill_is_idempotent_with_the_live_stream(memory: Memory, slack
 async def test_a_direct_message_conversation_is_refused_before_anything_is_read(
     memory: Memory, slack: SlackStandIn, kind: str
 ) -> None:
-    channel = f"D{uuid.uuid4().hex[:8].upper()}"
+    channel = f"{'D' if kind == 'im' else 'C'}{uuid.uuid4().hex[:8].upper()}"  # a group DM's id says nothing
     slack.direct[channel] = kind
     slack.message(channel, "U1", "A private word.")
     service, connector = await connected(memory, slack)

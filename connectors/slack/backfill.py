@@ -76,8 +76,11 @@ class SlackBackfill:
         return chats, deleted
 
     async def _refuse_direct(self) -> None:
-        info = (await self.slack.client.conversations_info(channel=self.channel)).get("channel") or {}
-        if info.get("is_im") or info.get("is_mpim"):
+        """A direct message's id starts with D; a group DM's is known from its info only."""
+        info = (
+            {} if self.channel.startswith("D") else (await self.slack.client.conversations_info(channel=self.channel))["channel"]
+        )
+        if self.channel.startswith("D") or info.get("is_im") or info.get("is_mpim"):
             raise ValidationError("channel", f"{self.channel} is {payloads.DIRECT_REFUSAL}")
 
     async def run(self, since: datetime | None = None, on_page: Callable[[int], object] | None = None) -> BackfillReport:
