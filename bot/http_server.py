@@ -38,6 +38,8 @@ def web_app(health: Health, slack: SlackConnector | None, events_path: str) -> w
     app.router.add_get("/healthz", healthz)
     if slack is not None:
         app.router.add_post(events_path, slack.handle_http)
+        for path in slack.oauth_paths:  # multi-workspace: the install flow
+            app.router.add_get(path, slack.handle_oauth)
     return app
 
 

@@ -28,6 +28,7 @@ from bot.settings import Settings
 from connectors.discord.client import DiscordConnector, endpoints_from
 from connectors.service import ChatService, Platform, ServiceConfig
 from connectors.slack.app import SlackConfig, SlackConnector
+from connectors.slack.installations import OAuthConfig
 from connectors.sweep import SWEEP, SweepReport, sweep_platform
 from jobs import Job, Scheduler, WorkItem
 from memory import ConversationRef, Memory, Principal, StashbirdError, conversations, resolve_conversation, vacuum
@@ -57,9 +58,16 @@ def service_config(settings: Settings) -> ServiceConfig:
 
 
 def slack_connector(service: ChatService, settings: Settings) -> SlackConnector | None:
-    """The Slack connector when a bot token is set (the signing secret is then required)."""
-    if not settings.slack_bot_token:
+    """The Slack connector: one workspace with a bot token (the signing secret is then
+    required), many with the app's OAuth client id and secret (installations stored in
+    the database)."""
+    oauth = bool(settings.slack_client_id or settings.slack_client_secret)
+    if not settings.slack_bot_token and not oauth:
         return None
+    if settings.slack_bot_token and oauth:
+        raise StashbirdError("set SLACK_BOT_TOKEN (one workspace) or SLACK_CLIENT_ID and SLACK_CLIENT_SECRET (many), not both")
+    if oauth and not (settings.slack_client_id and settings.slack_client_secret and settings.slack_signing_secret):
+        raise StashbirdError("SLACK_CLIENT_ID, SLACK_CLIENT_SECRET and SLACK_SIGNING_SECRET are required together")
     if not settings.slack_signing_secret and not settings.slack_app_token:
         raise StashbirdError("SLACK_SIGNING_SECRET is required with SLACK_BOT_TOKEN (or SLACK_APP_TOKEN for Socket Mode)")
     return SlackConnector(
@@ -69,8 +77,14 @@ def slack_connector(service: ChatService, settings: Settings) -> SlackConnector 
             signing_secret=settings.slack_signing_secret or "",
             api_url=settings.slack_api_url,
             app_token=settings.slack_app_token,
+            oauth=slack_oauth(service, settings) if oauth else None,
         ),
     )
+
+
+def slack_oauth(service: ChatService, settings: Settings) -> OAuthConfig:
+    url = service.memory.engine.url.render_as_string(hide_password=False)
+    return OAuthConfig(str(settings.slack_client_id), str(settings.slack_client_secret), url, settings.slack_forget_on_uninstall)
 
 
 async def sweep_all(memory: Memory, connectors: list[Any], days: int) -> list[SweepReport]:

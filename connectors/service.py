@@ -417,6 +417,8 @@ class Intake(Protocol):
     """Where a connector hands events before acknowledging them (``ChatService`` itself,
     or a ``ThreadIntake`` on the thread that answers the platform's HTTP requests)."""
 
+    memory: Memory  # whose connections the intake writes with (usable on its loop)
+
     async def accept(self, event: ChatEvent) -> bool:
         """Store the event durably; False for a redelivery."""
 
@@ -431,6 +433,7 @@ class ThreadIntake:
     all of them. On its own thread it waits for its share of the interpreter only."""
 
     def __init__(self, memory: Memory, service: ChatService, service_loop: asyncio.AbstractEventLoop) -> None:
+        self.memory = memory  # this thread's connections (a connector may read through them)
         self._writer = InboxWriter(memory)
         self.service = service
         self.service_loop = service_loop

@@ -41,6 +41,9 @@ TABLES = {
     "job_runs",
     "community_state",
     "conversation_locks",
+    "slack_installations",
+    "slack_bots",
+    "slack_oauth_states",
 }
 
 

@@ -31,9 +31,9 @@ def ref(channel_id: str) -> ConversationRef:
     return ConversationRef("slack", TEAM, channel_id)
 
 
-async def settle(memory: Memory, state: Running, channels: Sequence[str], timeout: float = 30) -> None:
+async def settle(memory: Memory, state: Running, channels: Sequence[str], timeout: float = 30, team: str = TEAM) -> None:
     """Wait until the service has processed everything those channels' inboxes hold."""
-    wanted = {ref(c) for c in channels}
+    wanted = {ConversationRef("slack", team, c) for c in channels}
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         ready = set(await inbox_conversations(memory, principal=TEST))

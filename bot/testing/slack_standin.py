@@ -5,7 +5,10 @@ methods Stashbird calls (``auth.test``, ``users.info``, ``chat.postMessage``,
 ``AsyncWebClient`` speaks it; and the sending side of the Events API: signed
 ``event_callback`` deliveries and slash commands POSTed to a service's endpoint, with
 Slack's headers (``X-Slack-Signature`` v0, ``X-Slack-Request-Timestamp``,
-``X-Slack-Retry-Num``).
+``X-Slack-Retry-Num``). For multi-workspace apps it is also Slack's side of the OAuth v2
+install flow: the authorize page (which, as if the user had clicked *Allow*, redirects
+to the app's redirect URL with a code and the state) and ``oauth.v2.access``; each
+token it issues belongs to one workspace, and ``auth.test`` answers for the token used.
 
 It keeps the platform's truth (each channel's messages as Slack would list them), so a
 test can compare what the service stored with what the platform's history says.
@@ -14,6 +17,7 @@ test can compare what the service stored with what the platform's history says.
 from __future__ import annotations
 
 import asyncio
+import base64
 import itertools
 import json
 import time
@@ -55,6 +59,11 @@ class SlackStandIn:
     fail_history_after: int | None = None  # conversations.history pages served before failing (resume tests)
     delays: dict[str, float] = field(default_factory=dict)  # seconds a Web API method takes (crash tests)
     direct: dict[str, str] = field(default_factory=dict)  # channel -> "im" or "mpim" (direct messages)
+    client_id: str = "111.222"  # the app's OAuth credentials (multi-workspace)
+    client_secret: str = "standin-client-secret"
+    oauth_redirect: str | None = None  # the app's configured redirect URL
+    installing: str = "T0SECOND"  # the workspace the next authorize installs into
+    tokens: dict[str, str] = field(default_factory=lambda: {"xoxb-standin": TEAM})  # bot token -> its workspace
 
     def __post_init__(self) -> None:
         self._runner: web.AppRunner | None = None
@@ -63,6 +72,7 @@ class SlackStandIn:
         self._websocket: web.WebSocketResponse | None = None
         self._acks: dict[str, asyncio.Future[float]] = {}
         self._events = itertools.count(1)
+        self._codes: dict[str, str] = {}  # OAuth code -> the workspace it installs into
         self.port = 0
 
     # --- lifecycle -------------------------------------------------------------------
@@ -72,6 +82,7 @@ class SlackStandIn:
         app.router.add_route("*", "/api/{method}", self._api)
         app.router.add_post("/respond/{key}", self._respond)
         app.router.add_get("/socket", self._socket)
+        app.router.add_get("/oauth/v2/authorize", self._authorize)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -106,18 +117,26 @@ class SlackStandIn:
                 params.update(await request.json())
             else:
                 params.update(dict(await request.post()))
+        kind, _, credential = request.headers.get("Authorization", "").partition(" ")
+        if kind == "Bearer":
+            params["_token"] = credential  # who called: a test can tell which workspace's token was used
+        elif kind == "Basic":
+            params["client_id"], _, params["client_secret"] = base64.b64decode(credential).decode().partition(":")
         handler = getattr(self, "_" + method.replace(".", "_"), None)
         if handler is None:
             return web.json_response({"ok": False, "error": "unknown_method"})
         return web.json_response(handler(params))
 
     def _auth_test(self, params: dict[str, Any]) -> dict[str, Any]:
+        team = self.tokens.get(str(params.get("_token") or params.get("token") or ""))
+        if team is None:
+            return {"ok": False, "error": "invalid_auth"}
         return {
             "ok": True,
             "url": "https://standin.slack.test/",
             "team": "Stand-in",
             "user": "stashbird",
-            "team_id": self.team,
+            "team_id": team,
             "user_id": BOT_USER,
             "bot_id": BOT_ID,
         }
@@ -199,6 +218,37 @@ class SlackStandIn:
             "messages": page,
             "has_more": more,
             "response_metadata": {"next_cursor": str(start + limit) if more else ""},
+        }
+
+    async def _authorize(self, request: web.Request) -> web.Response:
+        """The authorize page, as if the installing user clicked *Allow* at once."""
+        query = request.query
+        if query.get("client_id") != self.client_id or not query.get("scope") or self.oauth_redirect is None:
+            return web.Response(status=400, text="invalid_client_id or no scope")
+        code = f"code-{next(self._events)}"
+        self._codes[code] = self.installing
+        answer = urllib.parse.urlencode({"code": code, "state": query.get("state", "")})
+        raise web.HTTPFound(f"{query.get('redirect_uri') or self.oauth_redirect}?{answer}")
+
+    def _oauth_v2_access(self, params: dict[str, Any]) -> dict[str, Any]:
+        if params.get("client_id") != self.client_id or params.get("client_secret") != self.client_secret:
+            return {"ok": False, "error": "invalid_client_id"}
+        team = self._codes.pop(str(params.get("code")), None)
+        if team is None:
+            return {"ok": False, "error": "invalid_code"}
+        token = f"xoxb-{team}-{next(self._events)}"
+        self.tokens[token] = team
+        return {
+            "ok": True,
+            "app_id": "A0STANDIN",
+            "authed_user": {"id": "U1"},
+            "scope": "app_mentions:read,channels:history,chat:write,commands,users:read",
+            "token_type": "bot",
+            "access_token": token,
+            "bot_user_id": BOT_USER,
+            "team": {"id": team, "name": f"Workspace {team}"},
+            "enterprise": None,
+            "is_enterprise_install": False,
         }
 
     def _apps_connections_open(self, params: dict[str, Any]) -> dict[str, Any]:

@@ -15,9 +15,14 @@ an event type without a handler, a workspace this app does not serve, a direct m
 (channels only), an event the inbox cannot hold (a NUL or a lone surrogate in its
 text). Those are logged once (type and reason) and counted as refused.
 
-One workspace: the bot token's workspace (``auth.test``) is the only one served; a
-delivery for any other ``team_id`` (the signing secret is per app, so another
-workspace's events verify too) is acknowledged, logged and dropped.
+One workspace (``bot_token``): the token's workspace (``auth.test``) is the only one
+served; a delivery for any other ``team_id`` (the signing secret is per app, so another
+workspace's events verify too) is acknowledged, logged and dropped. Many workspaces
+(``oauth``): Slack's OAuth v2 install flow (``connectors.slack.installations``) stores a
+bot token per workspace (or Enterprise Grid org); each Web API call is made with the
+token of its conversation's workspace, a delivery for a workspace with no installation
+is refused as above, and ``app_uninstalled`` / ``tokens_revoked`` remove the
+installation (``app_uninstalled`` also drops the workspace's memory when so configured).
 
 Lookups are cached in the process: display names and roles from ``users.info`` (an
 hour: a rename shows up within it), permalinks from ``chat.getPermalink`` (they never
@@ -32,24 +37,29 @@ import logging
 import re
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
 from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
 from slack_bolt.async_app import AsyncApp
+from slack_bolt.authorization import AuthorizeResult
+from slack_bolt.authorization.async_authorize import AsyncAuthorize
+from slack_bolt.oauth.async_oauth_settings import AsyncOAuthSettings
 from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
-from connectors.events import Author, ChatEvent, Reply, Role
+from connectors.events import Author, ChannelDeleted, ChatEvent, Reply, Role
 from connectors.metrics import EVENTS, PARSE_ERRORS
 from connectors.service import ChatService, Intake
 from connectors.slack import payloads
+from connectors.slack.installations import BOT_SCOPES, INSTALL_PATH, REDIRECT_PATH, Installations, OAuthConfig, authorize_url
 from connectors.slack.render import render_reply
 from connectors.slack.sweep import sweep_slack_conversation
 from connectors.sweep import SweepReport
-from memory import ConversationRef, Memory, ValidationError
+from memory import ConversationRef, Memory, Principal, ValidationError, conversations
 
 log = logging.getLogger(__name__)
 
@@ -58,12 +68,30 @@ DEFAULT_API_URL = "https://slack.com/api/"
 
 @dataclass(frozen=True)
 class SlackConfig:
-    bot_token: str
+    bot_token: str | None  # one workspace; None with ``oauth`` (many)
     signing_secret: str
     api_url: str = DEFAULT_API_URL
     app_token: str | None = None  # Socket Mode's app-level token (xapp-…)
     name_ttl_seconds: float = 3600.0
     cache_size: int = 10_000
+    oauth: OAuthConfig | None = None
+
+
+class _InstalledAuthorize(AsyncAuthorize):
+    """Bolt's per-request authorization from the connector's cached installations. A
+    workspace with none gets an empty result rather than None (which Bolt answers with
+    an error log and a reinstall notice): the handlers then refuse it, acknowledged."""
+
+    def __init__(self, connector: SlackConnector) -> None:
+        self.connector = connector
+
+    async def __call__(self, *, enterprise_id: str | None, team_id: str | None, **_: Any) -> AuthorizeResult:
+        bot = await self.connector.installed(team_id or "", enterprise_id)
+        if bot is None:
+            return AuthorizeResult(enterprise_id=enterprise_id, team_id=team_id)
+        return AuthorizeResult(
+            enterprise_id=enterprise_id, team_id=team_id, bot_token=bot.bot_token, bot_id=bot.bot_id, bot_user_id=bot.bot_user_id
+        )
 
 
 def _malformed(raw: bytes, content_type: str) -> str | None:
@@ -96,6 +124,10 @@ class _Cache:
         self.items.move_to_end(key)
         return found[1]
 
+    def drop(self, unwanted: Callable[[tuple[str, ...], Any], bool]) -> None:
+        for key in [k for k, (_, value) in self.items.items() if unwanted(k, value)]:
+            del self.items[key]
+
     def put(self, key: tuple[str, ...], value: Any) -> None:
         self.items[key] = (time.monotonic(), value)
         self.items.move_to_end(key)
@@ -127,12 +159,17 @@ class SlackConnector:
         self.service = service
         self.intake: Intake = service  # where events go before the ack (bot/service.py may give it a thread)
         self.config = config
-        self.client = AsyncWebClient(token=config.bot_token, base_url=config.api_url)
+        self.client = AsyncWebClient(token=config.bot_token, base_url=config.api_url)  # no token with oauth
+        self.installations = Installations(config.oauth) if config.oauth else None
+        # team -> its installed bot (multi-workspace); a minute, so that an uninstall another
+        # process received is noticed soon
+        self._bots = _Cache(config.cache_size, ttl=60.0)
         self.app = AsyncApp(
             signing_secret=config.signing_secret,
             client=self.client,
             process_before_response=True,
             logger=log,
+            **self._oauth_options(),
             # Only what the acknowledgement needs runs before it: the assistant-thread and
             # workflow-function middleware (unused here) cost CPU on every request.
             ignoring_self_assistant_message_events_enabled=False,
@@ -144,6 +181,8 @@ class SlackConnector:
         self.app.event("channel_deleted")(self._on_event)
         self.app.event("group_deleted")(self._on_event)
         self.app.command("/memory")(self._on_command)
+        self.app.event("app_uninstalled")(self._on_uninstalled)
+        self.app.event("tokens_revoked")(self._on_uninstalled)
         self.app.event(re.compile(".*"))(self._on_other)  # last: any other verified event is acknowledged
         # Socket Mode alone needs no signing secret: nothing is then taken over HTTP.
         self._verifier = SignatureVerifier(config.signing_secret) if config.signing_secret else None
@@ -153,6 +192,25 @@ class SlackConnector:
         self.bot_user: str | None = None
         self.bot_id: str | None = None
         self.team = ""
+        self._started = False
+
+    def _oauth_options(self) -> dict[str, Any]:
+        """Bolt's OAuth flow and authorization in multi-workspace mode (else nothing)."""
+        if self.installations is None or self.config.oauth is None:
+            return {}
+        oauth = self.config.oauth
+        settings = AsyncOAuthSettings(
+            client_id=oauth.client_id,
+            client_secret=oauth.client_secret,
+            scopes=list(BOT_SCOPES),
+            installation_store=self.installations.store,
+            state_store=self.installations.states,
+            install_path=INSTALL_PATH,
+            redirect_uri_path=REDIRECT_PATH,
+            install_page_rendering_enabled=False,
+            authorization_url=authorize_url(self.config.api_url),
+        )
+        return {"oauth_settings": settings, "authorize": _InstalledAuthorize(self)}
 
     @property
     def connected(self) -> bool:
@@ -160,7 +218,7 @@ class SlackConnector:
             client = self._socket.client
             session = client.current_session
             return not client.closed and not client.stale and session is not None and not session.closed
-        return self.bot_user is not None
+        return self.bot_user is not None or (self.installations is not None and self._started)
 
     async def identify(self) -> None:
         """Check the token and learn the bot's user and bot ids (``auth.test``)."""
@@ -169,7 +227,10 @@ class SlackConnector:
         self.team = str(identity.get("team_id") or "")
 
     async def start(self) -> None:
-        """``identify``, and with an app token connect Socket Mode."""
+        """``identify`` (one workspace), and with an app token connect Socket Mode."""
+        self._started = True
+        if self.installations is not None:
+            return
         await self.identify()
         if self.config.app_token:
             from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
@@ -181,10 +242,61 @@ class SlackConnector:
         if self._socket is not None:
             await self._socket.close_async()
             self._socket = None
+        if self.installations is not None:
+            await self.installations.close()
+
+    # --- workspaces ------------------------------------------------------------------
+
+    async def installed(self, team: str, enterprise: str | None = None) -> Any:
+        """The bot installed for ``team`` (multi-workspace; cached), or None."""
+        if self.installations is None:
+            return None
+        bot = self._bots.get((team,))
+        if bot is None:
+            bot = await self.installations.bot(team, enterprise)
+            if bot is not None:
+                self._bots.put((team,), bot)
+        return bot
+
+    async def client_for(self, conversation: ConversationRef) -> AsyncWebClient:
+        """The Web API client with the token of the conversation's workspace."""
+        if self.installations is None:
+            return self.client
+        bot = await self.installed(conversation.workspace_id)
+        if bot is None:
+            raise LookupError(f"Slack workspace {conversation.workspace_id} has no installation (the app was removed from it)")
+        return AsyncWebClient(token=bot.bot_token, base_url=self.config.api_url)
+
+    async def _refusal(self, team: str, enterprise: str | None) -> str | None:
+        """Why a delivery for ``team`` is not served, or None."""
+        if self.installations is not None:
+            return None if await self.installed(team, enterprise) else f"workspace {team} has no installation"
+        return f"workspace {team} is not the installed one ({self.team})" if self.team and team != self.team else None
+
+    async def _on_uninstalled(self, body: dict[str, Any], event: dict[str, Any]) -> None:
+        """The app removed from a workspace (or its bot token revoked): forget the
+        installation, and with ``forget_on_uninstall`` the workspace's memory."""
+        if self.installations is None or (event.get("type") == "tokens_revoked" and not (event.get("tokens") or {}).get("bot")):
+            return
+        team, enterprise = payloads.team_of(body), body.get("enterprise_id")
+        org = any(a.get("is_enterprise_install") for a in body.get("authorizations") or ())
+        await self.installations.remove(None if org else team, enterprise)
+        self._bots.drop(lambda key, bot: key == (team,) or (org and bot.enterprise_id == enterprise))
+        log.warning("Slack app removed from workspace %s (%s): its installation is forgotten", team, event.get("type"))
+        oauth = self.config.oauth
+        if event.get("type") == "app_uninstalled" and oauth is not None and oauth.forget_on_uninstall:
+            await self._forget_workspace(team, str(body.get("event_id")))
+
+    async def _forget_workspace(self, team: str, event_id: str) -> None:
+        """Each of the workspace's conversations dropped, through the inbox like a deleted channel."""
+        principal = Principal.job("slack-uninstall")
+        for ref in await conversations(self.intake.memory, principal=principal, platform=payloads.PLATFORM):
+            if ref.workspace_id == team:
+                await self.intake.accept(ChannelDeleted(ref, f"uninstalled:{event_id}"))
 
     async def sweep(self, memory: Memory, conversation: ConversationRef, days: int) -> SweepReport:
         """The missed-deletion sweep of one Slack conversation (connectors.sweep)."""
-        return await sweep_slack_conversation(memory, self.client, conversation, days)
+        return await sweep_slack_conversation(memory, await self.client_for(conversation), conversation, days)
 
     async def handle_http(self, request: web.Request) -> web.Response:
         """The Events API and slash-command endpoint: the signature on the raw body first,
@@ -206,20 +318,30 @@ class SlackConnector:
             return web.Response(status=200)
         return response
 
+    @property
+    def oauth_paths(self) -> tuple[str, ...]:
+        """The install flow's GET paths (multi-workspace mode), for the HTTP server."""
+        return (INSTALL_PATH, REDIRECT_PATH) if self.installations is not None else ()
+
+    async def handle_oauth(self, request: web.Request) -> web.Response:
+        """``/slack/install`` (to Slack's authorize page, with a state in the store and a
+        cookie) and ``/slack/oauth_redirect`` (state checked, ``oauth.v2.access``, the
+        installation stored): Bolt's OAuth flow."""
+        flow = self.app.oauth_flow
+        assert flow is not None
+        bolt = await to_bolt_request(request)
+        handle = flow.handle_installation if request.path == INSTALL_PATH else flow.handle_callback
+        return await to_aiohttp_response(await handle(bolt))
+
     def refused(self, body: dict[str, Any], kind: str, reason: str) -> None:
         """A verified delivery acknowledged without being stored: logged once and counted."""
         log.warning("Slack event %s (%s) refused: %s", body.get("event_id"), kind, reason)
         EVENTS.labels(payloads.PLATFORM, kind, "refused").inc()
 
-    def _foreign(self, team: str) -> bool:
-        """Whether a delivery is for a workspace this connector does not serve."""
-        return bool(self.team) and team != self.team
-
     async def _on_event(self, body: dict[str, Any], context: dict[str, Any]) -> None:
         event = body.get("event") or {}
         kind = "/".join(str(k) for k in (event.get("type"), event.get("subtype")) if k)
-        team = payloads.team_of(body)
-        reason = f"workspace {team} is not the installed one ({self.team})" if self._foreign(team) else payloads.refusal(body)
+        reason = await self._refusal(payloads.team_of(body), body.get("enterprise_id")) or payloads.refusal(body)
         if reason is not None:
             self.refused(body, kind, reason)
             return
@@ -244,9 +366,9 @@ class SlackConnector:
         log.debug("Slack event %s (%s) has no handler: acknowledged", body.get("event_id"), event.get("type"))
 
     async def _on_command(self, ack: Any, body: dict[str, Any]) -> None:
-        team = str(body.get("team_id") or "")
-        if self._foreign(team):
-            log.warning("/memory from workspace %s refused: not the installed one (%s)", team, self.team)
+        reason = await self._refusal(str(body.get("team_id") or ""), body.get("enterprise_id"))
+        if reason is not None:
+            log.warning("/memory refused: %s", reason)
             await ack(text="Sorry: Stashbird is not installed in this workspace.", response_type="ephemeral")
             return
         try:
@@ -264,7 +386,7 @@ class SlackConnector:
         key = (conversation.workspace_id, author.id)
         user = self._authors.get(key)
         if user is None:
-            user = (await self.client.users_info(user=author.id)).get("user") or {}
+            user = (await (await self.client_for(conversation)).users_info(user=author.id)).get("user") or {}
             self._authors.put(key, user)
         return user_author(user, author)
 
@@ -272,7 +394,8 @@ class SlackConnector:
         key = (conversation.channel_id, message_id)
         link = self._permalinks.get(key)
         if link is None:
-            link = (await self.client.chat_getPermalink(channel=conversation.channel_id, message_ts=message_id))["permalink"]
+            client = await self.client_for(conversation)
+            link = (await client.chat_getPermalink(channel=conversation.channel_id, message_ts=message_id))["permalink"]
             self._permalinks.put(key, link)
         return str(link)
 
@@ -288,9 +411,10 @@ class SlackConnector:
             if response.status_code != 200:
                 raise ConnectionError(f"response_url answered {response.status_code}")
         elif target.ephemeral:
-            await self.client.chat_postEphemeral(channel=reply.conversation.channel_id, user=target.user_id or "", text=text)
+            client = await self.client_for(reply.conversation)
+            await client.chat_postEphemeral(channel=reply.conversation.channel_id, user=target.user_id or "", text=text)
         else:
-            await self.client.chat_postMessage(
+            await (await self.client_for(reply.conversation)).chat_postMessage(
                 channel=reply.conversation.channel_id,
                 thread_ts=target.thread_id or target.message_id,
                 text=text,

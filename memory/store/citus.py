@@ -7,7 +7,8 @@ Every table is one of three kinds, listed here and nowhere else:
   and is not listed below), so that all of a conversation's rows live on one shard;
 - *reference*: replicated whole to every node (``REFERENCE_TABLES``): the
   conversations themselves (unique on platform, workspace and channel, which no
-  conversation id can be part of) and the per-database settings;
+  conversation id can be part of), the per-database settings and the Slack app's
+  installations and OAuth states (multi-workspace mode: a few rows read by every node);
 - *local*: stays on the coordinator only (``LOCAL_TABLES``): alembic's version row.
 
 The rules (Citus' own, as its foreign-key and constraint checks enforce them):
@@ -31,7 +32,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 DISTRIBUTION_COLUMN = "conversation_id"
 DISTRIBUTION_TYPE = "bigint"
-REFERENCE_TABLES = frozenset({"conversations", "store_settings"})
+REFERENCE_TABLES = frozenset({"conversations", "store_settings", "slack_installations", "slack_bots", "slack_oauth_states"})
 LOCAL_TABLES = frozenset({"alembic_version"})
 
 # pg_constraint's action codes: a = no action, r = restrict, c = cascade, n = set null, d = set default
