@@ -30,8 +30,8 @@ async def _slack(args: argparse.Namespace, settings: Settings, since: datetime |
     async with memory_from_settings(settings) as memory:
         service = ChatService(memory, config=service_config(settings))
         slack = slack_connector(service, settings)
-        if slack is None:
-            raise StashbirdError("SLACK_BOT_TOKEN is not set")
+        if slack is None or not settings.slack_bot_token:
+            raise StashbirdError("SLACK_BOT_TOKEN is not set (backfill reads one workspace's channel)")
         service.add_platform(slack)
         await slack.identify()
         with progress(None, "backfill") as bar:
