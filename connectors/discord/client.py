@@ -23,7 +23,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Protocol
 
 import discord
 import yarl
@@ -31,12 +31,11 @@ from discord import app_commands
 from discord.gateway import DiscordWebSocket
 from discord.http import Route
 
-from bot.settings import Settings
 from connectors.discord import payloads
 from connectors.discord.payloads import GuildInfo
 from connectors.discord.sweep import sweep_discord_conversation
 from connectors.events import Author, ChatEvent, Reply
-from connectors.service import ChatService, ServiceConfig
+from connectors.service import ChatService
 from connectors.sweep import SweepReport
 from memory import ConfigurationError, ConversationRef, Memory, ValidationError
 
@@ -334,21 +333,21 @@ async def rest_client(endpoints: DiscordEndpoints) -> AsyncIterator[discord.Clie
         await client.close()
 
 
-def endpoints_from(settings: Settings) -> DiscordEndpoints:
+class DiscordSettings(Protocol):
+    """The settings the connector reads (``bot.settings.Settings`` has them); a protocol,
+    so that connectors do not import the process's settings."""
+
+    @property
+    def discord_bot_token(self) -> str | None: ...
+
+    @property
+    def discord_api_base(self) -> str: ...
+
+    @property
+    def discord_gateway_url(self) -> str: ...
+
+
+def endpoints_from(settings: DiscordSettings) -> DiscordEndpoints:
     if not settings.discord_bot_token:
         raise ConfigurationError("DISCORD_BOT_TOKEN is not set: the Discord connector needs the bot's token")
     return DiscordEndpoints(settings.discord_bot_token, settings.discord_api_base, settings.discord_gateway_url)
-
-
-async def run_discord(memory: Memory, settings: Settings) -> None:
-    """Run the Discord connector with a chat service of its own until cancelled (for a
-    process without ``stashbird serve``)."""
-    service = ChatService(memory, config=ServiceConfig(admin_ids=settings.admins))
-    connector = DiscordConnector(service, endpoints_from(settings))
-    service.add_platform(connector)
-    await connector.start()
-    try:
-        await service.run()
-    finally:
-        service.stop()
-        await connector.close()
