@@ -28,7 +28,7 @@ from memory import (
     stats,
 )
 
-REFUSAL = "Sorry: /memory is for workspace admins only."
+REFUSAL = "Sorry: /memory is for server or workspace admins only."
 HELP = (
     "/memory about <name> · why <answer number> · forgotten · provenance <message id> · stats\n"
     "Audit this channel's memory: what it holds about something, why an answer said what it did, "
