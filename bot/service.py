@@ -26,6 +26,7 @@ from typing import Any, Protocol
 from bot.http_server import HttpThread
 from bot.settings import Settings
 from connectors.discord.client import DiscordConnector, endpoints_from
+from connectors.discord.gateway import GatewayPolicy
 from connectors.service import ChatService, Platform, ServiceConfig
 from connectors.slack.app import SlackConfig, SlackConnector
 from connectors.slack.installations import OAuthConfig
@@ -165,7 +166,8 @@ def build_connectors(service: ChatService, settings: Settings) -> tuple[SlackCon
     slack = slack_connector(service, settings)
     connectors: list[Connector] = [slack] if slack is not None else []
     if settings.discord_bot_token:
-        connectors.append(DiscordConnector(service, endpoints_from(settings)))
+        policy = GatewayPolicy(gap_sweep_days=settings.sweep_days)  # the sweep after a gateway gap
+        connectors.append(DiscordConnector(service, endpoints_from(settings), policy))
     for connector in connectors:
         service.add_platform(connector)
     return slack, connectors

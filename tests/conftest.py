@@ -4,11 +4,13 @@ is scoped per conversation, so tests do not see each other's data)."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import functools
 import os
 import tempfile
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +27,7 @@ from bot.testing.discord_standin import MANAGE_GUILD, DiscordStandIn, User, unti
 from bot.testing.scripted_llm import ScriptedLLMServer  # noqa: E402
 from bot.testing.slack_standin import SlackStandIn, service_settings  # noqa: E402
 from connectors.discord.client import DiscordConnector, DiscordEndpoints  # noqa: E402
+from connectors.discord.gateway import GatewayPolicy  # noqa: E402
 from connectors.discord.payloads import conversation as discord_conversation  # noqa: E402
 from connectors.service import ChatService, ServiceConfig  # noqa: E402
 from memory import Principal, UnknownConversation, messages  # noqa: E402
@@ -177,7 +180,19 @@ class Discord:
 
 @pytest.fixture
 async def discord_env(memory: Memory) -> AsyncIterator[Discord]:
-    standin = DiscordStandIn()
+    async with discord_world(memory, DiscordStandIn()) as env:
+        yield env
+
+
+@pytest.fixture
+def discord_worlds(memory: Memory) -> Callable[..., contextlib.AbstractAsyncContextManager[Discord]]:
+    """``discord_world`` on the test Memory: ``async with discord_worlds(standin, policy) as env``."""
+    return functools.partial(discord_world, memory)
+
+
+@contextlib.asynccontextmanager
+async def discord_world(memory: Memory, standin: DiscordStandIn, policy: GatewayPolicy | None = None) -> AsyncIterator[Discord]:
+    """``discord_env`` around a given stand-in (a short heartbeat, say) and gateway policy."""
     await standin.start()
     owner = User(standin.snowflake(), "olga")
     bob, carol = User(standin.snowflake(), "bob"), User(standin.snowflake(), "carol")
@@ -187,14 +202,15 @@ async def discord_env(memory: Memory) -> AsyncIterator[Discord]:
         standin.add_member(guild, user)
     general, random = await standin.add_channel(guild, "general"), await standin.add_channel(guild, "random")
     service = ChatService(memory, config=ServiceConfig(admin_ids=frozenset({carol.id})))
-    connector = DiscordConnector(service, DiscordEndpoints(standin.token, standin.rest_base, standin.gateway_url))
+    connector = DiscordConnector(service, DiscordEndpoints(standin.token, standin.rest_base, standin.gateway_url), policy)
     service.add_platform(connector)
     await connector.start()
     await standin.connected()  # parsing needs only the login's user and the guild cache, not READY's 2 s wait
-    env = Discord(standin, connector, service, guild, general, random, owner, bob, carol, mod)
-    yield env
-    await connector.close()
-    await standin.stop()
+    try:
+        yield Discord(standin, connector, service, guild, general, random, owner, bob, carol, mod)
+    finally:
+        await connector.close()
+        await standin.stop()
 
 
 @pytest.fixture

@@ -7,6 +7,15 @@ heartbeats, IDENTIFY -> READY + GUILD_CREATE, RESUME with replay, RECONNECT,
 zlib-stream compression when asked) and the REST routes the connector uses, each
 replying with the exact content type ``application/json`` that discord.py requires.
 
+It misbehaves on request, as Discord does: ``drop()`` cuts the socket mid-stream (no
+close frame), ``invalid_session(resumable)`` sends op 9, ``close_socket(code)`` closes with
+a gateway close code (4004 bad token, 4009 session timed out, ...), ``refuse_resume``
+answers every RESUME with INVALID_SESSION, ``ack_heartbeats = False`` lets a connection
+go "zombie" (heartbeats unanswered), ``send_raw`` sends any text frame, and
+``rate_limit(...)`` makes REST routes answer 429 (per route or global, ``retry_after`` in
+the body and the ``Retry-After`` / ``X-RateLimit-*`` headers Discord sends), refusing a
+retry that comes before the limit resets (counted in ``early_retries``).
+
 The stand-in is also the platform: tests post, edit and delete messages through it
 (each dispatched as the gateway event Discord sends and kept in the channel's history,
 which the REST history endpoint serves), and read back what the bot posted. It lives in
@@ -17,6 +26,7 @@ and a separately started ``stashbird serve`` drive it too.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import itertools
 import json
 import time
@@ -79,13 +89,37 @@ class Session:
     socket: web.WebSocketResponse | None = None
     compressor: Any = None
     identified: asyncio.Event = field(default_factory=asyncio.Event)
+    transport: Any = None  # the socket's TCP transport, for ``drop``
+
+
+@dataclass
+class RateLimit:
+    """429s a REST route answers: ``times`` more, each asking for ``retry_after``
+    seconds; a request before the last 429's reset is refused again and counted early."""
+
+    route: str  # "METHOD /path/pattern" as ``_route_key`` names it, or "*" for every route
+    times: int
+    retry_after: float
+    scope: str = "user"  # X-RateLimit-Scope: user (per route), global, shared
+    reset_at: float = 0.0
+
+    @property
+    def is_global(self) -> bool:
+        return self.scope == "global"
 
 
 class DiscordStandIn:
     """One guild-ful Discord on 127.0.0.1 (ephemeral port). Start with ``await start()``."""
 
-    def __init__(self, token: str = "standin-token", *, bot_name: str = "stashbird") -> None:
+    def __init__(self, token: str = "standin-token", *, bot_name: str = "stashbird", heartbeat_ms: int = 41250) -> None:
         self.token = token
+        self.heartbeat_ms = heartbeat_ms
+        self.ack_heartbeats = True
+        self.refuse_resume = False
+        self.heartbeats = 0
+        self.rate_limits: list[RateLimit] = []
+        self.limited: list[str] = []  # route keys answered 429, in order
+        self.early_retries = 0  # requests that came back before their 429's retry_after
         self._ids = itertools.count(1)
         self.bot = User(self.snowflake(), bot_name, bot=True)
         self.application_id = self.snowflake()
@@ -312,9 +346,11 @@ class DiscordStandIn:
         self.history.pop(channel_id, None)
         await self.dispatch("CHANNEL_DELETE", channel)
 
-    async def invoke(self, channel_id: str, user: User, name: str, options: list[Payload]) -> str:
+    async def invoke(self, channel_id: str, user: User, name: str, options: list[Payload], *, omit: tuple[str, ...] = ()) -> str:
         """A user runs a slash command: INTERACTION_CREATE (type 2) with the member's
-        computed permissions, as Discord sends it. Returns the interaction id."""
+        computed permissions, as Discord sends it (without the fields in ``omit``: older
+        frames lack ``attachment_size_limit``, ``entitlements``, ``context``...). Returns
+        the interaction id."""
         channel = self.channels[channel_id]
         guild_id = channel["guild_id"]
         interaction_id = self.snowflake()
@@ -326,28 +362,26 @@ class DiscordStandIn:
         everyone = int(guild["roles"][0]["permissions"])
         permissions = ALL_PERMISSIONS if guild["owner_id"] == user.id else user.permissions | everyone
         member = {**self._member_payload(guild_id, user), "user": user.payload(), "permissions": str(permissions)}
-        await self.dispatch(
-            "INTERACTION_CREATE",
-            {
-                "id": interaction_id,
-                "application_id": self.application_id,
-                "type": 2,
-                "token": token,
-                "version": 1,
-                "guild_id": guild_id,
-                "channel_id": channel_id,
-                "channel": channel,
-                "member": member,
-                "app_permissions": "0",
-                "attachment_size_limit": 10485760,
-                "locale": "en-US",
-                "guild_locale": "en-US",
-                "entitlements": [],
-                "authorizing_integration_owners": {"0": guild_id},
-                "context": 0,
-                "data": {"id": command["id"], "name": name, "type": 1, "options": options, "guild_id": guild_id},
-            },
-        )
+        frame: Payload = {
+            "id": interaction_id,
+            "application_id": self.application_id,
+            "type": 2,
+            "token": token,
+            "version": 1,
+            "guild_id": guild_id,
+            "channel_id": channel_id,
+            "channel": channel,
+            "member": member,
+            "app_permissions": "0",
+            "attachment_size_limit": 10485760,
+            "locale": "en-US",
+            "guild_locale": "en-US",
+            "entitlements": [],
+            "authorizing_integration_owners": {"0": guild_id},
+            "context": 0,
+            "data": {"id": command["id"], "name": name, "type": 1, "options": options, "guild_id": guild_id},
+        }
+        await self.dispatch("INTERACTION_CREATE", {key: value for key, value in frame.items() if key not in omit})
         return interaction_id
 
     def _find(self, channel_id: str, message_id: str) -> Payload:
@@ -400,6 +434,38 @@ class DiscordStandIn:
         """Wait until a client has identified (or resumed)."""
         await until(lambda: self._session is not None and self._session.identified.is_set(), timeout)
 
+    def _live(self) -> Session:
+        session = self._session
+        assert session is not None and session.socket is not None, "no client is connected"
+        session.identified.clear()  # ``connected()`` now waits for the client to come back
+        return session
+
+    async def drop(self) -> None:
+        """Cut the connection mid-stream: the TCP transport goes, no close frame (a network
+        failure, a gateway node dying). Dispatches until the client resumes are kept for it."""
+        session = self._live()
+        session.transport.abort()
+        session.socket = None
+
+    async def invalid_session(self, *, resumable: bool) -> None:
+        """op 9: the client must RESUME (``resumable``) or IDENTIFY afresh."""
+        session = self._live()
+        await self._send(session, {"op": OP_INVALID_SESSION, "d": resumable})
+
+    async def close_socket(self, code: int, reason: str = "") -> None:
+        """Close the gateway connection with a close code, as Discord does (4000 unknown
+        error, 4004 authentication failed, 4009 session timed out, 4014 disallowed intents...)."""
+        session = self._live()
+        socket, session.socket = session.socket, None
+        assert socket is not None
+        await socket.close(code=code, message=reason.encode())
+
+    async def send_raw(self, text: str) -> None:
+        """Send one text frame as it is (a frame that is not JSON, for instance)."""
+        session = self._session
+        assert session is not None and session.socket is not None
+        await session.socket.send_str(text)
+
     async def _send(self, session: Session, frame: Payload) -> None:
         assert session.socket is not None
         text = json.dumps(frame)
@@ -413,31 +479,35 @@ class DiscordStandIn:
         socket = web.WebSocketResponse()
         await socket.prepare(request)
         compressor = zlib.compressobj() if request.query.get("compress") == "zlib-stream" else None
-        pending = Session(id="", socket=socket, compressor=compressor)
-        await self._send(pending, {"op": OP_HELLO, "d": {"heartbeat_interval": 41250}})
+        pending = Session(id="", socket=socket, compressor=compressor, transport=request.transport)
+        await self._send(pending, {"op": OP_HELLO, "d": {"heartbeat_interval": self.heartbeat_ms}})
         async for message in socket:
             if message.type != WSMsgType.TEXT:
                 break
             frame = json.loads(message.data)
-            await self._on_frame(pending, socket, compressor, frame)
+            await self._on_frame(pending, frame)
         return socket
 
-    async def _on_frame(self, pending: Session, socket: web.WebSocketResponse, compressor: Any, frame: Payload) -> None:
+    async def _on_frame(self, connection: Session, frame: Payload) -> None:
+        """One frame from the client on ``connection`` (its socket, compressor, transport)."""
         op, data = frame.get("op"), frame.get("d") or {}
-        session = self._session if self._session and self._session.socket is socket else pending
         if op == OP_HEARTBEAT:
-            await self._send(session, {"op": OP_HEARTBEAT_ACK})
+            self.heartbeats += 1
+            if self.ack_heartbeats:
+                await self._send(connection, {"op": OP_HEARTBEAT_ACK})
         elif op == OP_IDENTIFY:
-            await self._identify(socket, compressor, data)
+            await self._identify(connection, data)
         elif op == OP_RESUME:
-            await self._resume(socket, compressor, data)
+            await self._resume(connection, data)
 
-    async def _identify(self, socket: web.WebSocketResponse, compressor: Any, data: Payload) -> None:
+    async def _identify(self, connection: Session, data: Payload) -> None:
+        assert connection.socket is not None
         if data.get("token") != self.token:
-            await socket.close(code=4004, message=b"Authentication failed.")
+            await connection.socket.close(code=4004, message=b"Authentication failed.")
             return
         self.identifies += 1
-        session = Session(id=uuid.uuid4().hex, socket=socket, compressor=compressor)
+        session = Session(uuid.uuid4().hex, socket=connection.socket, compressor=connection.compressor)
+        session.transport = connection.transport
         self._session = session
         await self.dispatch(
             "READY",
@@ -473,13 +543,14 @@ class DiscordStandIn:
             "joined_at": _iso(datetime.now(UTC)),
         }
 
-    async def _resume(self, socket: web.WebSocketResponse, compressor: Any, data: Payload) -> None:
+    async def _resume(self, connection: Session, data: Payload) -> None:
         session = self._session
-        if session is None or data.get("session_id") != session.id or data.get("token") != self.token:
-            await socket.send_str(json.dumps({"op": OP_INVALID_SESSION, "d": False}))
+        known = session is not None and data.get("session_id") == session.id and data.get("token") == self.token
+        if session is None or not known or self.refuse_resume:
+            await self._send(connection, {"op": OP_INVALID_SESSION, "d": False})
             return
         self.resumes += 1
-        session.socket, session.compressor = socket, compressor
+        session.socket, session.compressor, session.transport = connection.socket, connection.compressor, connection.transport
         start = max(0, int(data.get("seq") or 0) - self._overlap)
         for frame in list(session.events[start:]):
             await self._send(session, frame)
@@ -497,10 +568,52 @@ class DiscordStandIn:
         parts = request.match_info["tail"].strip("/").split("/")
         body = await request.json() if request.can_read_body else {}
         try:
-            response = await self._route(request.method, parts, request.query, body)
+            limited = self._rate_limited(route_key(request.method, parts))
+            response = limited or await self._route(request.method, parts, request.query, body)
         finally:
             await self._notify()
         return response
+
+    def rate_limit(self, route: str, *, times: int = 1, retry_after: float = 0.5, scope: str = "user") -> None:
+        """The next ``times`` requests to ``route`` (``route_key`` form, e.g.
+        ``POST /channels/{id}/messages``; ``*``: any) answer 429; ``scope`` ``global``
+        makes it Discord's global limit (``X-RateLimit-Global``)."""
+        self.rate_limits.append(RateLimit(route, times, retry_after, scope))
+
+    def _rate_limited(self, key: str) -> web.Response | None:
+        """A 429 as Discord sends it, when a limit applies to ``key``; else None."""
+        now = time.monotonic()
+        for limit in self.rate_limits:
+            if limit.route not in ("*", key) or (limit.times <= 0 and limit.reset_at <= now):
+                continue
+            if limit.reset_at > now:
+                self.early_retries += 1
+            elif limit.times > 0:
+                limit.times -= 1
+                limit.reset_at = now + limit.retry_after
+            else:
+                continue
+            self.limited.append(key)
+            return self._too_many(limit, limit.reset_at - now)
+        return None
+
+    @staticmethod
+    def _too_many(limit: RateLimit, wait: float) -> web.Response:
+        headers = {**JSON_HEADERS, "Retry-After": str(max(1, round(wait))), "Via": "1.1 google", "X-RateLimit-Scope": limit.scope}
+        if limit.is_global:
+            headers["X-RateLimit-Global"] = "true"
+        else:
+            headers.update(
+                {
+                    "X-RateLimit-Limit": "5",
+                    "X-RateLimit-Remaining": "0",
+                    "X-RateLimit-Reset": f"{time.time() + wait:.3f}",
+                    "X-RateLimit-Reset-After": f"{wait:.3f}",
+                    "X-RateLimit-Bucket": hashlib.sha256(limit.route.encode()).hexdigest()[:32],
+                }
+            )
+        body = {"message": "You are being rate limited.", "retry_after": round(wait, 3), "global": limit.is_global}
+        return web.Response(status=429, body=json.dumps(body).encode(), headers=headers)
 
     async def _route(self, method: str, parts: list[str], query: Any, body: Any) -> web.Response:
         match method, parts:
@@ -613,6 +726,12 @@ class DiscordStandIn:
                 "resource": {"type": body.get("type")},
             }
         )
+
+
+def route_key(method: str, parts: list[str]) -> str:
+    """A REST request's route, ids and tokens as placeholders: ``POST /channels/{id}/messages``."""
+    named = ["{id}" if part.isdigit() else "{token}" if len(part) >= 32 else part for part in parts]
+    return f"{method} /{'/'.join(named)}"
 
 
 async def until(check: Callable[[], Any], timeout: float = 15.0) -> None:

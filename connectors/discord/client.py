@@ -10,9 +10,16 @@ has run it. An interaction a gateway RESUME replays is the same inbox event
 (``<interaction id>:command``): it is neither deferred nor run again. Replies are posted
 with the bodies ``payloads.reply_body`` builds.
 
+The connection is ``gateway.GatewaySupervisor``'s: each frame is parsed in isolation (a
+frame that cannot be read is logged, counted and skipped), any end of the connection is
+followed by a RESUME or a fresh IDENTIFY, and ``connected`` is true only while a session
+is up and its heartbeats are answered.
+
 The Discord gateway has no acknowledgement to withhold: events the process did not see
 (it was down, or died between receiving and storing) are caught up by a RESUME when the
-session survives, and otherwise by the missed-deletion sweep and ``backfill``.
+session survives. When it does not (a new session after a gap), the missed-deletion
+sweep runs at once for the conversations of the session's servers, so deletes made
+while the bot was away are applied; messages posted meanwhile come with ``backfill``.
 """
 
 from __future__ import annotations
@@ -20,7 +27,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
@@ -32,11 +40,13 @@ from discord.gateway import DiscordWebSocket
 from discord.http import Route
 
 from connectors.discord import payloads
+from connectors.discord.gateway import FaultReport, GatewayPolicy, GatewaySupervisor, Heartbeat, isolate_parsers
 from connectors.discord.payloads import GuildInfo
 from connectors.discord.sweep import sweep_discord_conversation
 from connectors.events import Author, ChatEvent, Reply
+from connectors.metrics import CONNECTOR_UP, PARSE_ERRORS, RECONNECTS
 from connectors.service import ChatService
-from connectors.sweep import SweepReport
+from connectors.sweep import SweepReport, sweep_platform
 from memory import ConfigurationError, ConversationRef, Memory, ValidationError
 
 log = logging.getLogger(__name__)
@@ -108,13 +118,18 @@ def interaction_payload(interaction: discord.Interaction[Any]) -> dict[str, Any]
 
 
 class StashbirdClient(discord.Client):
-    """discord.Client that hands raw dispatch frames to ``on_frame`` as they arrive."""
+    """discord.Client that hands every raw frame to ``on_frame`` as it arrives (before
+    discord.py parses it), and whose own parsers each run in isolation (``on_fault``)."""
 
     def __init__(
-        self, on_frame: Callable[[dict[str, Any]], None], on_command: Callable[[discord.Interaction[Any]], Awaitable[None]]
+        self,
+        on_frame: Callable[[dict[str, Any]], None],
+        on_command: Callable[[discord.Interaction[Any]], Awaitable[None]],
+        on_fault: FaultReport,
     ) -> None:
         super().__init__(intents=intents(), enable_debug_events=True, max_messages=None)
         self._on_frame = on_frame
+        isolate_parsers(self._connection.parsers, on_fault, lambda: self.ws.sequence if self.ws is not None else None)
         self.tree = app_commands.CommandTree(self)
         self.tree.add_command(MemoryCommands(on_command))
 
@@ -123,8 +138,8 @@ class StashbirdClient(discord.Client):
             try:
                 frame = json.loads(args[0])
             except (TypeError, ValueError):
-                frame = None
-            if isinstance(frame, dict) and frame.get("op") == 0 and frame.get("t") in PARSED:
+                frame = None  # not JSON: discord.py fails on it too, and the supervisor reconnects
+            if isinstance(frame, dict):
                 self._on_frame(frame)
         super().dispatch(event, *args, **kwargs)
 
@@ -167,36 +182,45 @@ class DiscordConnector:
 
     name = payloads.PLATFORM
 
-    def __init__(self, service: ChatService, endpoints: DiscordEndpoints) -> None:
+    def __init__(self, service: ChatService, endpoints: DiscordEndpoints, policy: GatewayPolicy | None = None) -> None:
         self.service = service
         self.endpoints = endpoints
+        self.policy = policy or GatewayPolicy()
         # Events in gateway order, each with a future told whether the inbox took it as new.
         self._queue: asyncio.Queue[tuple[ChatEvent, asyncio.Future[bool] | None]] = asyncio.Queue()
         self._deferring: dict[str, asyncio.Event] = {}  # interactions whose defer is on its way
-        self.client = StashbirdClient(self._on_frame, self._on_command)
+        self.heartbeat = Heartbeat()
+        self.client = StashbirdClient(self._on_frame, self._on_command, self._frame_fault)
+        self.supervisor = GatewaySupervisor(self.client, self.heartbeat, self.policy)
+        self.sessions = 0  # gateway sessions established (READY or RESUMED)
+        self._last_fault: tuple[str, int | None] | None = None
+        self._gap_sweep: asyncio.Task[None] | None = None
         self._tasks: list[asyncio.Task[None]] = []
 
     @property
     def connected(self) -> bool:
-        return self.client.is_ready() and not self.client.is_closed()
+        """A gateway session is up and its last heartbeat ACK is at most two intervals old."""
+        return self.supervisor.connected
 
     async def start(self) -> None:
         """Log in (a refused token fails here, clearly), sync ``/memory``, then connect
-        the gateway in the background; discord.py reconnects and resumes on its own."""
+        the gateway in the background, under the supervisor."""
         self.endpoints.apply()
         await _login(self.client, self.endpoints.token)
+        CONNECTOR_UP.labels(payloads.PLATFORM).set_function(lambda: float(self.connected))
         self._tasks = [asyncio.create_task(self._store()), asyncio.create_task(self._connect())]
 
     async def _connect(self) -> None:
         try:
-            await self.client.connect()
-        except discord.PrivilegedIntentsRequired:
-            log.error("Discord refused the message content intent: enable it under Bot > Privileged Gateway Intents")
-        except Exception:  # noqa: BLE001 - logged; /healthz reports the connector down
-            log.exception("the Discord gateway connection ended")
+            await self.supervisor.run()
+        except Exception:  # noqa: BLE001 - a fault of the supervisor itself: reported down, never quiet
+            self.supervisor.stopped = "the gateway supervisor failed"
+            log.exception("the Discord gateway supervisor failed: the connector is down")
 
     async def close(self) -> None:
         """Stop taking events, store what was already parsed, disconnect."""
+        if self._gap_sweep is not None:
+            self._gap_sweep.cancel()
         if not self.client.is_closed():
             await self.client.close()
         if self._tasks:
@@ -219,23 +243,71 @@ class DiscordConnector:
     # --- events in ---------------------------------------------------------------------
 
     def _on_frame(self, frame: dict[str, Any]) -> None:
-        """Parse in gateway order, synchronously; ``_store`` stores in the same order."""
+        """Every frame: the session's health; the dispatches memory cares about, parsed in
+        gateway order, synchronously (``_store`` stores in the same order)."""
+        session = self.heartbeat.observe(frame, time.monotonic())
+        if session is not None:
+            self._session_started(session, frame.get("d"))
         user = self.client.user
-        if user is None:
+        if frame.get("op") != 0 or frame.get("t") not in PARSED or user is None:
             return
         data = frame.get("d") or {}
-        guild_id = str(data.get("guild_id") or "")
-        guild = guild_info(self.client.get_guild(int(guild_id))) if guild_id.isdigit() else None
         try:
+            guild_id = str(data.get("guild_id") or "")
+            guild = guild_info(self.client.get_guild(int(guild_id))) if guild_id.isdigit() else None
             events = payloads.dispatch(frame["t"], data, str(user.id), guild)
-        except ValidationError as error:
-            log.warning("discord %s payload refused: %s", frame.get("t"), error)
-            return
-        except Exception:  # noqa: BLE001 - one payload never stops the stream
-            log.exception("discord %s payload could not be parsed", frame.get("t"))
+        except Exception as error:  # noqa: BLE001 - one payload never stops the stream
+            self._frame_fault(str(frame["t"]), frame.get("s"), data, error)
             return
         for event in events:
             self._queue.put_nowait((event, None))
+
+    def _frame_fault(self, name: str, sequence: int | None, data: Any, error: BaseException) -> None:
+        """A frame that could not be read (by our parser or discord.py's): one line with
+        its type, id and reason, one count; a frame both refused is reported once."""
+        if (name, sequence) == self._last_fault and sequence is not None:
+            return
+        self._last_fault = (name, sequence)
+        PARSE_ERRORS.labels(payloads.PLATFORM, name).inc()
+        frame_id = data.get("id") if isinstance(data, Mapping) else None
+        reason = str(error) if isinstance(error, ValidationError) else f"{type(error).__name__}: {error}"
+        log.warning("discord %s frame %s (sequence %s) skipped: %s", name, frame_id, sequence, reason)
+        log.debug("the %s frame's error", name, exc_info=error)
+
+    def _session_started(self, kind: str, data: Any) -> None:
+        """A READY or RESUMED: a reconnect when it is not the first; a READY after one is
+        a new session, so the events of the gap are gone: sweep its servers."""
+        self.sessions += 1
+        if self.sessions == 1:
+            return
+        RECONNECTS.labels(payloads.PLATFORM).inc()
+        if kind == "ready" and self.policy.gap_sweep_days > 0:
+            listed = data.get("guilds") if isinstance(data, Mapping) else None
+            guilds = {str(g.get("id")) for g in listed or [] if isinstance(g, Mapping)}
+            self._gap_sweep = asyncio.create_task(self._sweep_gap(guilds, self._gap_sweep))
+
+    async def _sweep_gap(self, guilds: set[str], previous: asyncio.Task[None] | None) -> None:
+        """The missed-deletion sweep of the conversations of ``guilds`` (after an earlier
+        one still running), once the events parsed before it are in the inbox."""
+        if previous is not None:
+            await asyncio.gather(previous, return_exceptions=True)
+
+        async def one(memory: Memory, conversation: ConversationRef, days: int) -> SweepReport:
+            if conversation.workspace_id not in guilds:
+                return SweepReport(str(conversation))
+            return await self.sweep(memory, conversation, days)
+
+        try:
+            await self.settled()
+            reports = await sweep_platform(self.service.memory, self.name, one, self.policy.gap_sweep_days)
+        except Exception as error:  # noqa: BLE001 - the scheduled sweep catches up
+            log.warning("the Discord sweep after a gap failed: %s", error)
+            return
+        forgotten, dropped = sum(len(r.forgotten) for r in reports), sum(r.dropped for r in reports)
+        self.service.removals += forgotten + dropped
+        log.info(
+            "Discord: a new session after a gap; swept %d servers: %d forgotten, %d dropped", len(guilds), forgotten, dropped
+        )
 
     async def _store(self) -> None:
         """Hand queued events to the service in order; a failing store is retried (the

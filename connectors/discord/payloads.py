@@ -147,7 +147,7 @@ def chat_message(data: Payload, guild: GuildInfo | None = None) -> ChatMessage:
     reference = _mapping(data, "message_reference")
     return ChatMessage(
         id=_id(data, "id"),
-        author=Author(_id(user, "id"), display_name(user, member), member_role(user, member, guild)),
+        author=Author(snowflake(user.get("id"), "author.id"), display_name(user, member), member_role(user, member, guild)),
         text=message_text(data),
         time=timestamp(data.get("timestamp"), "timestamp"),
         reply_to=str(reference["message_id"]) if reference.get("message_id") else None,
