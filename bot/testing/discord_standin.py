@@ -41,6 +41,7 @@ from aiohttp import WSMsgType, web
 
 DISCORD_EPOCH_MS = 1420070400000
 JSON_HEADERS = {"Content-Type": "application/json"}
+CLOCK_SLACK = 0.005  # seconds a timer may fire early (asyncio runs callbacks within its clock resolution)
 MANAGE_GUILD = 1 << 5
 ADMINISTRATOR = 1 << 3
 ALL_PERMISSIONS = (1 << 51) - 1
@@ -584,9 +585,9 @@ class DiscordStandIn:
         """A 429 as Discord sends it, when a limit applies to ``key``; else None."""
         now = time.monotonic()
         for limit in self.rate_limits:
-            if limit.route not in ("*", key) or (limit.times <= 0 and limit.reset_at <= now):
+            if limit.route not in ("*", key):
                 continue
-            if limit.reset_at > now:
+            if limit.reset_at - now > CLOCK_SLACK:  # the client did not wait as it was told
                 self.early_retries += 1
             elif limit.times > 0:
                 limit.times -= 1

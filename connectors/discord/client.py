@@ -53,6 +53,9 @@ log = logging.getLogger(__name__)
 
 DEFER_WITHIN = 2.0  # seconds to wait for a command to be stored before deferring anyway (Discord allows 3)
 ALREADY_ACKNOWLEDGED = 40060  # Discord's error code for a second response to one interaction
+# How long a reply waits out Discord's rate limits (beyond discord.py's own five tries)
+# before the failure goes to the service's retries: a reply is posted late, not given up.
+REPLY_PATIENCE = 300.0
 
 PARSED = frozenset(
     {"MESSAGE_CREATE", "MESSAGE_UPDATE", "MESSAGE_DELETE", "MESSAGE_DELETE_BULK", "CHANNEL_DELETE", "THREAD_DELETE"}
@@ -382,7 +385,35 @@ class DiscordConnector:
             body.pop("flags", None)
         else:
             route = Route("POST", "/channels/{channel_id}/messages", channel_id=reply.conversation.channel_id)
-        await self.client.http.request(route, json=body)
+        await self._post(route, body)
+
+    async def _post(self, route: Route, body: dict[str, Any]) -> None:
+        """One REST request, however long Discord rate-limits it (up to ``REPLY_PATIENCE``).
+        discord.py waits out each 429 itself (per route and global, by ``retry_after``),
+        but raises after five tries; then this waits as Discord asks and tries again."""
+        waited = 0.0
+        while True:
+            try:
+                await self.client.http.request(route, json=body)
+                return
+            except discord.HTTPException as error:
+                wait = retry_after(error.response.headers) if error.status == 429 else None
+                if wait is None or waited + wait > REPLY_PATIENCE:
+                    raise
+                log.info("Discord still rate-limits %s %s: trying again in %.2fs", route.method, route.path, wait)
+                await asyncio.sleep(wait)
+                waited += wait
+
+
+def retry_after(headers: Mapping[str, str]) -> float:
+    """Seconds a 429 asks to wait: ``X-RateLimit-Reset-After`` (precise), else
+    ``Retry-After`` (whole seconds), else one second."""
+    for name in ("X-RateLimit-Reset-After", "Retry-After"):
+        try:
+            return max(0.0, float(headers[name]))
+        except (KeyError, ValueError):
+            continue
+    return 1.0
 
 
 async def _login(client: discord.Client, token: str) -> None:
