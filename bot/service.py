@@ -78,6 +78,7 @@ def slack_connector(service: ChatService, settings: Settings) -> SlackConnector 
             signing_secret=settings.slack_signing_secret or "",
             api_url=settings.slack_api_url,
             app_token=settings.slack_app_token,
+            gap_sweep_days=settings.sweep_days,
             oauth=slack_oauth(service, settings) if oauth else None,
         ),
     )

@@ -70,6 +70,9 @@ class SlackStandIn:
         self._session: aiohttp.ClientSession | None = None
         self._last = 0.0
         self._websocket: web.WebSocketResponse | None = None
+        self._socket_request: web.Request | None = None
+        self.socket_connections = 0
+        self.socket_refused = False  # apps.connections.open fails while set (an outage)
         self._acks: dict[str, asyncio.Future[float]] = {}
         self._events = itertools.count(1)
         self._codes: dict[str, str] = {}  # OAuth code -> the workspace it installs into
@@ -252,13 +255,16 @@ class SlackStandIn:
         }
 
     def _apps_connections_open(self, params: dict[str, Any]) -> dict[str, Any]:
+        if self.socket_refused:
+            return {"ok": False, "error": "internal_error"}
         return {"ok": True, "url": f"ws://127.0.0.1:{self.port}/socket"}
 
     async def _socket(self, request: web.Request) -> web.WebSocketResponse:
         """Socket Mode: ``hello``, then envelopes out and their acknowledgements back."""
         websocket = web.WebSocketResponse()
         await websocket.prepare(request)
-        self._websocket = websocket
+        self._websocket, self._socket_request = websocket, request
+        self.socket_connections += 1
         await websocket.send_json(
             {
                 "type": "hello",
@@ -279,8 +285,31 @@ class SlackStandIn:
     def socket_connected(self) -> bool:
         return self._websocket is not None and not self._websocket.closed
 
-    async def deliver_socket(self, body: dict[str, Any]) -> Delivery:
-        """Send an Events API envelope over Socket Mode and wait for its acknowledgement."""
+    async def disconnect_socket(self, reason: str = "refresh_requested") -> None:
+        """Slack's ``disconnect`` envelope (``refresh_requested`` about hourly, ``warning``
+        before a server goes away): the client should connect anew at once."""
+        assert self._websocket is not None
+        await self._websocket.send_json({"type": "disconnect", "reason": reason, "debug_info": {"host": "standin"}})
+
+    async def drop_socket(self, abruptly: bool = False) -> None:
+        """End the connection: with a close frame, or (``abruptly``) by cutting the TCP
+        connection under it, as a network failure does."""
+        if abruptly and self._socket_request is not None and self._socket_request.transport is not None:
+            self._socket_request.transport.close()
+        elif self._websocket is not None:
+            await self._websocket.close()
+
+    async def socket_reconnected(self, connections: int, timeout: float = 20) -> None:
+        """Wait until the client has opened ``connections`` sockets in all and is on the last."""
+        deadline = time.monotonic() + timeout
+        while not (self.socket_connections >= connections and self.socket_connected):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{self.socket_connections} Socket Mode connections, {connections} expected")
+            await asyncio.sleep(0.05)
+
+    async def deliver_socket(self, body: dict[str, Any], retry: int = 0, timeout: float = 10) -> Delivery:
+        """Send an Events API envelope over Socket Mode and wait for its acknowledgement
+        (status 0: none came within ``timeout``; Slack would then send it again)."""
         assert self._websocket is not None
         envelope = f"env-{next(self._events)}"
         self._acks[envelope] = asyncio.get_running_loop().create_future()
@@ -290,12 +319,16 @@ class SlackStandIn:
                 "envelope_id": envelope,
                 "type": "events_api",
                 "accepts_response_payload": False,
-                "retry_attempt": 0,
-                "retry_reason": "",
+                "retry_attempt": retry,
+                "retry_reason": "timeout" if retry else "",
                 "payload": body,
             }
         )
-        acked = await asyncio.wait_for(self._acks[envelope], 10)
+        try:
+            acked = await asyncio.wait_for(self._acks[envelope], timeout)
+        except TimeoutError:
+            self._acks.pop(envelope, None)
+            return Delivery(0, time.perf_counter() - started, "")
         return Delivery(200, acked - started, "")
 
     async def _respond(self, request: web.Request) -> web.Response:

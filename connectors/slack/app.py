@@ -31,6 +31,7 @@ change). Every endpoint comes from the configured Web API base URL.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import logging
@@ -52,7 +53,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from connectors.events import Author, ChannelDeleted, ChatEvent, Reply, Role
-from connectors.metrics import EVENTS, PARSE_ERRORS
+from connectors.metrics import CONNECTOR_UP, EVENTS, PARSE_ERRORS, RECONNECTS
 from connectors.service import ChatService, Intake
 from connectors.slack import payloads
 from connectors.slack.installations import BOT_SCOPES, INSTALL_PATH, REDIRECT_PATH, Installations, OAuthConfig, authorize_url
@@ -75,6 +76,8 @@ class SlackConfig:
     name_ttl_seconds: float = 3600.0
     cache_size: int = 10_000
     oauth: OAuthConfig | None = None
+    ping_seconds: float = 10.0  # Socket Mode: how soon a dead connection is noticed
+    gap_sweep_days: int = 7  # Socket Mode: after a gap, the sweep looks this far back
 
 
 class _InstalledAuthorize(AsyncAuthorize):
@@ -193,6 +196,8 @@ class SlackConnector:
         self.bot_id: str | None = None
         self.team = ""
         self._started = False
+        self._hellos = 0
+        self._gap_sweep: asyncio.Task[None] | None = None
 
     def _oauth_options(self) -> dict[str, Any]:
         """Bolt's OAuth flow and authorization in multi-workspace mode (else nothing)."""
@@ -235,10 +240,44 @@ class SlackConnector:
         if self.config.app_token:
             from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 
-            self._socket = AsyncSocketModeHandler(self.app, self.config.app_token)
+            self._socket = AsyncSocketModeHandler(self.app, self.config.app_token, ping_interval=self.config.ping_seconds)
+            self._socket.client.message_listeners.append(self._on_socket_message)
+            self._socket.client.on_close_listeners.append(self._on_socket_close)
             await self._socket.connect_async()
 
+    async def _on_socket_message(self, client: Any, message: dict[str, Any], raw: str | None = None) -> None:
+        """Socket Mode's own messages: each ``hello`` is a (re)connection; after the first,
+        what was deleted during the gap is caught up by the sweep."""
+        if message.get("type") == "disconnect":
+            log.info("Slack Socket Mode: disconnect (%s), connecting anew", message.get("reason"))
+        if message.get("type") != "hello":
+            return
+        CONNECTOR_UP.labels(payloads.PLATFORM).set(1)
+        self._hellos += 1
+        if self._hellos > 1:
+            RECONNECTS.labels(payloads.PLATFORM).inc()
+            log.info("Slack Socket Mode reconnected: sweeping for deletions missed meanwhile")
+            if self._gap_sweep is None or self._gap_sweep.done():
+                self._gap_sweep = asyncio.create_task(self._sweep_after_gap())
+
+    async def _on_socket_close(self, client: Any, message: Any = None) -> None:
+        CONNECTOR_UP.labels(payloads.PLATFORM).set(0)
+
+    async def _sweep_after_gap(self) -> None:
+        """The missed-deletion sweep of this workspace's conversations (deletes made while
+        the connection was down sent events nobody received)."""
+        memory = self.service.memory
+        for ref in await conversations(memory, principal=Principal.job("slack-gap-sweep"), platform=payloads.PLATFORM):
+            if ref.workspace_id != self.team:
+                continue
+            try:
+                await self.sweep(memory, ref, self.config.gap_sweep_days)
+            except Exception as error:  # noqa: BLE001 - the scheduled sweep tries again later
+                log.warning("sweep after the Socket Mode gap failed for %s: %s", ref, error)
+
     async def close(self) -> None:
+        if self._gap_sweep is not None:
+            self._gap_sweep.cancel()
         if self._socket is not None:
             await self._socket.close_async()
             self._socket = None
