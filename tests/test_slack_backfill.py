@@ -125,3 +125,28 @@ async def test_a_direct_message_conversation_is_refused_before_anything_is_read(
     assert slack.calls["conversations.history"] == 0
     with pytest.raises(UnknownConversation):
         await stored(memory, channel)
+
+
+async def test_bot_notices_and_legacy_file_shares_are_backfilled_with_their_text(memory: Memory, slack: SlackStandIn) -> None:
+    channel = f"C{uuid.uuid4().hex[:8].upper()}"
+    notice = slack.message(
+        channel,
+        "",
+        "",
+        subtype="bot_message",
+        bot_id="B0JIRA",
+        username="Jira",
+        attachments=[
+            {
+                "fallback": "OPS-12 created",
+                "title": "OPS-12: Rotate the staging keys",
+                "fields": [{"title": "Assignee", "value": "Tom"}],
+            }
+        ],
+    )
+    shared = slack.message(channel, "U1", "rota", subtype="file_share", file={"id": "F1", "name": "rota.csv"})
+    service, connector = await connected(memory, slack)
+    await SlackBackfill(service, connector, TEAM, channel).run()
+    rows = {m["message_id"]: m for m in await messages(memory, conversation(TEAM, channel), principal=TEST)}
+    assert (rows[notice["ts"]]["role"], rows[notice["ts"]]["text"]) == ("bot", "OPS-12: Rotate the staging keys\nAssignee: Tom")
+    assert rows[shared["ts"]]["text"] == "rota\n[shared files: rota.csv]"

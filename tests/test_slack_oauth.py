@@ -11,9 +11,11 @@ from collections.abc import AsyncIterator
 
 import aiohttp
 import pytest
+from slack_sdk.oauth.installation_store.models.installation import Installation
 
 from bot.service import Running, running
 from bot.testing.slack_standin import SlackStandIn, service_settings
+from connectors.slack.installations import Installations, OAuthConfig
 from memory import ConversationRef, Memory, UnknownConversation, messages
 from tests.test_slack_integration import TEST, settle
 
@@ -122,3 +124,31 @@ async def test_a_revoked_bot_token_removes_the_installation_and_keeps_the_memory
     await settle(memory, multi, [c], team=team)
     assert multi.slack is not None and await multi.slack.installed(team) is None
     assert [m["text"] for m in await messages(memory, ConversationRef("slack", team, c), principal=TEST)] == [said["text"]]
+
+
+async def test_enterprise_grid_installs_are_found_per_workspace_and_removed_per_org(memory: Memory, database_url: str) -> None:
+    installations = Installations(OAuthConfig("111.grid", "secret", database_url))
+    org, team, alone = f"E{uuid.uuid4().hex[:8].upper()}", f"T{uuid.uuid4().hex[:8].upper()}", f"T{uuid.uuid4().hex[:8].upper()}"
+    try:
+        # an org-wide install (no team of its own) and a single-workspace install in the same org
+        for grid_team, token, whole in ((None, "xoxb-org", True), (alone, "xoxb-alone", False)):
+            installation = Installation(
+                app_id="A0STANDIN",
+                enterprise_id=org,
+                team_id=grid_team,
+                bot_token=token,
+                bot_id="B0STASHBIRD",
+                bot_user_id="U0STASHBIRD",
+                user_id="U1",
+                is_enterprise_install=whole,
+            )
+            await installations.store.async_save(installation)
+        assert (await installations.bot(team, org)).bot_token == "xoxb-org"  # a workspace of the org
+        assert (await installations.bot(team)).bot_token == "xoxb-org"  # its org not known (after a restart)
+        assert (await installations.bot(alone, org)).bot_token == "xoxb-alone"  # its own install first
+        await installations.remove(None, org)  # the org-wide install uninstalled
+        assert await installations.bot(team, org) is None
+        assert (await installations.bot(alone, org)).bot_token == "xoxb-alone"
+    finally:
+        await installations.remove(alone, org)
+        await installations.close()
