@@ -110,7 +110,7 @@ def sweep_job(connector: Any, days: int, hours: float) -> Job:
 
     async def due(memory: Memory) -> list[WorkItem]:
         refs = await conversations(memory, principal=SWEEP, platform=connector.name)
-        return [WorkItem(await resolve_conversation(memory, ref), ref) for ref in refs]
+        return [WorkItem(await resolve_conversation(memory, ref, principal=SWEEP), ref) for ref in refs]
 
     async def work(memory: Memory, item: WorkItem) -> dict[str, Any]:
         assert item.conversation is not None
@@ -119,6 +119,12 @@ def sweep_job(connector: Any, days: int, hours: float) -> Job:
         return report.as_dict()
 
     return Job(f"{connector.name}-sweep", due, work, interval=hours * 3600)
+
+
+NO_CONNECTOR = (
+    "no chat connector configured: set SLACK_BOT_TOKEN with SLACK_SIGNING_SECRET (or SLACK_APP_TOKEN), "
+    "or DISCORD_BOT_TOKEN; serving the HTTP endpoints and background jobs only"
+)
 
 
 @dataclass
@@ -179,6 +185,8 @@ async def running(memory: Memory, settings: Settings, host: str | None = None, p
     """Start everything; on exit shut down gracefully (see the module doc)."""
     service = ChatService(memory, config=service_config(settings))
     slack, connectors = build_connectors(service, settings)
+    if not connectors:
+        log.warning(NO_CONNECTOR)
     for connector in connectors:
         await connector.start()
     http = HttpThread(

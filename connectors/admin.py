@@ -1,17 +1,19 @@
 """``/memory`` admin commands: parse the command text, run the audit query of the memory
 core, render it as a short chat message.
 
-Only the service calls this, and only for admins; everyone else gets ``REFUSAL``. The
-queries are the core's audit API (``about``, ``explain``, ``forgotten``, ``provenance``,
-``stats``), each of which checks the principal again and logs the request in the
-conversation's audit log. A chat message is short: at most ``SHOWN`` items of a list,
-with how many more there are.
+The queries are the core's audit API (``about``, ``explain``, ``forgotten``,
+``provenance``, ``stats``); who may run them is the core's rule table's to say
+(memory/rules.py: the conversation's admins and STASHBIRD_ADMIN_IDS), which logs every
+request, granted or refused, in the conversation's audit log; a refusal is answered
+with ``REFUSAL``. A chat message is short: at most ``SHOWN`` items of a list, with how
+many more there are.
 """
 
 from __future__ import annotations
 
 from memory import (
     About,
+    AccessDenied,
     ConversationRef,
     DeletionLog,
     Explanation,
@@ -123,6 +125,8 @@ async def run(memory: Memory, conversation: ConversationRef, text: str, principa
             return render_provenance(await provenance(memory, conversation, argument, principal=principal))
         if verb == "stats":
             return render_stats(await stats(memory, conversation, principal=principal))
+    except AccessDenied:
+        return REFUSAL
     except UnknownConversation:
         return EMPTY
     except ValidationError as error:

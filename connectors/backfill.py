@@ -56,7 +56,7 @@ async def store(
 async def forget_deleted(memory: Memory, conversation: ConversationRef, message_ids: Sequence[str], principal: Principal) -> int:
     """Forget messages a history marks as deleted (each leaves a tombstone); returns how many."""
     if message_ids:
-        await resolve_conversation(memory, conversation, create=True)
+        await resolve_conversation(memory, conversation, principal=principal, create=True)
     for message_id in message_ids:
         await forget(memory, conversation, message_id, principal=principal)
     return len(message_ids)

@@ -85,7 +85,7 @@ def default_jobs(settings: JobSettings) -> list[Job]:
     grace = settings.misfire_grace_seconds
 
     async def prepare_one(memory: Memory) -> None:
-        await prepare_consolidation(memory, principal=SCHEDULER)
+        await prepare_consolidation(memory)
 
     async def consolidate_one(memory: Memory, item: WorkItem) -> dict[str, Any]:
         cap = settings.consolidate_max_tokens or None

@@ -22,53 +22,14 @@ if TYPE_CHECKING:
     from memory.api import (
         IngestReport,
         Rejected,
-        about,
         ask,
-        audit_conversations,
-        backlog,
-        build_communities,
-        citus_plan,
-        communities,
-        consolidate,
         conversations,
         drop_conversation,
         edit,
-        erase,
-        explain,
-        facts,
         forget,
-        forgotten,
-        inbox_backlog,
-        inbox_claim,
-        inbox_conversations,
-        inbox_entry,
-        inbox_prune,
-        inbox_put,
         ingest,
-        integrity,
-        load_bulk_graph,
-        load_bulk_messages,
-        load_supplied,
-        messages,
-        overview,
-        pending,
-        prepare_consolidation,
-        provenance,
-        read_cursor,
-        recall,
-        regenerate_communities,
-        regenerate_summary,
-        reindex,
-        residue,
         resolve_conversation,
-        save_cursor,
-        search_vector,
-        stats,
         stored_messages,
-        update_communities,
-        usage,
-        vacuum,
-        word_residue,
     )
     from memory.audit.about import About
     from memory.audit.explain import Explanation
@@ -76,6 +37,43 @@ if TYPE_CHECKING:
     from memory.audit.overview import ConversationSummary, Overview
     from memory.audit.provenance import Provenance
     from memory.audit.stats import Stats
+    from memory.commands.audit import (
+        about,
+        audit_conversations,
+        explain,
+        facts,
+        forgotten,
+        list_communities,
+        messages,
+        overview,
+        provenance,
+        stats,
+        usage,
+    )
+    from memory.commands.inbox import (
+        inbox_backlog,
+        inbox_claim,
+        inbox_conversations,
+        inbox_entry,
+        inbox_prune,
+        inbox_put,
+        read_cursor,
+        save_cursor,
+    )
+    from memory.commands.work import (
+        backlog,
+        build_communities,
+        citus_plan,
+        consolidate,
+        erase,
+        pending,
+        prepare_consolidation,
+        regenerate_communities,
+        regenerate_summary,
+        reindex,
+        update_communities,
+        vacuum,
+    )
     from memory.communities.run import CommunityReport
     from memory.consolidation.extraction import (
         Extractor,
@@ -83,7 +81,6 @@ if TYPE_CHECKING:
         OfflineExtractor,
         ReplayExtractor,
     )
-    from memory.consolidation.extraction.offline import analyse as offline_findings
     from memory.consolidation.run import ConsolidationReport
     from memory.core import Memory, open_memory
     from memory.episodes.append import AppendResult, Message, validate_message
@@ -98,42 +95,21 @@ if TYPE_CHECKING:
         ValidationError,
     )
     from memory.forgetting.commands import DeletionReport, EditReport
-    from memory.forgetting.policies import ForgettingPolicy
-    from memory.graph.reconcile import name_ratio, normalize_name, normalize_predicate
     from memory.models.embedder import Embedder, LocalEmbedder, OpenAIEmbedder
-    from memory.models.llm import OPERATION_HEADER, LLMClient
-    from memory.models.tokens import count_tokens
+    from memory.models.llm import LLMClient
     from memory.params import MemoryParams
     from memory.principal import Principal
-    from memory.retrieval.answering import NOT_IN_MEMORY, Answer, AnswerReply, Citation, QuotedMessage, baseline_reply
-    from memory.retrieval.calibration import Labelled, calibrate
-    from memory.retrieval.recall import Recall
-    from memory.retrieval.search import SearchResult
-    from memory.retrieval.selection import AbstentionRule, SelectionWeights
+    from memory.retrieval.answering import Answer, AnswerReply, Citation, QuotedMessage
     from memory.store.backlog import Backlog
     from memory.store.citus import CitusPlan
     from memory.store.conversations import ConversationRef
-    from memory.store.embedded import (
-        default_data_dir,
-        drop_embedded_database,
-        start_embedded,
-    )
+    from memory.store.embedded import default_data_dir, start_embedded
     from memory.store.erasure import MaintenanceReport
     from memory.store.inbox import InboxBacklog, InboxClaim, InboxEntry, InboxItem
-    from memory.store.integrity import Integrity
-    from memory.store.residue import WordResidue
-    from memory.synthetic import (
-        SuppliedCommunity,
-        SuppliedEntity,
-        SuppliedGraph,
-        SuppliedIds,
-        SuppliedRelation,
-    )
     from memory.validation import check_text, normalize_id, parse_time
 
 __all__ = [
     "About",
-    "AbstentionRule",
     "AccessDenied",
     "Answer",
     "AnswerReply",
@@ -152,63 +128,44 @@ __all__ = [
     "Embedder",
     "Explanation",
     "Extractor",
-    "ForgettingPolicy",
     "InboxBacklog",
     "InboxClaim",
     "InboxEntry",
     "InboxItem",
     "IngestReport",
-    "Integrity",
     "LLMClient",
     "LLMError",
     "LLMExtractor",
-    "Labelled",
     "LocalEmbedder",
     "MaintenanceReport",
     "Memory",
     "MemoryParams",
     "Message",
     "ModelUnavailable",
-    "NOT_IN_MEMORY",
-    "OPERATION_HEADER",
     "OfflineExtractor",
     "OpenAIEmbedder",
     "Overview",
     "Principal",
     "Provenance",
     "QuotedMessage",
-    "Recall",
     "Rejected",
     "ReplayExtractor",
-    "SearchResult",
-    "SelectionWeights",
     "StashbirdError",
     "Stats",
     "StoredMessage",
-    "SuppliedCommunity",
-    "SuppliedEntity",
-    "SuppliedGraph",
-    "SuppliedIds",
-    "SuppliedRelation",
     "UnknownConversation",
     "ValidationError",
-    "WordResidue",
     "about",
     "ask",
     "audit_conversations",
     "backlog",
-    "baseline_reply",
     "build_communities",
-    "calibrate",
     "check_text",
     "citus_plan",
-    "communities",
     "consolidate",
     "conversations",
-    "count_tokens",
     "default_data_dir",
     "drop_conversation",
-    "drop_embedded_database",
     "edit",
     "erase",
     "explain",
@@ -222,16 +179,9 @@ __all__ = [
     "inbox_prune",
     "inbox_put",
     "ingest",
-    "integrity",
-    "load_bulk_graph",
-    "load_bulk_messages",
-    "load_supplied",
+    "list_communities",
     "messages",
-    "name_ratio",
     "normalize_id",
-    "normalize_name",
-    "normalize_predicate",
-    "offline_findings",
     "open_memory",
     "overview",
     "parse_time",
@@ -239,14 +189,11 @@ __all__ = [
     "prepare_consolidation",
     "provenance",
     "read_cursor",
-    "recall",
     "regenerate_communities",
     "regenerate_summary",
     "reindex",
-    "residue",
     "resolve_conversation",
     "save_cursor",
-    "search_vector",
     "start_embedded",
     "stats",
     "stored_messages",
@@ -254,7 +201,6 @@ __all__ = [
     "usage",
     "vacuum",
     "validate_message",
-    "word_residue",
 ]
 
 
@@ -271,11 +217,6 @@ def _where() -> dict[str, tuple[str, str]]:
 
 
 _WHERE: dict[str, tuple[str, str]] = {}
-# ``communities`` names a subpackage and a command. Importing a subpackage binds its name
-# here, over the command's, so the subpackage (a docstring) is imported now and its
-# binding dropped: the name is the command's.
-importlib.import_module("memory.communities")
-del globals()["communities"]
 
 
 def __getattr__(name: str) -> object:

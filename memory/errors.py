@@ -34,15 +34,20 @@ class UnknownConversation(ValidationError):
 
 
 class AccessDenied(StashbirdError):
-    """A principal asked to audit a conversation it is not an admin of (the refusal is logged)."""
+    """A principal asked for a command its rule (memory/rules.py) does not grant it (the refusal is logged)."""
 
-    def __init__(self, principal: str, conversation: str) -> None:
-        super().__init__(
-            f"principal: {principal} may not audit conversation {conversation!r}; only the operator, "
-            "a platform admin of it, or a user listed in STASHBIRD_ADMIN_IDS may"
-        )
+    def __init__(
+        self,
+        principal: str,
+        conversation: str,
+        operation: str = "audit",
+        allowed: str = "the operator, an admin of the conversation or a user in STASHBIRD_ADMIN_IDS",
+    ) -> None:
+        where = "every conversation" if conversation == "*" else f"conversation {conversation!r}"
+        super().__init__(f"principal: {principal} may not run {operation} in {where}; only {allowed} may")
         self.principal = principal
         self.conversation = conversation
+        self.operation = operation
 
 
 class ModelUnavailable(StashbirdError):

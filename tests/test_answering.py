@@ -10,7 +10,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from sqlalchemy import select
 
-from memory import api
+import memory as api
 from memory.api import Principal
 from memory.consolidation.extraction import ReplayExtractor
 from memory.core import Memory

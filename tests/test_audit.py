@@ -22,9 +22,6 @@ from memory import (
     Memory,
     OfflineExtractor,
     Principal,
-    SuppliedEntity,
-    SuppliedGraph,
-    SuppliedRelation,
     UnknownConversation,
     ValidationError,
     about,
@@ -35,7 +32,6 @@ from memory import (
     forget,
     forgotten,
     ingest,
-    load_supplied,
     overview,
     provenance,
     resolve_conversation,
@@ -43,10 +39,11 @@ from memory import (
     validate_message,
 )
 from memory.audit.about import RELATIONS_PER_ENTITY, best_matches, shown_relations
-from memory.audit.access import may_audit, may_list
 from memory.audit.facts import MESSAGES_PER_FACT
 from memory.audit.forgotten import requester
 from memory.audit.messages import permalink
+from memory.lab import SuppliedEntity, SuppliedGraph, SuppliedRelation, load_supplied
+from memory.rules import RULES, permits
 from memory.store.residue import find_tokens
 from memory.store.schema import AuditEntry
 
@@ -58,13 +55,17 @@ OPERATOR = Principal.operator("test")
 
 def test_who_may_audit() -> None:
     admins = frozenset({"U42"})
-    assert may_audit("operator", "cli", "admin", admins)
-    assert may_audit("user", "U1", "admin", admins)
-    assert may_audit("user", "U42", "user", admins)
-    assert not may_audit("user", "U1", "user", admins)
-    assert not may_audit("event", "U42", "user", admins) and not may_audit("job", "sweep", "admin", admins)
-    assert may_list("operator", "cli", admins) and may_list("user", "U42", admins)
-    assert not may_list("user", "U1", admins)  # a platform admin is an admin of its own workspace only
+
+    def may(rule: str, principal: Principal) -> bool:
+        return permits(RULES[rule], principal, admins)
+
+    assert may("stats", Principal.operator("cli"))
+    assert may("stats", Principal.user("U1", "admin"))
+    assert may("stats", Principal.user("U42"))
+    assert not may("stats", Principal.user("U1"))
+    assert not may("stats", Principal.event("U42")) and not may("stats", Principal.job("sweep"))
+    assert may("audit_conversations", Principal.operator("cli")) and may("audit_conversations", Principal.user("U42"))
+    assert not may("audit_conversations", Principal.user("U1", "admin"))  # a platform admin: of its own workspace only
 
 
 def test_requester_and_permalink() -> None:
@@ -199,10 +200,8 @@ async def test_about_caps_relations_and_messages_and_counts_them_all(memory: Mem
     )
     rng = random.Random(7)
     vectors = [[rng.gauss(0, 1) for _ in range(384)] for _ in range(3 * count + 1)]  # messages, entities, relations
-    ids = await load_supplied(
-        memory, conversation_ref, messages, vectors[:count], graph, iter(vectors[count:]), principal=OPERATOR
-    )
-    conversation_id = await resolve_conversation(memory, conversation_ref)
+    ids = await load_supplied(memory, conversation_ref, messages, vectors[:count], graph, iter(vectors[count:]))
+    conversation_id = await resolve_conversation(memory, conversation_ref, principal=OPERATOR)
     superseded = set(ids.relations[-8:])  # the newest, so the older current ones must pass them
     async with memory.sessions.begin() as session:
         await session.execute(
@@ -243,7 +242,7 @@ async def test_a_non_admin_is_refused_by_every_query_and_logged(memory: Memory, 
             await stats(memory, conversation_ref, principal=principal)
     with pytest.raises(AccessDenied):
         await audit_conversations(memory, principal=Principal.user("U-admin", "admin"))
-    conversation_id = await resolve_conversation(memory, conversation_ref)
+    conversation_id = await resolve_conversation(memory, conversation_ref, principal=OPERATOR)
     async with memory.sessions() as session:
         refused = (
             await session.execute(

@@ -63,7 +63,7 @@ class Consolidated:
 
 async def _communities(memory: Memory, ref: ConversationRef) -> None:
     """Communities of consecutive entities (the detection itself is another module's)."""
-    conversation_id = await resolve_conversation(memory, ref)
+    conversation_id = await resolve_conversation(memory, ref, principal=OPERATOR)
     async with memory.sessions.begin() as session:
         entities = (
             (await session.execute(select(Entity.id).where(Entity.conversation_id == conversation_id).order_by(Entity.id)))

@@ -12,9 +12,9 @@ import pytest
 from clirun import stashbird
 from sqlalchemy import func, select
 
+import memory as api
 from bot.commands import jobs as jobs_command
 from bot.settings import Settings
-from memory import api
 from memory.core import Memory
 from memory.store.conversations import ConversationRef
 from memory.store.residue import find_tokens

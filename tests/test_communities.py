@@ -8,8 +8,8 @@ import uuid
 
 from sqlalchemy import select
 
+import memory as api
 from bot.testing.scripted_llm import ScriptedLLMServer
-from memory import api
 from memory.core import Memory
 from memory.graph.writes import supersede_relation
 from memory.params import MemoryParams
@@ -75,7 +75,7 @@ async def test_build_stores_groups_of_two_or_more_with_summaries_and_documents(
     assert (report.created, report.regenerated, report.rebuilt) == (2, 2, True)
     groups = sorted(members_ for members_ in (await members(memory, conversation_id)).values())
     assert groups == sorted([{ids["ann"], ids["bob"], ids["place"]}, {ids["cat"], ids["dan"], ids["eve"]}])
-    listed = await api.communities(memory, conversation_ref, principal=OPERATOR)
+    listed = await api.list_communities(memory, conversation_ref, principal=OPERATOR)
     sailing = next(c for c in listed if "Cat" in c["members"])
     assert not sailing["dirty"] and sailing["summary"].startswith("Cat, Dan, Eve.")
     assert "Cat sails with Dan" in sailing["summary"]

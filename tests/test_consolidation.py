@@ -9,7 +9,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from sqlalchemy import select
 
-from memory import api
+import memory as api
 from memory.api import Principal
 from memory.consolidation.context_store import in_order, load_context
 from memory.consolidation.extraction import (

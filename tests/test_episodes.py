@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from sqlalchemy import func, select, text
 
-from memory import api
+import memory as api
 from memory.api import Principal
 from memory.core import Memory
 from memory.episodes.append import append_messages, parse_time, validate_message

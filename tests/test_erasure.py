@@ -11,7 +11,7 @@ from pathlib import Path
 from clirun import stashbird
 from sqlalchemy import text
 
-from memory import api
+import memory as api
 from memory.api import Principal
 from memory.core import Memory
 from memory.episodes.append import validate_message

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta, timezone
 import numpy as np
 from sqlalchemy import select, text
 
-from memory import api
+import memory as api
 from memory.api import Principal
 from memory.core import Memory
 from memory.episodes.append import validate_message

@@ -11,7 +11,7 @@ from datetime import datetime, timedelta, timezone
 
 from sqlalchemy import select
 
-from memory import api
+import memory as api
 from memory.api import Principal
 from memory.core import Memory
 from memory.episodes.append import validate_message

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
+import memory as api
 from bot.testing import scripted_memory
 from bot.testing.scripted_llm import ScriptedLLMServer
 from jobs import Job, JobSettings, Scheduler, WorkItem, claims
-from memory import api
 from memory.core import Memory
 from memory.store.conversations import ConversationRef
 from tests.test_consolidation import messages
@@ -112,7 +112,7 @@ async def test_run_once_takes_new_messages_to_summarised_communities_and_skips_h
     assert results["consolidation"].status == "ok" and results["consolidation"].result["episodes"] == 2
     assert results["communities"].result["rebuilt"] is True
     assert results["community_regeneration"].result["regenerated"] >= 1
-    listed = await api.communities(memory, conversation_ref, principal=OPERATOR)
+    listed = await api.list_communities(memory, conversation_ref, principal=OPERATOR)
     assert listed and all(not c["dirty"] and c["summary"] for c in listed)
     assert await scheduler.run_once() == []  # nothing left to do
 

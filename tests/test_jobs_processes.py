@@ -22,9 +22,9 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
+import memory as api
 from bot.testing import scripted_memory
 from bot.testing.scripted_llm import ScriptedLLMServer
-from memory import api
 from memory.core import Memory, open_memory
 from memory.models.embedder import LocalEmbedder
 from memory.store.conversations import ConversationRef
@@ -104,7 +104,7 @@ async def test_two_processes_do_every_item_once_and_take_over_a_killed_ones(
             while not (held := [r for r in scripted_llm.chat_requests("extract") if r.outcome == "timeout"]):
                 await asyncio.sleep(0.05)
         stuck = next(n for n in range(len(refs)) if f"Tahoe{n} " in held[0].user)
-        stuck_id = await api.resolve_conversation(memory, refs[stuck])
+        stuck_id = await api.resolve_conversation(memory, refs[stuck], principal=OPERATOR)
         async with asyncio.timeout(30):
             while not (holder := [r for r in await runs(memory) if r["conversation_id"] == stuck_id]):
                 await asyncio.sleep(0.05)
@@ -140,5 +140,5 @@ async def test_two_processes_do_every_item_once_and_take_over_a_killed_ones(
         spans = sorted((r["started_at"], r["finished_at"]) for r in item_runs)
         assert all(earlier[1] <= later[0] for earlier, later in zip(spans, spans[1:], strict=False))
     for ref in refs:
-        listed = await api.communities(memory, ref, principal=OPERATOR)
+        listed = await api.list_communities(memory, ref, principal=OPERATOR)
         assert listed and all(c["summary"] == "They hike together." for c in listed)

@@ -1,5 +1,7 @@
 """Code outside the memory core (bot/, jobs/, connectors/) imports only its public names:
-``from memory import <name in memory.__all__>``, never a module behind them."""
+``from memory import <name in memory.__all__>``, never a module behind them, and never
+reaches the core's database handle (``.engine``, ``.sessions``). The benchmarks and the
+test tooling may also import the lab (``memory.lab``); the product never does."""
 
 from __future__ import annotations
 
@@ -7,45 +9,75 @@ import ast
 from pathlib import Path
 
 import memory
+import memory.lab
 
 ROOT = Path(__file__).resolve().parents[1]
 OUTSIDE = ("bot", "jobs", "connectors")
+LAB_USERS = ("bot/bench/", "bot/testing/")  # may import memory.lab
 
 
-def private_imports(source: str) -> list[str]:
-    """The imports of ``source`` that reach past ``memory.__all__``. Pure."""
+def private_imports(source: str, lab: bool = False) -> list[str]:
+    """The imports of ``source`` that reach past ``memory.__all__`` (and, when ``lab``,
+    past ``memory.lab.__all__`` too). Pure."""
     found = []
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
             found += [alias.name for alias in node.names if alias.name.startswith("memory.")]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            if node.module.startswith("memory."):
+            if lab and node.module == "memory.lab":
+                found += [f"memory.lab.{a.name}" for a in node.names if a.name not in memory.lab.__all__]
+            elif node.module.startswith("memory."):
                 found.append(node.module)
             elif node.module == "memory":
                 found += [f"memory.{a.name}" for a in node.names if a.name not in memory.__all__]
     return found
 
 
+def side_doors(source: str) -> list[str]:
+    """Attribute reads of a database handle (``x.engine``, ``x.sessions``): the core's
+    tables are reached through its commands only. Pure."""
+    return [
+        f"line {node.lineno}: .{node.attr}"
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Attribute) and node.attr in {"engine", "sessions", "_engine", "_sessions"}
+    ]
+
+
+def _modules() -> list[Path]:
+    modules = sorted(p for package in OUTSIDE for p in (ROOT / package).rglob("*.py"))
+    assert len(modules) > 20, "the packages were not found"
+    return modules
+
+
 def test_the_check_sees_private_imports() -> None:
     source = "import memory.core\nfrom memory.store import schema\nfrom memory import api, ask\nimport memoryless\n"
     assert private_imports(source) == ["memory.core", "memory.store", "memory.api"]
+    assert private_imports("from memory.lab import recall\n") == ["memory.lab"]
+    assert private_imports("from memory.lab import recall, door\n", lab=True) == ["memory.lab.door"]
+
+
+def test_the_check_sees_side_doors() -> None:
+    source = "async with memory.sessions() as s:\n    pass\nmemory.engine.dispose()\nx = engine\n"
+    assert side_doors(source) == ["line 1: .sessions", "line 3: .engine"]
 
 
 def test_nothing_outside_the_core_imports_its_private_modules() -> None:
-    modules = sorted(p for package in OUTSIDE for p in (ROOT / package).rglob("*.py"))
-    assert len(modules) > 20, "the packages were not found"
-    offenders = {
-        str(path.relative_to(ROOT)): names for path in modules if (names := private_imports(path.read_text(encoding="utf-8")))
-    }
+    offenders = {}
+    for path in _modules():
+        name = str(path.relative_to(ROOT))
+        if names := private_imports(path.read_text(encoding="utf-8"), lab=name.startswith(LAB_USERS)):
+            offenders[name] = names
     assert offenders == {}
 
 
 def test_every_public_name_resolves_to_what_its_module_defines() -> None:
-    """The names are imported lazily (memory/__init__.py): each one is found, and the
-    command ``communities`` is not shadowed by the subpackage of the same name."""
-    import memory.communities.run  # noqa: F401  (binds nothing over the command)
-    from memory import api
+    """The names are imported lazily (memory/__init__.py): each one is found, and no
+    public name is also a subpackage's (importing one binds its name on ``memory``)."""
+    import memory.communities.run  # noqa: F401
 
     assert all(getattr(memory, name) is not None for name in memory.__all__)
-    assert memory.communities is api.communities and callable(memory.communities)
+    assert callable(memory.list_communities)
     assert sorted(memory.__all__) == memory.__all__ and set(memory.__all__) <= set(dir(memory))
+    packages = {p.stem if p.is_file() else p.name for p in (ROOT / "memory").iterdir() if p.suffix == ".py" or p.is_dir()}
+    assert packages & set(memory.__all__) == set()
+    assert set(memory.lab.__all__) & set(memory.__all__) == set()

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta, timezone
 
 from sqlalchemy import select
 
-from memory import api
+import memory as api
 from memory.api import Principal
 from memory.consolidation.extraction import Chunk, ExtractedEntity, ExtractedRelation, Extraction
 from memory.consolidation.extraction.replay import ReplayExtractor

@@ -31,7 +31,8 @@ from sqlalchemy import text
 from bot.bench.common import bench_memory, median, percentile
 from bot.progress import progress
 from bot.settings import Settings
-from memory import ConversationRef, Memory, Principal, about, load_bulk_graph, provenance, resolve_conversation, stats
+from memory import ConversationRef, Memory, Principal, about, provenance, resolve_conversation, stats
+from memory.lab import load_bulk_graph
 
 OPERATOR = Principal.operator("bench")
 WARM_UP = 5
@@ -98,8 +99,8 @@ async def _timed(memory: Memory, call: Callable[[], Awaitable[Any]], calls: int,
 async def latency(memory: Memory, run: str, size: int, calls: int, seed: int) -> dict[str, Any]:
     ref = ConversationRef("bench-audit", run, f"latency-{size}")
     began = time.perf_counter()
-    await load_bulk_graph(memory, ref, size, principal=OPERATOR)
-    conversation_id = await resolve_conversation(memory, ref)
+    await load_bulk_graph(memory, ref, size)
+    conversation_id = await resolve_conversation(memory, ref, principal=OPERATOR)
     async with memory.engine.begin() as connection:  # consolidated up to its last message, as a served one would be
         await connection.execute(
             text(

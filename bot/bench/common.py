@@ -24,12 +24,12 @@ from memory import (
     UnknownConversation,
     build_communities,
     consolidate,
-    drop_embedded_database,
     ingest,
     messages,
     open_memory,
     start_embedded,
 )
+from memory.lab import drop_embedded_database
 
 DEFAULT_LOCOMO = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "locomo"
 # Tuning is done on the calibration split only; figures are reported on the held-out one.

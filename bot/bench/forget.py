@@ -50,16 +50,14 @@ from bot.bench.common import (
 )
 from bot.progress import progress
 from bot.settings import Settings
-from memory import (
-    ConversationRef,
+from memory import ConversationRef, Memory, ValidationError, forget
+from memory.lab import (
     ForgettingPolicy,
-    Memory,
     SuppliedCommunity,
     SuppliedEntity,
     SuppliedGraph,
     SuppliedRelation,
-    ValidationError,
-    forget,
+    forget_by_policy,
     integrity,
     load_bulk_graph,
     load_supplied,
@@ -181,14 +179,14 @@ async def build(
     message_vectors = random_vectors(rng, len(messages), dim)
     vectors = iter(random_vectors(rng, len(graph.entities) + len(graph.relations) + len(graph.communities), dim))
     ref = ConversationRef("bench-forget", run, f"{name}-{tag}")
-    ids = await load_supplied(memory, ref, messages, message_vectors, graph, vectors, principal=BENCH)
+    ids = await load_supplied(memory, ref, messages, message_vectors, graph, vectors)
     return Built(ref, {f.index: relation for f, relation in zip(facts, ids.relations, strict=True)})
 
 
 async def measure(memory: Memory, built: Built, facts: list[Fact], deleted: set[str]) -> dict[str, set[int]]:
     """Compare the store with the ground truth (a fact exists iff support is left): the
     records in each bad state, by id."""
-    state = await integrity(memory, built.ref, principal=BENCH)
+    state = await integrity(memory, built.ref)
     supported = {built.relations[f.index] for f in facts if f.support - deleted}
     return {
         "unsupported_left": set(state.unsupported_relations),
@@ -215,7 +213,10 @@ async def run_policy(
         seen: dict[str, set[int]] = {c: set() for c in COLUMNS}
         for kind, turns in steps:
             for turn in turns:
-                await forget(memory, built.ref, turn, principal=BENCH, policy=policy)
+                if policy == "stashbird":
+                    await forget(memory, built.ref, turn, principal=BENCH)
+                else:
+                    await forget_by_policy(memory, built.ref, turn, policy)
             deleted |= set(turns)
             interventions += 1
             current = await measure(memory, built, facts, deleted)
@@ -231,10 +232,10 @@ async def run_policy(
         gone_texts = [
             f"{t.message.text} {marker(tag, 'e', name, turn_key(t.dia_id))}" for t in conversation.turns if t.dia_id in deleted
         ]
-        scan = await word_residue(memory, built.ref, gone_texts, principal=BENCH, ignore=BENCH_WORDS)
+        scan = await word_residue(memory, built.ref, gone_texts, ignore=BENCH_WORDS)
         word_residue_found += len(scan.found)
         words_checked += len(scan.checked)
-    found = set(await residue(memory, f"zq{tag}[a-z0-9]+", principal=BENCH))
+    found = set(await residue(memory, f"zq{tag}[a-z0-9]+"))
     return {
         "interventions": interventions,
         "by_kind": dict(zip(KINDS, by_kind, strict=True)),
@@ -253,7 +254,7 @@ async def run_policy(
 async def latency(memory: Memory, run: str, size: int, deletes: int, seed: int) -> dict[str, Any]:
     began = time.perf_counter()
     ref = ConversationRef("bench-forget", run, f"latency-{size}")
-    await load_bulk_graph(memory, ref, size, principal=BENCH)
+    await load_bulk_graph(memory, ref, size)
     load_seconds = time.perf_counter() - began
     picks = random.Random(seed).sample(range(size), min(deletes + 5, size))
     timings: list[float] = []

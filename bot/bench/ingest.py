@@ -22,7 +22,8 @@ from bot.bench.common import (
     percentile,
 )
 from bot.settings import Settings
-from memory import ConversationRef, LocalEmbedder, Memory, Message, Principal, ingest, recall, validate_message
+from memory import ConversationRef, LocalEmbedder, Memory, Message, Principal, ingest, validate_message
+from memory.lab import recall
 
 BENCH = Principal.operator("bench")
 
@@ -44,7 +45,7 @@ async def _single_latencies(memory: Memory, count: int) -> list[float]:
         began = time.perf_counter()
         message = validate_message(fields)
         await ingest(memory, ref, [message], principal=BENCH)
-        found = await recall(memory, ref, marker, principal=BENCH, k=1, search="full_text")
+        found = await recall(memory, ref, marker, k=1, search="full_text")
         latencies.append((time.perf_counter() - began) * 1000)
         if found.message_ids() != {f"s{index}"}:
             raise RuntimeError(f"message {index} was not searchable after it was stored")

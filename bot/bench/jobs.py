@@ -54,13 +54,13 @@ from memory import (
     Message,
     Principal,
     backlog,
-    drop_embedded_database,
     forget,
     ingest,
     open_memory,
     resolve_conversation,
     start_embedded,
 )
+from memory.lab import drop_embedded_database
 
 BENCH = Principal.operator("bench")
 DATABASE = "stashbird_bench_jobs"
@@ -346,7 +346,7 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
         for ref in refs:  # a first message creates the conversation
             hello = Message("b-first", "bench", "bench", "Hello everyone.", datetime.now(UTC))
             await ingest(memory, ref, [hello], principal=BENCH)
-            ids[await resolve_conversation(memory, ref)] = ref
+            ids[await resolve_conversation(memory, ref, principal=BENCH)] = ref
         try:
             await asyncio.gather(
                 *(_feed(memory, ref, texts[n % len(texts)], args, seen, stop_at) for n, ref in enumerate(refs)),

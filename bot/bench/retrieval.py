@@ -50,15 +50,8 @@ from bot.bench.common import (
 )
 from bot.progress import progress
 from bot.settings import Settings
-from memory import (
-    ConversationRef,
-    Memory,
-    ValidationError,
-    load_bulk_messages,
-    messages,
-    recall,
-    search_vector,
-)
+from memory import ConversationRef, Memory, ValidationError, messages
+from memory.lab import load_bulk_messages, recall, search_vector
 
 KS = (10, 30)
 CATEGORIES = (1, 2, 3, 4)
@@ -127,7 +120,7 @@ async def _score(
     scores: dict[int, Score],
 ) -> float:
     """Retrieve as ``ask`` does offline over ``kinds``, score the top K; the latency (ms)."""
-    found = await recall(memory, ref, question.question, principal=BENCH, date=date, k=max(KS), kinds=kinds)
+    found = await recall(memory, ref, question.question, date=date, k=max(KS), kinds=kinds)
     gold = list(question.evidence)  # an id that names no turn is never found: a miss
     for k in KS:
         scores[k].add(question.category, gold, found.message_ids(k), found.tokens(k))
@@ -161,9 +154,7 @@ async def _locomo(
                     await _score(memory, ref, question, question_date, kinds, with_communities)
                 gold = list(question.evidence)
                 for name in baselines:
-                    shown = await recall(
-                        memory, ref, question.question, principal=BENCH, date=question_date, k=max(KS), search=name
-                    )
+                    shown = await recall(memory, ref, question.question, date=question_date, k=max(KS), search=name)
                     baselines[name].add(question.category, gold, shown.message_ids(), shown.tokens())
     return {
         "conversations": len(conversations),
@@ -204,7 +195,7 @@ async def _synthetic(memory: Memory, texts: list[str], asked: list[str], size: i
     rng = np.random.default_rng(7)
     ref = ConversationRef("bench", uuid.uuid4().hex[:6], "synthetic")
     began = time.perf_counter()
-    await load_bulk_messages(memory, ref, "Sam", _batches(texts, size, memory.embedder.dim, rng), principal=BENCH)
+    await load_bulk_messages(memory, ref, "Sam", _batches(texts, size, memory.embedder.dim, rng))
     load_seconds = time.perf_counter() - began
     questions = random.Random(7).sample(asked, min(queries, len(asked)))
     query_vectors = _unit_vectors(len(questions), memory.embedder.dim, rng)
@@ -212,7 +203,7 @@ async def _synthetic(memory: Memory, texts: list[str], asked: list[str], size: i
     plan = None
     for question, vector in zip(questions, query_vectors, strict=True):
         began = time.perf_counter()
-        found = await search_vector(memory, ref, question, vector.tolist(), principal=BENCH)
+        found = await search_vector(memory, ref, question, vector.tolist())
         latencies.append((time.perf_counter() - began) * 1000)
         plan = found.plan
     return {

@@ -9,7 +9,7 @@ from typing import Any
 
 from bot.runtime import memory_from_settings
 from bot.settings import Settings
-from memory import ConversationRef, Principal, build_communities, communities
+from memory import ConversationRef, Principal, build_communities, list_communities
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -22,7 +22,7 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     principal = Principal.operator("cli")
     async with memory_from_settings(settings) as memory:
         report = await build_communities(memory, ref, principal=principal) if args.rebuild else None
-        listed = await communities(memory, ref, principal=principal)
+        listed = await list_communities(memory, ref, principal=principal)
     return {"conversation": str(ref), "rebuild": report.as_dict() if report else None, "communities": listed}
 
 

@@ -41,7 +41,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 async def _only(memory: Memory, args: argparse.Namespace) -> frozenset[int] | None:
     if not getattr(args, "conversation", None):
         return None
-    return frozenset({await resolve_conversation(memory, ConversationRef.parse(args.conversation))})
+    return frozenset({await resolve_conversation(memory, ConversationRef.parse(args.conversation), principal=OPERATOR)})
 
 
 async def _status(memory: Memory, conversation: str | None) -> dict[str, Any]:

@@ -1,0 +1,180 @@
+"""The lab: what benchmarks and tests need from the memory core and the product never
+does. Loaders that store a synthetic conversation as given, searches by a named
+baseline or a given vector, residue scans, the forgetting benchmark's comparison
+policies, and the names of the calibration and answer-selection internals the
+benchmarks sweep.
+
+Nothing in the product (the chat service, the connectors, the jobs, the CLI's own
+commands) imports this module; tests/test_public_imports.py checks it. Lab commands
+take no principal and write no audit row: they are the operator's by construction
+(a benchmark holds the database), and they run as given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from memory.consolidation.extraction.offline import analyse as offline_findings
+from memory.door import resolve
+from memory.forgetting.policies import ForgettingPolicy
+from memory.graph.reconcile import name_ratio, normalize_name, normalize_predicate
+from memory.models.llm import OPERATION_HEADER
+from memory.models.tokens import count_tokens
+from memory.retrieval.answering import NOT_IN_MEMORY, baseline_reply
+from memory.retrieval.calibration import Labelled, calibrate
+from memory.retrieval.recall import Recall
+from memory.retrieval.search import SearchResult
+from memory.retrieval.selection import AbstentionRule, SelectionWeights
+from memory.store.embedded import drop_embedded_database
+from memory.store.integrity import Integrity
+from memory.store.residue import WordResidue
+from memory.synthetic import SuppliedCommunity, SuppliedEntity, SuppliedGraph, SuppliedIds, SuppliedRelation
+
+if TYPE_CHECKING:
+    from memory.core import Memory
+    from memory.episodes.append import Message
+    from memory.forgetting.commands import DeletionReport
+    from memory.store.conversations import ConversationRef
+
+__all__ = [
+    "NOT_IN_MEMORY",
+    "OPERATION_HEADER",
+    "AbstentionRule",
+    "ForgettingPolicy",
+    "Integrity",
+    "Labelled",
+    "Recall",
+    "SearchResult",
+    "SelectionWeights",
+    "SuppliedCommunity",
+    "SuppliedEntity",
+    "SuppliedGraph",
+    "SuppliedIds",
+    "SuppliedRelation",
+    "WordResidue",
+    "baseline_reply",
+    "calibrate",
+    "count_tokens",
+    "drop_embedded_database",
+    "forget_by_policy",
+    "integrity",
+    "load_bulk_graph",
+    "load_bulk_messages",
+    "load_supplied",
+    "name_ratio",
+    "normalize_name",
+    "normalize_predicate",
+    "offline_findings",
+    "recall",
+    "residue",
+    "search_vector",
+    "word_residue",
+]
+
+
+async def recall(
+    memory: Memory,
+    conversation: ConversationRef,
+    question: str,
+    *,
+    date: datetime | None = None,
+    k: int | None = None,
+    search: str = "hybrid",
+    kinds: Sequence[str] | None = None,
+) -> Recall:
+    """The evidence ``question`` brings back, without an answer: by the service's hybrid
+    retrieval (over ``kinds`` of documents, all by default), or by a named baseline
+    search (``full_text``, ``vector``: messages only)."""
+    from memory.retrieval.recall import recall as _recall
+
+    conversation_id = await resolve(memory, conversation)
+    when, size = date or datetime.now(UTC), k or memory.params.evidence_k
+    return await _recall(memory, conversation_id, question, when, size, search, kinds)
+
+
+async def search_vector(memory: Memory, conversation: ConversationRef, question: str, vector: list[float]) -> SearchResult:
+    """The hybrid search for a query whose vector is given (a benchmark's synthetic
+    conversation carries random vectors)."""
+    from memory.retrieval.recall import search_with_vector
+
+    return await search_with_vector(memory, await resolve(memory, conversation), question, vector)
+
+
+async def forget_by_policy(
+    memory: Memory, conversation: ConversationRef, message_id: str, policy: ForgettingPolicy
+) -> DeletionReport:
+    """Delete a stored message by one of the forgetting benchmark's comparison rules
+    (``episode-only``, ``cascade``) instead of the service's: no audit entry, and the
+    report holds the chain and the documents removed only."""
+    from memory.forgetting.policies import delete_by_policy
+    from memory.validation import normalize_id
+
+    conversation_id = await resolve(memory, conversation)
+    return await delete_by_policy(memory, conversation_id, normalize_id(message_id, "message"), policy)
+
+
+async def integrity(memory: Memory, conversation: ConversationRef) -> Integrity:
+    """Relations without support and search documents of records that are gone."""
+    from memory.store.integrity import check_integrity
+
+    conversation_id = await resolve(memory, conversation)
+    async with memory.sessions() as session:
+        return await check_integrity(session, conversation_id)
+
+
+async def residue(memory: Memory, pattern: str) -> dict[str, set[str]]:
+    """Every distinct match of the POSIX regex ``pattern`` in any text-like column of the
+    whole store (all conversations), with where it was found: proof that deleted text
+    survives nowhere."""
+    from memory.store.residue import find_tokens
+
+    async with memory.sessions() as session:
+        return await find_tokens(session, pattern)
+
+
+async def word_residue(
+    memory: Memory, conversation: ConversationRef, gone_texts: Iterable[str], *, ignore: Iterable[str] = ()
+) -> WordResidue:
+    """Words that only ``gone_texts`` (deleted or edited-away messages) said, less
+    ``ignore``, and where in the conversation's rows any of them is still found."""
+    from memory.store.residue import word_residue as _word_residue
+
+    conversation_id = await resolve(memory, conversation)
+    async with memory.sessions() as session:
+        return await _word_residue(session, conversation_id, gone_texts, ignore)
+
+
+async def load_supplied(
+    memory: Memory,
+    conversation: ConversationRef,
+    messages: Sequence[Message],
+    message_vectors: Sequence[Sequence[float]],
+    graph: SuppliedGraph,
+    vectors: Iterator[Sequence[float]],
+) -> SuppliedIds:
+    """Store messages and a graph as given (see ``memory.synthetic``)."""
+    from memory.synthetic import supply_graph
+
+    conversation_id = await resolve(memory, conversation, create=True)
+    return await supply_graph(memory, conversation_id, messages, message_vectors, graph, vectors)
+
+
+async def load_bulk_messages(
+    memory: Memory,
+    conversation: ConversationRef,
+    speaker: str,
+    batches: Iterable[tuple[Sequence[str], Iterable[Iterable[float]]]],
+) -> None:
+    """Many messages with given vectors, bulk-inserted and chained."""
+    from memory.synthetic import bulk_messages
+
+    await bulk_messages(memory, await resolve(memory, conversation, create=True), speaker, batches)
+
+
+async def load_bulk_graph(memory: Memory, conversation: ConversationRef, size: int) -> None:
+    """``size`` messages and a proportional graph with random vectors."""
+    from memory.synthetic import bulk_graph
+
+    await bulk_graph(memory, await resolve(memory, conversation, create=True), size)

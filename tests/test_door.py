@@ -1,0 +1,234 @@
+"""The door (memory/door.py) and its rule table (memory/rules.py): every public command
+called as each kind of principal, against the allow/deny table written out here (not
+read from the rules), with the audit rows each call leaves; and the rule decision's
+properties."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import uuid
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from sqlalchemy import select
+
+import memory as api
+from memory import AccessDenied, ConversationRef, Memory, Principal, validate_message
+from memory.rules import RULES, Grant, Rule, actor, permits
+from memory.store.schema import AuditEntry
+
+T0 = datetime(2026, 3, 1, 9, tzinfo=UTC)
+PRINCIPALS = {
+    "operator": Principal.operator("t"),
+    "job": Principal.job("t"),
+    "event": Principal.event("Ev-t"),
+    "user": Principal.user("U-plain"),
+    "workspace admin": Principal.user("U-ws", "admin"),
+    "configured admin": Principal.user("U-conf"),
+    "bot": Principal.user("B-bot", "bot"),
+}
+ADMINS = frozenset({"U-conf"})
+EVERYONE = set(PRINCIPALS)
+CONTENT = {"operator", "job", "event"}
+WORK = {"operator", "job"}
+AUDIT = {"operator", "workspace admin", "configured admin"}
+
+# command -> (who may, the audit row's action or None when the command leaves none)
+TABLE: dict[str, tuple[set[str], str | None]] = {
+    "ingest": (CONTENT, "ingest"),
+    "forget": (CONTENT, "delete_episode"),
+    "edit": (CONTENT, "edit_episode"),
+    "drop_conversation": (CONTENT, None),  # its audit log goes with it
+    "stored_messages": (CONTENT, None),
+    "resolve_conversation": (CONTENT, None),
+    "ask": ({"operator", "user", "workspace admin", "configured admin"}, "ask"),
+    "about": (AUDIT, "audit"),
+    "explain": (AUDIT, "audit"),
+    "forgotten": (AUDIT, "audit"),
+    "provenance": (AUDIT, "audit"),
+    "stats": (AUDIT, "audit"),
+    "overview": (AUDIT, "audit"),
+    "facts": (AUDIT, "audit"),
+    "messages": (AUDIT, "audit"),
+    "list_communities": (AUDIT, "audit"),
+    "usage": (AUDIT, None),
+    "audit_conversations": ({"operator", "configured admin"}, None),  # of the whole store
+    "consolidate": (WORK, "consolidate"),
+    "pending": (WORK, None),
+    "backlog": (WORK, None),
+    "build_communities": (WORK, "build_communities"),
+    "update_communities": (WORK, "update_communities"),
+    "regenerate_communities": (WORK, "regenerate_communities"),
+    "regenerate_summary": (WORK, "regenerate_summary"),
+    "vacuum": (WORK, None),
+    "conversations": (WORK, None),
+    "read_cursor": (WORK, None),
+    "save_cursor": (WORK, None),
+    "inbox_put": (WORK, None),
+    "inbox_conversations": (WORK, None),
+    "inbox_claim": (WORK, None),
+    "inbox_backlog": (WORK, None),
+    "inbox_prune": (WORK, None),
+    "erase": ({"operator"}, "erase"),
+    "reindex": ({"operator"}, "reindex"),
+    "citus_plan": ({"operator"}, None),
+}
+# commands that do not name the test's conversation (the whole store, or another one)
+ELSEWHERE = {
+    "drop_conversation",
+    "audit_conversations",
+    "vacuum",
+    "conversations",
+    "inbox_put",
+    "inbox_conversations",
+    "inbox_backlog",
+    "inbox_prune",
+    "citus_plan",
+}
+
+
+async def _claim(memory: Memory, ref: ConversationRef, principal: Principal) -> None:
+    async with api.inbox_claim(memory, ref, principal=principal):
+        pass
+
+
+def _calls(
+    n: int, fresh: ConversationRef, trace: int
+) -> dict[str, Callable[[Memory, ConversationRef, Principal], Awaitable[Any]]]:
+    """One call of each command; ``n`` makes message ids unique per call, ``fresh`` is a
+    conversation of its own for the command that drops one."""
+    message = validate_message({"id": f"new-{n}", "author": "ann", "text": "I moved to Lisbon.", "ts": T0.isoformat()})
+    entry = api.inbox_entry(fresh, f"ev-{n}", "message", {"n": n})
+    return {
+        "ingest": lambda m, r, p: api.ingest(m, r, [message], principal=p),
+        "forget": lambda m, r, p: api.forget(m, r, f"f{n}", principal=p),
+        "edit": lambda m, r, p: api.edit(m, r, "m1", f"I adopted a cat called Tom {n}.", principal=p),
+        "drop_conversation": lambda m, r, p: api.drop_conversation(m, fresh, principal=p),
+        "stored_messages": lambda m, r, p: api.stored_messages(m, r, principal=p),
+        "resolve_conversation": lambda m, r, p: api.resolve_conversation(m, r, principal=p),
+        "ask": lambda m, r, p: api.ask(m, r, "Who has a cat?", principal=p, date=T0 + timedelta(days=1)),
+        "about": lambda m, r, p: api.about(m, r, "Ann", principal=p),
+        "explain": lambda m, r, p: api.explain(m, r, trace, principal=p),
+        "forgotten": lambda m, r, p: api.forgotten(m, r, principal=p),
+        "provenance": lambda m, r, p: api.provenance(m, r, "m2", principal=p),
+        "stats": lambda m, r, p: api.stats(m, r, principal=p),
+        "overview": lambda m, r, p: api.overview(m, r, principal=p),
+        "facts": lambda m, r, p: api.facts(m, r, principal=p),
+        "messages": lambda m, r, p: api.messages(m, r, principal=p),
+        "list_communities": lambda m, r, p: api.list_communities(m, r, principal=p),
+        "usage": lambda m, r, p: api.usage(m, r, principal=p),
+        "audit_conversations": lambda m, r, p: api.audit_conversations(m, principal=p),
+        "consolidate": lambda m, r, p: api.consolidate(m, r, principal=p),
+        "pending": lambda m, r, p: api.pending(m, r, principal=p),
+        "backlog": lambda m, r, p: api.backlog(m, principal=p, conversation=r),
+        "build_communities": lambda m, r, p: api.build_communities(m, r, principal=p),
+        "update_communities": lambda m, r, p: api.update_communities(m, r, principal=p),
+        "regenerate_communities": lambda m, r, p: api.regenerate_communities(m, r, principal=p),
+        "regenerate_summary": lambda m, r, p: api.regenerate_summary(m, r, principal=p),
+        "vacuum": lambda m, r, p: api.vacuum(m, principal=p),
+        "conversations": lambda m, r, p: api.conversations(m, principal=p, platform="door-test"),
+        "read_cursor": lambda m, r, p: api.read_cursor(m, r, "door", principal=p),
+        "save_cursor": lambda m, r, p: api.save_cursor(m, r, "door", {"n": n}, principal=p),
+        "inbox_put": lambda m, r, p: api.inbox_put(m, [entry], principal=p),
+        "inbox_conversations": lambda m, r, p: api.inbox_conversations(m, principal=p),
+        "inbox_claim": _claim,
+        "inbox_backlog": lambda m, r, p: api.inbox_backlog(m, principal=p),
+        "inbox_prune": lambda m, r, p: api.inbox_prune(m, timedelta(days=30), principal=p),
+        "erase": lambda m, r, p: api.erase(m, r, principal=p),
+        "reindex": lambda m, r, p: api.reindex(m, r, principal=p),
+        "citus_plan": lambda m, r, p: api.citus_plan(m, principal=p),
+    }
+
+
+def test_the_table_covers_every_command_that_takes_a_principal() -> None:
+    takes = {
+        name
+        for name in api.__all__
+        if inspect.isfunction(value := getattr(api, name)) and "principal" in inspect.signature(value).parameters
+    }
+    assert takes == set(TABLE) == set(RULES)
+    assert set(_calls(0, ConversationRef("t", "", "x"), 0)) == set(TABLE)
+
+
+async def _audit_rows(memory: Memory, ref: ConversationRef) -> Counter[tuple[str, str]]:
+    conversation_id = await api.resolve_conversation(memory, ref, principal=PRINCIPALS["operator"])
+    async with memory.sessions() as session:
+        rows = await session.execute(
+            select(AuditEntry.principal, AuditEntry.action).where(AuditEntry.conversation_id == conversation_id)
+        )
+        return Counter((principal, action) for principal, action in rows)
+
+
+async def test_every_command_as_every_principal(memory: Memory) -> None:
+    memory = dataclasses.replace(memory, admin_ids=ADMINS)
+    operator = PRINCIPALS["operator"]
+    ref = ConversationRef("door-test", "", f"c-{uuid.uuid4().hex[:10]}")
+    chat = [
+        {"id": "m1", "author": "ann", "text": "I adopted a cat called Tom.", "ts": T0.isoformat()},
+        {"id": "m2", "author": "bob", "text": "Ann lives in Porto.", "ts": (T0 + timedelta(minutes=1)).isoformat()},
+        *({"id": f"f{n}", "author": "bob", "text": f"Note {n}.", "ts": T0.isoformat()} for n in range(40)),
+    ]
+    await api.ingest(memory, ref, [validate_message(m) for m in chat], principal=operator)
+    trace = (await api.ask(memory, ref, "Who has a cat?", principal=operator)).trace_id
+    outcomes: dict[tuple[str, str], str] = {}
+    for n, (kind, principal) in enumerate(PRINCIPALS.items()):
+        fresh = ConversationRef("door-test", "", f"fresh-{uuid.uuid4().hex[:10]}")
+        await api.ingest(memory, fresh, [validate_message(chat[0])], principal=operator)
+        for command, call in _calls(n, fresh, trace).items():
+            allowed, action = TABLE[command]
+            before = await _audit_rows(memory, ref)
+            try:
+                await call(memory, ref, principal)
+                outcomes[command, kind] = "allowed"
+            except AccessDenied as error:
+                outcomes[command, kind] = "denied"
+                assert str(principal) in str(error) and "only the operator" in str(error)
+            added = await _audit_rows(memory, ref) - before
+            if action is not None and outcomes[command, kind] == "allowed":
+                assert added[str(principal), action] >= 1, (command, kind, added)
+            if outcomes[command, kind] == "denied" and command not in ELSEWHERE:  # every refusal is recorded
+                refused = f"{'audit' if action == 'audit' else command}_refused"
+                assert added == Counter({(str(principal), refused): 1}), (command, kind, added)
+            elif action is None or command in ELSEWHERE:
+                assert added == Counter(), (command, kind, added)
+    expected = {(c, k): "allowed" if k in TABLE[c][0] else "denied" for c in TABLE for k in PRINCIPALS}
+    assert outcomes == expected
+
+
+async def test_a_refusal_comes_before_the_conversation_is_looked_up(memory: Memory) -> None:
+    """An unknown conversation is refused, not revealed, to a principal who may not act."""
+    nowhere = ConversationRef("door-test", "", "nowhere")
+    with pytest.raises(AccessDenied, match="may not run consolidate"):
+        await api.consolidate(memory, nowhere, principal=PRINCIPALS["user"])
+    with pytest.raises(api.UnknownConversation):
+        await api.consolidate(memory, nowhere, principal=PRINCIPALS["job"])
+
+
+kinds = st.sampled_from(["operator", "job", "event", "user"])
+roles = st.sampled_from(["user", "admin", "bot"])
+grants = st.dictionaries(st.sampled_from(["job", "event", "admin", "user", "bot"]), st.sampled_from(list(Grant)))
+
+
+@given(kinds, roles, st.booleans(), grants, st.booleans(), st.sampled_from([None, "U1", "U2"]))
+def test_the_decision(kind: Any, role: Any, configured: bool, granted: Any, store_wide: bool, owner: str | None) -> None:
+    principal = Principal(kind, "U1", role)
+    rule = Rule(granted, store_wide=store_wide)
+    admin_ids = frozenset({"U1"}) if configured else frozenset()
+    who = actor(principal, admin_ids, store_wide)
+    allowed = permits(rule, principal, admin_ids, owner)
+    assert who == kind or kind == "user"
+    if kind == "operator":
+        assert allowed  # the operator holds the database anyway
+    if kind == "user" and role == "admin" and store_wide and not configured:
+        assert who == "user"  # a workspace's admin is not an admin of the whole store
+    if kind == "user" and role == "bot":
+        assert who == "bot"
+    if kind != "operator":
+        grant = granted.get(who, Grant.NONE)
+        assert allowed == (grant is Grant.ALL or (grant is Grant.OWN and owner == "U1"))
