@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import AliasChoices, Field
 from pydantic import ValidationError as SettingsError
@@ -57,6 +57,7 @@ class Settings(BaseSettings):
     discord_api_base: str = Field("https://discord.com/api/v10", validation_alias=_env("DISCORD_API_BASE"))
     discord_gateway_url: str = Field("wss://gateway.discord.gg/", validation_alias=_env("DISCORD_GATEWAY_URL"))
     admin_ids: str = Field("", validation_alias=_env("STASHBIRD_ADMIN_IDS"))
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", validation_alias=_env("STASHBIRD_LOG_LEVEL"))
 
     jobs_interval: float = Field(5.0, gt=0, validation_alias=_env("STASHBIRD_JOBS_INTERVAL"))
     consolidate_tokens: int = Field(2_000, ge=0, validation_alias=_env("STASHBIRD_CONSOLIDATE_TOKENS"))
