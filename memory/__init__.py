@@ -50,6 +50,7 @@ if TYPE_CHECKING:
         stats,
         usage,
     )
+    from memory.commands.claims import claim_work, last_runs, release_claim, renew_claim
     from memory.commands.inbox import (
         inbox_backlog,
         inbox_claim,
@@ -102,6 +103,7 @@ if TYPE_CHECKING:
     from memory.retrieval.answering import Answer, AnswerReply, Citation, QuotedMessage
     from memory.store.backlog import Backlog
     from memory.store.citus import CitusPlan
+    from memory.store.claims import Claim, RunRecord
     from memory.store.conversations import ConversationRef
     from memory.store.embedded import default_data_dir, start_embedded
     from memory.store.erasure import MaintenanceReport
@@ -117,6 +119,7 @@ __all__ = [
     "Backlog",
     "Citation",
     "CitusPlan",
+    "Claim",
     "CommunityReport",
     "ConfigurationError",
     "ConsolidationReport",
@@ -150,6 +153,7 @@ __all__ = [
     "QuotedMessage",
     "Rejected",
     "ReplayExtractor",
+    "RunRecord",
     "StashbirdError",
     "Stats",
     "StoredMessage",
@@ -162,6 +166,7 @@ __all__ = [
     "build_communities",
     "check_text",
     "citus_plan",
+    "claim_work",
     "consolidate",
     "conversations",
     "default_data_dir",
@@ -179,6 +184,7 @@ __all__ = [
     "inbox_prune",
     "inbox_put",
     "ingest",
+    "last_runs",
     "list_communities",
     "messages",
     "normalize_id",
@@ -192,6 +198,8 @@ __all__ = [
     "regenerate_communities",
     "regenerate_summary",
     "reindex",
+    "release_claim",
+    "renew_claim",
     "resolve_conversation",
     "save_cursor",
     "start_embedded",

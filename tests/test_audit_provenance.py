@@ -15,7 +15,6 @@ from __future__ import annotations
 import dataclasses
 import uuid
 from collections import Counter
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, event, given, settings
@@ -41,12 +40,9 @@ from memory import (
 from memory.api import resolve_conversation
 from memory.audit.forgotten import ID_KINDS
 from memory.store.schema import Community, CommunityMember, Entity
+from tests.shared_data import shared_file
 
-# the shared folder beside the checkout (a worktree sits one level deeper than main)
-LOCOMO_30 = (
-    next(p for p in Path(__file__).resolve().parents if (p / "shared" / "data" / "locomo").is_dir())
-    / "shared/data/locomo/30.json"
-)
+LOCOMO_30 = shared_file("locomo/30.json")
 OPERATOR = Principal.operator("test")
 SESSIONS = 4  # of LoCoMo 30's 19: the whole conversation takes a minute to consolidate
 QUESTIONS = 6

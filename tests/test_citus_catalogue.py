@@ -6,7 +6,6 @@ both ways."""
 from __future__ import annotations
 
 import uuid
-from pathlib import Path
 
 import pytest
 from sqlalchemy import text
@@ -24,12 +23,10 @@ from memory.store.citus import (
 from memory.store.conversations import ConversationRef
 from memory.store.database import downgrade, upgrade
 from memory.store.schema import Base
+from tests.shared_data import shared_file
 
 OPERATOR = Principal.operator("test")
-LOCOMO_30 = (
-    next(p for p in Path(__file__).resolve().parents if (p / "shared" / "data" / "locomo").is_dir())
-    / "shared/data/locomo/30.json"
-)
+LOCOMO_30 = shared_file("locomo/30.json")
 
 
 async def test_the_migrated_schema_keeps_the_rules(memory: Memory) -> None:

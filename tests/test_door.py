@@ -75,6 +75,10 @@ TABLE: dict[str, tuple[set[str], str | None]] = {
     "inbox_claim": (WORK, None),
     "inbox_backlog": (WORK, None),
     "inbox_prune": (WORK, None),
+    "claim_work": (WORK, None),
+    "renew_claim": (WORK, None),
+    "release_claim": (WORK, None),
+    "last_runs": (WORK, None),
     "erase": ({"operator"}, "erase"),
     "reindex": ({"operator"}, "reindex"),
     "citus_plan": ({"operator"}, None),
@@ -90,6 +94,10 @@ ELSEWHERE = {
     "inbox_backlog",
     "inbox_prune",
     "citus_plan",
+    "claim_work",
+    "renew_claim",
+    "release_claim",
+    "last_runs",
 }
 
 
@@ -98,9 +106,10 @@ async def _claim(memory: Memory, ref: ConversationRef, principal: Principal) -> 
         pass
 
 
-def _calls(
-    n: int, fresh: ConversationRef, trace: int
-) -> dict[str, Callable[[Memory, ConversationRef, Principal], Awaitable[Any]]]:
+Call = Callable[[Memory, ConversationRef, Principal], Awaitable[Any]]
+
+
+def _calls(n: int, fresh: ConversationRef, trace: int, held: api.Claim) -> dict[str, Call]:
     """One call of each command; ``n`` makes message ids unique per call, ``fresh`` is a
     conversation of its own for the command that drops one."""
     message = validate_message({"id": f"new-{n}", "author": "ann", "text": "I moved to Lisbon.", "ts": T0.isoformat()})
@@ -140,6 +149,10 @@ def _calls(
         "inbox_claim": _claim,
         "inbox_backlog": lambda m, r, p: api.inbox_backlog(m, principal=p),
         "inbox_prune": lambda m, r, p: api.inbox_prune(m, timedelta(days=30), principal=p),
+        "claim_work": lambda m, r, p: api.claim_work(m, 0, f"door-{n}", "test", 30, principal=p),
+        "renew_claim": lambda m, r, p: api.renew_claim(m, held, 30, principal=p),
+        "release_claim": lambda m, r, p: api.release_claim(m, held, "ok", {}, principal=p),
+        "last_runs": lambda m, r, p: api.last_runs(m, [0], principal=p),
         "erase": lambda m, r, p: api.erase(m, r, principal=p),
         "reindex": lambda m, r, p: api.reindex(m, r, principal=p),
         "citus_plan": lambda m, r, p: api.citus_plan(m, principal=p),
@@ -153,7 +166,7 @@ def test_the_table_covers_every_command_that_takes_a_principal() -> None:
         if inspect.isfunction(value := getattr(api, name)) and "principal" in inspect.signature(value).parameters
     }
     assert takes == set(TABLE) == set(RULES)
-    assert set(_calls(0, ConversationRef("t", "", "x"), 0)) == set(TABLE)
+    assert set(_calls(0, ConversationRef("t", "", "x"), 0, api.Claim(0, "t", "t", 0))) == set(TABLE)
 
 
 async def _audit_rows(memory: Memory, ref: ConversationRef) -> Counter[tuple[str, str]]:
@@ -180,7 +193,9 @@ async def test_every_command_as_every_principal(memory: Memory) -> None:
     for n, (kind, principal) in enumerate(PRINCIPALS.items()):
         fresh = ConversationRef("door-test", "", f"fresh-{uuid.uuid4().hex[:10]}")
         await api.ingest(memory, fresh, [validate_message(chat[0])], principal=operator)
-        for command, call in _calls(n, fresh, trace).items():
+        held = await api.claim_work(memory, 0, f"door-held-{n}", "test", 30, principal=operator)
+        assert held is not None
+        for command, call in _calls(n, fresh, trace, held).items():
             allowed, action = TABLE[command]
             before = await _audit_rows(memory, ref)
             try:

@@ -19,8 +19,8 @@ from typing import Any
 
 from bot.runtime import memory_from_settings
 from bot.settings import Settings
-from jobs import Scheduler, claims
-from memory import ConversationRef, Memory, Principal, backlog, resolve_conversation
+from jobs import Scheduler
+from memory import ConversationRef, Memory, Principal, backlog, last_runs, resolve_conversation
 
 OPERATOR = Principal.operator("cli")
 
@@ -47,7 +47,7 @@ async def _only(memory: Memory, args: argparse.Namespace) -> frozenset[int] | No
 async def _status(memory: Memory, conversation: str | None) -> dict[str, Any]:
     ref = ConversationRef.parse(conversation) if conversation else None
     items = await backlog(memory, principal=OPERATOR, conversation=ref)
-    runs = await claims.last_runs(memory, [item.conversation_id for item in items])
+    runs = await last_runs(memory, [item.conversation_id for item in items], principal=OPERATOR)
     now = datetime.now(UTC)
     rows = []
     for item in items:

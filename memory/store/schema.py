@@ -401,6 +401,36 @@ class ConversationLock(Base):
     purpose: Mapped[int] = mapped_column(SmallInteger, primary_key=True)
 
 
+class JobClaim(Base):
+    """A work item of the scheduler: one row per (conversation, job), held by the
+    process whose lease has not run out (memory.store.claims). ``conversation_id`` 0 is
+    work tied to no conversation (a VACUUM after deletions), hence no foreign key."""
+
+    __tablename__ = "job_claims"
+
+    conversation_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    job: Mapped[str] = mapped_column(Text, primary_key=True)
+    owner: Mapped[str | None] = mapped_column(Text)
+    lease_expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    claimed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class JobRun(Base):
+    """The run log: who ran which job for which conversation, when, and its result
+    (counts, never text)."""
+
+    __tablename__ = "job_runs"
+
+    conversation_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    id: Mapped[int] = _id()
+    job: Mapped[str] = mapped_column(Text)
+    owner: Mapped[str] = mapped_column(Text)
+    status: Mapped[str] = mapped_column(Text, server_default="running")  # running | ok | failed | released | abandoned
+    result: Mapped[dict[str, Any]] = mapped_column(JSONB, server_default="{}")
+    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
 # An episode's speaker, joined on the conversation too, so that the join stays on one
 # shard when tables are distributed by conversation (both keys carry it).
 EPISODE_SPEAKER = and_(Speaker.conversation_id == Episode.conversation_id, Speaker.id == Episode.speaker_id)
