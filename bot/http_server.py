@@ -23,7 +23,7 @@ from aiohttp import web
 
 from connectors.service import ChatService, ThreadIntake
 from connectors.slack.app import SlackConnector
-from memory import Memory, open_memory
+from memory import Memory
 
 Health = Callable[[], Awaitable[dict[str, Any]]]
 
@@ -76,8 +76,7 @@ class HttpThread:
         service_loop = self._service_loop
         assert service_loop is not None
         try:
-            url = self.memory.engine.url.render_as_string(hide_password=False)
-            memory = await open_memory(url, self.memory.embedder, migrate=False)
+            memory = await self.memory.on_this_loop()
         except BaseException as error:
             self._ready.set_exception(error)
             return
@@ -105,4 +104,4 @@ class HttpThread:
                 self._ready.set_exception(error)
             raise
         finally:
-            await memory.engine.dispose()  # the embedder is the service's: not closed here
+            await memory.close_database()  # the embedder is the service's: not closed here

@@ -34,6 +34,18 @@ class Memory:
     params: MemoryParams = field(default_factory=MemoryParams)
     admin_ids: frozenset[str] = frozenset()  # platform user ids allowed to audit (STASHBIRD_ADMIN_IDS)
 
+    async def on_this_loop(self) -> Memory:
+        """The same memory with a connection pool of its own, for another thread's event
+        loop (a pool belongs to the loop that made it): same database, embedder,
+        parameters and admins, no LLM. Close it with ``close_database`` (the embedder
+        stays this one's)."""
+        url = self.engine.url.render_as_string(hide_password=False)
+        return await open_memory(url, self.embedder, params=self.params, migrate=False, admin_ids=self.admin_ids)
+
+    async def close_database(self) -> None:
+        """Close the database pool only."""
+        await self.engine.dispose()
+
     async def close(self) -> None:
         """Close the database pool, the embedder and the LLM client."""
         await self.engine.dispose()

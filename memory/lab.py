@@ -14,7 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import text
 
 from memory.consolidation.extraction.offline import analyse as offline_findings
 from memory.door import resolve
@@ -57,7 +59,17 @@ __all__ = [
     "baseline_reply",
     "calibrate",
     "count_tokens",
+    "backend_pid",
+    "consolidated_messages",
+    "consolidation_lags",
+    "deletable_messages",
+    "dirty_among",
     "drop_embedded_database",
+    "drop_vector_index",
+    "job_runs",
+    "mark_consolidated",
+    "server_pids",
+    "waiting_ages",
     "forget_by_policy",
     "integrity",
     "load_bulk_graph",
@@ -178,3 +190,95 @@ async def load_bulk_graph(memory: Memory, conversation: ConversationRef, size: i
     from memory.synthetic import bulk_graph
 
     await bulk_graph(memory, await resolve(memory, conversation, create=True), size)
+
+
+# --- the benchmarks' switches and probes: named statements over the core's tables ----
+
+_CONSOLIDATED = text(
+    "SELECT e.id, extract(epoch FROM clock_timestamp() - e.ingested_at) FROM episodes e "
+    "JOIN checkpoints k ON k.conversation_id = e.conversation_id "
+    "WHERE e.conversation_id = :c AND e.id > :w AND e.id <= k.last_episode_id"
+)
+_DELETABLE = text(
+    "SELECT ep.platform_message_id FROM entity_provenance p JOIN episodes ep ON ep.conversation_id = :c AND ep.id = p.episode_id "
+    "JOIN community_members m ON m.entity_id = p.entity_id AND m.conversation_id = :c "
+    "JOIN communities c ON c.conversation_id = :c AND c.id = m.community_id AND NOT c.dirty "
+    "JOIN checkpoints k ON k.conversation_id = :c "
+    "WHERE p.conversation_id = :c AND ep.id <= k.last_episode_id ORDER BY ep.id LIMIT :n"
+)
+_WAITING = text(
+    "SELECT extract(epoch FROM clock_timestamp() - e.ingested_at) FROM episodes e "
+    "JOIN checkpoints k ON k.conversation_id = e.conversation_id WHERE e.conversation_id = :c AND e.id > k.last_episode_id "
+    "UNION ALL SELECT extract(epoch FROM clock_timestamp() - e.ingested_at) FROM episodes e WHERE e.conversation_id = :c "
+    "AND NOT EXISTS (SELECT 1 FROM checkpoints k WHERE k.conversation_id = :c)"
+)
+_DIRTY = text("SELECT id FROM communities WHERE conversation_id = :c AND id = ANY(:ids) AND dirty")
+_RUNS = text("SELECT conversation_id, job, owner, status, result, started_at, finished_at FROM job_runs ORDER BY started_at")
+_COVERED = text("SELECT count(*) FROM episodes e JOIN checkpoints k USING (conversation_id) WHERE e.id <= k.last_episode_id")
+_MARK = text(
+    "INSERT INTO checkpoints (conversation_id, last_episode_id) SELECT :c, max(id) FROM episodes WHERE conversation_id = :c"
+)
+
+
+async def drop_vector_index(memory: Memory) -> None:
+    """Drop the search documents' vector index: exact search, so that a latency figure
+    does not depend on the approximate index's build."""
+    async with memory.engine.begin() as connection:
+        await connection.execute(text("DROP INDEX IF EXISTS ix_search_documents_embedding"))
+
+
+async def mark_consolidated(memory: Memory, conversation: ConversationRef) -> None:
+    """Checkpoint the conversation at its last message, as a served one would be."""
+    conversation_id = await resolve(memory, conversation)
+    async with memory.engine.begin() as connection:
+        await connection.execute(_MARK, {"c": conversation_id})
+
+
+async def server_pids(memory: Memory) -> list[int]:
+    """The server processes serving this database (for their CPU time)."""
+    async with memory.engine.connect() as connection:
+        rows = await connection.execute(text("SELECT pid FROM pg_stat_activity WHERE datname = current_database()"))
+        return [int(pid) for pid in rows.scalars()]
+
+
+async def backend_pid(memory: Memory) -> int:
+    """The server process of one connection (its parent is the postmaster)."""
+    async with memory.engine.connect() as connection:
+        return int((await connection.execute(text("SELECT pg_backend_pid()"))).scalar_one())
+
+
+async def consolidation_lags(memory: Memory, conversation_id: int, after: int) -> list[tuple[int, float]]:
+    """(message id, seconds since it was ingested) of the consolidated messages past ``after``."""
+    async with memory.engine.connect() as connection:
+        rows = await connection.execute(_CONSOLIDATED, {"c": conversation_id, "w": after})
+        return [(int(episode), float(lag)) for episode, lag in rows]
+
+
+async def dirty_among(memory: Memory, conversation_id: int, community_ids: list[int]) -> set[int]:
+    """Which of these communities are still dirty."""
+    async with memory.engine.connect() as connection:
+        return set((await connection.execute(_DIRTY, {"c": conversation_id, "ids": community_ids})).scalars())
+
+
+async def deletable_messages(memory: Memory, conversation_id: int, limit: int = 20) -> list[str]:
+    """Consolidated messages that support an entity of a clean community."""
+    async with memory.engine.connect() as connection:
+        return list((await connection.execute(_DELETABLE, {"c": conversation_id, "n": limit})).scalars())
+
+
+async def waiting_ages(memory: Memory, conversation_id: int) -> list[float]:
+    """Seconds since each message still waiting for consolidation was ingested."""
+    async with memory.engine.connect() as connection:
+        return [float(age) for age in (await connection.execute(_WAITING, {"c": conversation_id})).scalars()]
+
+
+async def job_runs(memory: Memory) -> list[dict[str, Any]]:
+    """Every run in the scheduler's run log, oldest first."""
+    async with memory.engine.connect() as connection:
+        return [dict(row._mapping) for row in await connection.execute(_RUNS)]
+
+
+async def consolidated_messages(memory: Memory) -> int:
+    """How many messages the checkpoints cover, over the whole store."""
+    async with memory.engine.connect() as connection:
+        return int((await connection.execute(_COVERED)).scalar_one())

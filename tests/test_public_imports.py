@@ -70,6 +70,19 @@ def test_nothing_outside_the_core_imports_its_private_modules() -> None:
     assert offenders == {}
 
 
+def test_nothing_outside_the_core_holds_its_database() -> None:
+    offenders = {
+        str(path.relative_to(ROOT)): found for path in _modules() if (found := side_doors(path.read_text(encoding="utf-8")))
+    }
+    assert offenders == {}
+
+
+def test_the_product_never_imports_the_lab() -> None:
+    product = [p for p in _modules() if not str(p.relative_to(ROOT)).startswith(LAB_USERS)]
+    importers = [str(p.relative_to(ROOT)) for p in product if "memory.lab" in private_imports(p.read_text(encoding="utf-8"))]
+    assert len(product) > 20 and importers == []
+
+
 def test_every_public_name_resolves_to_what_its_module_defines() -> None:
     """The names are imported lazily (memory/__init__.py): each one is found, and no
     public name is also a subpackage's (importing one binds its name on ``memory``)."""

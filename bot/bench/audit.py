@@ -26,13 +26,11 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import text
-
 from bot.bench.common import bench_memory, median, percentile
 from bot.progress import progress
 from bot.settings import Settings
-from memory import ConversationRef, Memory, Principal, about, provenance, resolve_conversation, stats
-from memory.lab import load_bulk_graph
+from memory import ConversationRef, Memory, Principal, about, provenance, stats
+from memory.lab import drop_vector_index, load_bulk_graph, mark_consolidated, server_pids
 
 OPERATOR = Principal.operator("bench")
 WARM_UP = 5
@@ -65,15 +63,13 @@ def _calls(memory: Memory, ref: ConversationRef, size: int, rng: random.Random) 
 async def _server_cpu(memory: Memory) -> float:
     """Seconds of CPU used so far by the server processes serving this database (0 where
     /proc cannot tell, e.g. a remote server)."""
-    async with memory.engine.connect() as connection:
-        pids = (await connection.execute(text("SELECT pid FROM pg_stat_activity WHERE datname = current_database()"))).scalars()
-        ticks = 0
-        for pid in pids:
-            try:
-                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            ticks += int(fields[11]) + int(fields[12])  # utime, stime
+    ticks = 0
+    for pid in await server_pids(memory):
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        ticks += int(fields[11]) + int(fields[12])  # utime, stime
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
@@ -100,15 +96,7 @@ async def latency(memory: Memory, run: str, size: int, calls: int, seed: int) ->
     ref = ConversationRef("bench-audit", run, f"latency-{size}")
     began = time.perf_counter()
     await load_bulk_graph(memory, ref, size)
-    conversation_id = await resolve_conversation(memory, ref, principal=OPERATOR)
-    async with memory.engine.begin() as connection:  # consolidated up to its last message, as a served one would be
-        await connection.execute(
-            text(
-                "INSERT INTO checkpoints (conversation_id, last_episode_id) "
-                "SELECT :cid, max(id) FROM episodes WHERE conversation_id = :cid"
-            ),
-            {"cid": conversation_id},
-        )
+    await mark_consolidated(memory, ref)  # consolidated up to its last message, as a served one would be
     row: dict[str, Any] = {"messages": size, "load_seconds": round(time.perf_counter() - began, 1), "calls": calls}
     queries = _calls(memory, ref, size, random.Random(seed))
     with progress(calls * len(QUERIES), f"audit at {size}") as bar:
@@ -121,8 +109,7 @@ async def latency(memory: Memory, run: str, size: int, calls: int, seed: int) ->
 async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     sizes = [int(s) for s in str(args.sizes).split(",") if s.strip()]
     async with bench_memory(settings, "stashbird_bench_audit") as memory:
-        async with memory.engine.begin() as connection:
-            await connection.execute(text("DROP INDEX IF EXISTS ix_search_documents_embedding"))
+        await drop_vector_index(memory)
         rows = [await latency(memory, uuid.uuid4().hex[:6], size, args.calls, args.seed) for size in sizes]
     return {"bench": "audit", "latency": rows}
 

@@ -37,7 +37,6 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
-from sqlalchemy import text
 
 from bot import locomo
 from bot.bench.common import (
@@ -57,6 +56,7 @@ from memory.lab import (
     SuppliedEntity,
     SuppliedGraph,
     SuppliedRelation,
+    drop_vector_index,
     forget_by_policy,
     integrity,
     load_bulk_graph,
@@ -291,8 +291,7 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
             policies[policy] = await run_policy(memory, policy, run_id, conversations, args.per_kind, args.seed)
     sizes = [int(s) for s in str(args.sizes).split(",") if s.strip()]
     async with bench_memory(settings, "stashbird_bench_forget_latency") as memory:
-        async with memory.engine.begin() as connection:
-            await connection.execute(text("DROP INDEX IF EXISTS ix_search_documents_embedding"))
+        await drop_vector_index(memory)
         latencies = [await latency(memory, run_id, size, args.deletes, args.seed) for size in sizes]
     return {
         "bench": "forget",

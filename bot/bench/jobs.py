@@ -43,7 +43,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 import psutil
-from sqlalchemy import text
 
 from bot.bench.common import DEFAULT_LOCOMO, load_locomo, median, percentile
 from bot.runtime import build_embedder
@@ -60,7 +59,16 @@ from memory import (
     resolve_conversation,
     start_embedded,
 )
-from memory.lab import drop_embedded_database
+from memory.lab import (
+    backend_pid,
+    consolidated_messages,
+    consolidation_lags,
+    deletable_messages,
+    dirty_among,
+    drop_embedded_database,
+    job_runs,
+    waiting_ages,
+)
 
 BENCH = Principal.operator("bench")
 DATABASE = "stashbird_bench_jobs"
@@ -146,46 +154,23 @@ async def _feed(
         await asyncio.sleep(1.0)
 
 
-_CONSOLIDATED = text(
-    "SELECT e.id, extract(epoch FROM clock_timestamp() - e.ingested_at) FROM episodes e "
-    "JOIN checkpoints k ON k.conversation_id = e.conversation_id "
-    "WHERE e.conversation_id = :c AND e.id > :w AND e.id <= k.last_episode_id"
-)
-_DELETABLE = text(
-    "SELECT ep.platform_message_id FROM entity_provenance p JOIN episodes ep ON ep.conversation_id = :c AND ep.id = p.episode_id "
-    "JOIN community_members m ON m.entity_id = p.entity_id AND m.conversation_id = :c "
-    "JOIN communities c ON c.conversation_id = :c AND c.id = m.community_id AND NOT c.dirty "
-    "JOIN checkpoints k ON k.conversation_id = :c "
-    "WHERE p.conversation_id = :c AND ep.id <= k.last_episode_id ORDER BY ep.id LIMIT 20"
-)
-_WAITING = text(
-    "SELECT extract(epoch FROM clock_timestamp() - e.ingested_at) FROM episodes e "
-    "JOIN checkpoints k ON k.conversation_id = e.conversation_id WHERE e.conversation_id = :c AND e.id > k.last_episode_id "
-    "UNION ALL SELECT extract(epoch FROM clock_timestamp() - e.ingested_at) FROM episodes e WHERE e.conversation_id = :c "
-    "AND NOT EXISTS (SELECT 1 FROM checkpoints k WHERE k.conversation_id = :c)"
-)
-_CLEAN = text("SELECT id FROM communities WHERE conversation_id = :c AND id = ANY(:ids) AND dirty")
-
-
 async def _watch(memory: Memory, ids: dict[int, ConversationRef], seen: Observed) -> None:
     """Record consolidation lags of newly covered messages and regeneration lags."""
-    async with memory.engine.connect() as connection:
-        for cid in ids:
-            rows = (await connection.execute(_CONSOLIDATED, {"c": cid, "w": seen.watermarks.get(cid, 0)})).all()
-            if rows:
-                seen.lag(cid, [float(lag) for _, lag in rows])
-                seen.watermarks[cid] = max(episode for episode, _ in rows)
-            waiting = [c for c, (owner, _) in seen.waiting.items() if owner == cid]
-            if waiting:
-                dirty = set((await connection.execute(_CLEAN, {"c": cid, "ids": waiting})).scalars())
-                for community in set(waiting) - dirty:
-                    seen.regeneration_lags.append(time.monotonic() - seen.waiting.pop(community)[1])
+    for cid in ids:
+        rows = await consolidation_lags(memory, cid, seen.watermarks.get(cid, 0))
+        if rows:
+            seen.lag(cid, [lag for _, lag in rows])
+            seen.watermarks[cid] = max(episode for episode, _ in rows)
+        waiting = [c for c, (owner, _) in seen.waiting.items() if owner == cid]
+        if waiting:
+            dirty = await dirty_among(memory, cid, waiting)
+            for community in set(waiting) - dirty:
+                seen.regeneration_lags.append(time.monotonic() - seen.waiting.pop(community)[1])
 
 
 async def _delete_one(memory: Memory, ids: dict[int, ConversationRef], rng: random.Random, seen: Observed) -> None:
     cid = rng.choice(sorted(ids))
-    async with memory.engine.connect() as connection:
-        candidates = list((await connection.execute(_DELETABLE, {"c": cid})).scalars())
+    candidates = await deletable_messages(memory, cid)
     if not candidates:
         return
     report = await forget(memory, ids[cid], rng.choice(candidates), principal=BENCH)
@@ -214,28 +199,17 @@ async def _observe(
             if not any(b.unconsolidated_messages or b.dirty_communities for b in items):
                 break
         await asyncio.sleep(0.5)
-    async with memory.engine.connect() as connection:  # what never got done counts with its age
-        for cid in ids:
-            ages = [float(age) for age in (await connection.execute(_WAITING, {"c": cid})).scalars()]
-            seen.lag(cid, ages)
-            seen.unfinished += len(ages)
+    for cid in ids:  # what never got done counts with its age
+        ages = await waiting_ages(memory, cid)
+        seen.lag(cid, ages)
+        seen.unfinished += len(ages)
     now = time.monotonic()
     seen.regeneration_lags += [now - since for _, since in seen.waiting.values()]
 
 
-_RUNS = text("SELECT conversation_id, job, owner, status, result, started_at, finished_at FROM job_runs ORDER BY started_at")
-
-
 async def _runs(memory: Memory) -> tuple[list[dict[str, Any]], int]:
     """Every run in the log, and how many messages the checkpoints cover."""
-    async with memory.engine.connect() as connection:
-        runs = [dict(r._mapping) for r in await connection.execute(_RUNS)]
-        consolidated = (
-            await connection.execute(
-                text("SELECT count(*) FROM episodes e JOIN checkpoints k USING (conversation_id) WHERE e.id <= k.last_episode_id")
-            )
-        ).scalar_one()
-    return runs, int(consolidated)
+    return await job_runs(memory), await consolidated_messages(memory)
 
 
 def _duplicates(runs: list[dict[str, Any]], consolidated: int, seen: Observed) -> dict[str, int]:
@@ -290,8 +264,7 @@ def _cpu(process: psutil.Process) -> float:
 async def _server_cpu(memory: Memory) -> float | None:
     """CPU seconds the database server used so far: the postmaster, its exited children
     (counted in its own times) and its live ones. None when the server is elsewhere."""
-    async with memory.engine.connect() as connection:
-        backend = (await connection.execute(text("SELECT pg_backend_pid()"))).scalar_one()
+    backend = await backend_pid(memory)
     try:
         postmaster = psutil.Process(backend).parent()
         if postmaster is None:
