@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import AliasChoices, Field
 from pydantic import ValidationError as SettingsError
@@ -35,7 +35,7 @@ class Settings(BaseSettings):
     llm_base_url: str | None = Field(None, validation_alias=_env("STASHBIRD_LLM_BASE_URL"))
     llm_api_key: str | None = Field(None, validation_alias=_env("STASHBIRD_LLM_API_KEY"))
     llm_model: str = Field("gpt-4o-mini", validation_alias=_env("STASHBIRD_LLM_MODEL"))
-    llm_timeout: float = Field(60.0, gt=0, allow_inf_nan=False, validation_alias=_env("STASHBIRD_LLM_TIMEOUT"))
+    llm_timeout: float = Field(60.0, gt=0, le=3600, allow_inf_nan=False, validation_alias=_env("STASHBIRD_LLM_TIMEOUT"))
     llm_max_retries: int = Field(3, ge=0, le=20, validation_alias=_env("STASHBIRD_LLM_MAX_RETRIES"))
 
     slack_bot_token: str | None = Field(None, validation_alias=_env("SLACK_BOT_TOKEN"))
@@ -47,42 +47,54 @@ class Settings(BaseSettings):
     slack_client_secret: str | None = Field(None, validation_alias=_env("SLACK_CLIENT_SECRET"))
     slack_forget_on_uninstall: bool = Field(False, validation_alias=_env("SLACK_FORGET_ON_UNINSTALL"))
     http_host: str = Field("0.0.0.0", validation_alias=_env("STASHBIRD_HTTP_HOST"))
-    http_port: int = Field(3000, validation_alias=_env("STASHBIRD_HTTP_PORT"))
-    workers: int = Field(4, validation_alias=_env("STASHBIRD_WORKERS"))
-    sweep_days: int = Field(7, validation_alias=_env("STASHBIRD_SWEEP_DAYS"))
-    sweep_hours: float = Field(6.0, validation_alias=_env("STASHBIRD_SWEEP_HOURS"))
+    http_port: int = Field(3000, ge=0, le=65535, validation_alias=_env("STASHBIRD_HTTP_PORT"))  # 0 picks a free one
+    workers: int = Field(4, ge=1, le=1000, validation_alias=_env("STASHBIRD_WORKERS"))
+    sweep_days: int = Field(7, ge=1, le=3650, validation_alias=_env("STASHBIRD_SWEEP_DAYS"))
+    sweep_hours: float = Field(6.0, ge=0, le=24 * 365, allow_inf_nan=False, validation_alias=_env("STASHBIRD_SWEEP_HOURS"))
     serve_jobs: bool = Field(True, validation_alias=_env("STASHBIRD_SERVE_JOBS"))
-    vacuum_seconds: float = Field(60.0, ge=0, validation_alias=_env("STASHBIRD_VACUUM_SECONDS"))
+    vacuum_seconds: float = Field(60.0, ge=0, allow_inf_nan=False, validation_alias=_env("STASHBIRD_VACUUM_SECONDS"))
     discord_bot_token: str | None = Field(None, validation_alias=_env("DISCORD_BOT_TOKEN"))
     discord_api_base: str = Field("https://discord.com/api/v10", validation_alias=_env("DISCORD_API_BASE"))
     discord_gateway_url: str = Field("wss://gateway.discord.gg/", validation_alias=_env("DISCORD_GATEWAY_URL"))
     admin_ids: str = Field("", validation_alias=_env("STASHBIRD_ADMIN_IDS"))
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", validation_alias=_env("STASHBIRD_LOG_LEVEL"))
 
-    jobs_interval: float = Field(5.0, gt=0, validation_alias=_env("STASHBIRD_JOBS_INTERVAL"))
-    consolidate_tokens: int = Field(2_000, ge=0, validation_alias=_env("STASHBIRD_CONSOLIDATE_TOKENS"))
-    consolidate_idle_seconds: float = Field(60.0, ge=0, validation_alias=_env("STASHBIRD_CONSOLIDATE_IDLE_SECONDS"))
-    consolidate_max_wait_seconds: float = Field(30.0, ge=0, validation_alias=_env("STASHBIRD_CONSOLIDATE_MAX_WAIT_SECONDS"))
-    consolidate_max_tokens: int = Field(4_000, ge=0, validation_alias=_env("STASHBIRD_CONSOLIDATE_MAX_TOKENS"))
-    job_lease_seconds: float = Field(60.0, gt=0, validation_alias=_env("STASHBIRD_JOB_LEASE_SECONDS"))
-    jobs_shutdown_grace: float = Field(10.0, ge=0, validation_alias=_env("STASHBIRD_JOBS_SHUTDOWN_GRACE"))
-    jobs_misfire_grace: int = Field(30, ge=1, validation_alias=_env("STASHBIRD_JOBS_MISFIRE_GRACE"))
-    community_rebuild_share: float = Field(0.2, ge=0, le=1, validation_alias=_env("STASHBIRD_COMMUNITY_REBUILD_SHARE"))
+    # The scheduler's settings: bounds here, defaults in jobs/settings.py (unset: its default).
+    jobs_interval: float | None = Field(None, gt=0, allow_inf_nan=False, validation_alias=_env("STASHBIRD_JOBS_INTERVAL"))
+    consolidate_tokens: int | None = Field(None, ge=0, validation_alias=_env("STASHBIRD_CONSOLIDATE_TOKENS"))
+    consolidate_idle_seconds: float | None = Field(
+        None, ge=0, allow_inf_nan=False, validation_alias=_env("STASHBIRD_CONSOLIDATE_IDLE_SECONDS")
+    )
+    consolidate_max_wait_seconds: float | None = Field(
+        None, ge=0, allow_inf_nan=False, validation_alias=_env("STASHBIRD_CONSOLIDATE_MAX_WAIT_SECONDS")
+    )
+    consolidate_max_tokens: int | None = Field(None, ge=0, validation_alias=_env("STASHBIRD_CONSOLIDATE_MAX_TOKENS"))
+    job_lease_seconds: float | None = Field(None, gt=0, allow_inf_nan=False, validation_alias=_env("STASHBIRD_JOB_LEASE_SECONDS"))
+    jobs_shutdown_grace: float | None = Field(
+        None, ge=0, allow_inf_nan=False, validation_alias=_env("STASHBIRD_JOBS_SHUTDOWN_GRACE")
+    )
+    jobs_misfire_grace: int | None = Field(None, ge=1, validation_alias=_env("STASHBIRD_JOBS_MISFIRE_GRACE"))
+    community_rebuild_share: float | None = Field(
+        None, ge=0, le=1, allow_inf_nan=False, validation_alias=_env("STASHBIRD_COMMUNITY_REBUILD_SHARE")
+    )
 
     def job_settings(self) -> JobSettings:
+        """The scheduler's settings: what the environment sets, the scheduler's defaults
+        for the rest."""
         from jobs import JobSettings  # the scheduler's package, imported by the commands that run it
 
-        return JobSettings(
-            interval_seconds=self.jobs_interval,
-            consolidate_tokens=self.consolidate_tokens,
-            consolidate_idle_seconds=self.consolidate_idle_seconds,
-            consolidate_max_wait_seconds=self.consolidate_max_wait_seconds,
-            consolidate_max_tokens=self.consolidate_max_tokens,
-            lease_seconds=self.job_lease_seconds,
-            shutdown_grace=self.jobs_shutdown_grace,
-            misfire_grace_seconds=self.jobs_misfire_grace,
-            rebuild_share=self.community_rebuild_share,
-        )
+        given: dict[str, Any] = {
+            "interval_seconds": self.jobs_interval,
+            "consolidate_tokens": self.consolidate_tokens,
+            "consolidate_idle_seconds": self.consolidate_idle_seconds,
+            "consolidate_max_wait_seconds": self.consolidate_max_wait_seconds,
+            "consolidate_max_tokens": self.consolidate_max_tokens,
+            "lease_seconds": self.job_lease_seconds,
+            "shutdown_grace": self.jobs_shutdown_grace,
+            "misfire_grace_seconds": self.jobs_misfire_grace,
+            "rebuild_share": self.community_rebuild_share,
+        }
+        return JobSettings(**{name: value for name, value in given.items() if value is not None})
 
     @property
     def llm_enabled(self) -> bool:

@@ -1,4 +1,5 @@
-"""The scheduler's settings (bot/settings.py fills them from the environment)."""
+"""The scheduler's settings, each default written here once (bot/settings.py reads and
+bounds the environment variables that override them)."""
 
 from __future__ import annotations
 

@@ -38,6 +38,14 @@ def one_line(err: str, *words: str) -> bool:
         ({"DATABASE_URL": "postgresql://u:secret@host:port/db"}, ("database URL cannot be used",)),
         ({"DATABASE_URL": f"postgresql://postgres:secret@127.0.0.1:{closed_port()}/x"}, ("cannot open the database", "***")),
         ({"STASHBIRD_LLM_TIMEOUT": "nan"}, ("STASHBIRD_LLM_TIMEOUT",)),
+        ({"STASHBIRD_WORKERS": "0"}, ("STASHBIRD_WORKERS='0'", "greater than or equal to 1")),
+        ({"STASHBIRD_SWEEP_DAYS": "0"}, ("STASHBIRD_SWEEP_DAYS='0'",)),
+        ({"STASHBIRD_SWEEP_HOURS": "-1"}, ("STASHBIRD_SWEEP_HOURS='-1'",)),
+        ({"STASHBIRD_SWEEP_HOURS": "inf"}, ("STASHBIRD_SWEEP_HOURS",)),
+        ({"STASHBIRD_HTTP_PORT": "70000"}, ("STASHBIRD_HTTP_PORT='70000'", "less than or equal to 65535")),
+        ({"STASHBIRD_JOBS_INTERVAL": "0"}, ("STASHBIRD_JOBS_INTERVAL='0'", "greater than 0")),
+        ({"STASHBIRD_COMMUNITY_REBUILD_SHARE": "1.5"}, ("STASHBIRD_COMMUNITY_REBUILD_SHARE",)),
+        ({"STASHBIRD_LOG_LEVEL": "LOUD"}, ("STASHBIRD_LOG_LEVEL='LOUD'",)),
     ],
 )
 async def test_bad_settings_are_one_line(
