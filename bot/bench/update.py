@@ -4,7 +4,7 @@ Replays supplied extractions session by session, each session a batch consolidat
 a fresh run from the saved checkpoint, over 20 sequences: the ten LoCoMo conversations
 (extractions derived by code from the annotations: one fact per question, stated by its
 evidence turns, so facts resting on several turns are restated across sessions) and ten
-correction sequences (bot/benchmarks/correction_sequences.py). The final state of each
+correction sequences (bot/bench/correction_sequences.py). The final state of each
 sequence passes when:
 
 - no duplicate active relations (two active relations with the same subject, predicate

@@ -2,7 +2,7 @@
 
 Ingests the ten LoCoMo conversations and consolidates each with the default parameters
 through the real LLM client and the scripted OpenAI-compatible server on loopback,
-whose handlers (bot/scripted_memory.py) answer the real prompts deterministically (the
+whose handlers (bot/testing/scripted_memory.py) answer the real prompts deterministically (the
 extraction reply is what the offline extractor finds in the prompt's new lines). Prompt
 tokens are the real prompts' sizes; completion tokens depend on the scripted replies.
 Reference (the paper): 57 ingestion LLM calls and 484K ingestion prompt tokens for these

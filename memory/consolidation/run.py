@@ -5,7 +5,7 @@ Per chunk: read the episodes, extract (LLM or not) *outside* any write transacti
 embed, look up entity candidates and adjudicate doubtful ones, then in ONE transaction
 under the conversation's graph lock: re-check that the chunk's episodes still exist
 unchanged (a deletion or edit meanwhile must not be resurrected), reconcile entities and
-relations (memory/reconcile.py), write them with their provenance and search documents
+relations (memory/graph/reconcile.py), write them with their provenance and search documents
 (memory/graph/writes.py) and save the new checkpoint. Killing the process at any point loses
 nothing and duplicates nothing: a chunk is either fully written with its checkpoint or
 not at all, and the next run starts from the checkpoint.

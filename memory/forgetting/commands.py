@@ -4,7 +4,7 @@ survives anywhere (ARCHITECTURE.md, "Deletion").
 One transaction per command, holding the conversation's CHAIN lock and then its GRAPH
 lock (always in that order, so a deletion cannot deadlock with another deletion, and
 appends or consolidation, which take one of them, wait or go first). Only the affected
-subgraph is loaded; memory/forgetting_rules.py decides, this module loads and writes.
+subgraph is loaded; memory/forgetting/rules.py decides, this module loads and writes.
 
 Decisions beyond Algorithm 1, and why:
 

@@ -2,7 +2,7 @@
 
 ``decide_deletion`` is what Stashbird does; ``decide_episode_only`` and ``decide_cascade``
 are the two comparison policies of the forgetting benchmark. None of them touches the
-database: memory/forgetting.py loads the affected subgraph, asks for a decision and
+database: memory/forgetting/commands.py loads the affected subgraph, asks for a decision and
 writes it.
 
 Where Algorithm 1 is silent, the rules below decide, and why:
