@@ -5,7 +5,8 @@ items are claimed in Postgres so any number of processes can run the scheduler.
 add theirs with ``register(Job(...))``.
 """
 
-from jobs.scheduler import ItemResult, Job, Scheduler, WorkItem
+from jobs.job import Job, WorkItem
+from jobs.scheduler import ItemResult, Scheduler
 from jobs.settings import JobSettings
 
 __all__ = ["ItemResult", "Job", "JobSettings", "Scheduler", "WorkItem"]

@@ -33,7 +33,6 @@ import logging
 import os
 import socket
 import uuid
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -41,39 +40,12 @@ from typing import Any
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from jobs import claims
+from jobs.job import Job, WorkItem
 from jobs.settings import JobSettings
-from memory import ConversationRef, Memory
+from jobs.work import default_jobs
+from memory import Memory
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class WorkItem:
-    """One item of a job's work: a conversation (id 0 and no ref for global work)."""
-
-    conversation_id: int
-    conversation: ConversationRef | None = None
-
-
-Due = Callable[[Memory], Awaitable[list[WorkItem]]]
-Work = Callable[[Memory, WorkItem], Awaitable[dict[str, Any]]]
-Prepare = Callable[[Memory], Awaitable[None]]
-
-
-@dataclass(frozen=True)
-class Job:
-    """A scheduled job. ``coalesce``: missed firings run once, not once each;
-    ``max_instances``: firings of this job that may overlap in one process;
-    ``misfire_grace_time``: seconds late a firing may still run (later ones are skipped)."""
-
-    name: str
-    due: Due
-    work: Work
-    interval: float
-    coalesce: bool = True
-    max_instances: int = 1
-    misfire_grace_time: int | None = 30
-    prepare: Prepare | None = None  # loads what ``work`` needs; run once, before the first item
 
 
 @dataclass
@@ -99,8 +71,6 @@ class Scheduler:
         self, memory: Memory, settings: JobSettings, *, jobs: list[Job] | None = None, only: frozenset[int] | None = None
     ) -> None:
         """``jobs``: instead of the core's; ``only``: work on these conversations alone."""
-        from jobs.work import default_jobs
-
         self.memory = memory
         self.settings = settings
         self.only = only

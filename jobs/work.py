@@ -27,7 +27,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from jobs.scheduler import Due, Job, Prepare, Work, WorkItem
+from jobs.job import Due, Job, Prepare, Work, WorkItem
 from jobs.settings import JobSettings
 from memory import (
     Backlog,
