@@ -85,7 +85,7 @@ def slack_connector(service: ChatService, settings: Settings) -> SlackConnector 
 
 
 def slack_oauth(service: ChatService, settings: Settings) -> OAuthConfig:
-    url = service.memory.engine.url.render_as_string(hide_password=False)
+    url = service.memory.database_url
     return OAuthConfig(str(settings.slack_client_id), str(settings.slack_client_secret), url, settings.slack_forget_on_uninstall)
 
 

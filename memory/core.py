@@ -34,13 +34,18 @@ class Memory:
     params: MemoryParams = field(default_factory=MemoryParams)
     admin_ids: frozenset[str] = frozenset()  # platform user ids allowed to audit (STASHBIRD_ADMIN_IDS)
 
+    @property
+    def database_url(self) -> str:
+        """The database's URL, password included: for a part that keeps tables of its own
+        in the same database (the Slack installation store), never the core's tables."""
+        return self.engine.url.render_as_string(hide_password=False)
+
     async def on_this_loop(self) -> Memory:
         """The same memory with a connection pool of its own, for another thread's event
         loop (a pool belongs to the loop that made it): same database, embedder,
         parameters and admins, no LLM. Close it with ``close_database`` (the embedder
         stays this one's)."""
-        url = self.engine.url.render_as_string(hide_password=False)
-        return await open_memory(url, self.embedder, params=self.params, migrate=False, admin_ids=self.admin_ids)
+        return await open_memory(self.database_url, self.embedder, params=self.params, migrate=False, admin_ids=self.admin_ids)
 
     async def close_database(self) -> None:
         """Close the database pool only."""
