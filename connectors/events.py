@@ -59,6 +59,7 @@ class ChatMessage:
     time: datetime
     thread_id: str | None = None
     reply_to: str | None = None
+    edited_at: datetime | None = None  # when the text shown was last edited (history, exports)
 
 
 @dataclass(frozen=True)

@@ -134,6 +134,7 @@ def core_message(message: ChatMessage, author: Author) -> Message:
             "ts": message.time,
             "reply_to": message.reply_to,
             "thread_id": message.thread_id,
+            "edited_at": message.edited_at,
         }
     )
 

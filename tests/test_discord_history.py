@@ -8,11 +8,14 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 import pytest
+from sqlalchemy import select
 
+from bot.testing.discord_standin import User
 from connectors.discord import history
 from connectors.discord.client import DiscordEndpoints, rest_client
 from connectors.discord.payloads import conversation
-from memory import Memory, ValidationError
+from memory import Memory, ValidationError, resolve_conversation
+from memory.store.schema import Episode
 
 if TYPE_CHECKING:
     from tests.conftest import Discord
@@ -89,3 +92,40 @@ async def test_the_sweep_forgets_deletions_missed_while_offline_and_drops_vanish
     assert general.forgotten == [missed["id"]] and general.checked == 2 and not general.dropped
     assert gone.dropped
     assert list(await env.stored(env.general)) == [kept["id"]] and await env.stored(thread) == {}
+
+
+async def test_backfill_reads_bot_embeds_forwards_and_edit_times_as_the_live_stream(discord_env: Discord, memory: Memory) -> None:
+    env = discord_env
+    hook = User(env.standin.snowflake(), "Deploys", bot=True)
+    embed = {"type": "rich", "title": "Deployed billing v2.14", "footer": {"text": "ArgoCD"}}
+    snapshot = {"type": 0, "content": "Office closed on Friday.", "embeds": [], "attachments": []}
+    snapshot |= {"timestamp": "2026-03-02T08:00:00+00:00", "edited_timestamp": None, "mentions": []}
+    reference = {"type": 1, "message_id": env.standin.snowflake(), "channel_id": env.random, "guild_id": env.guild}
+    edited_at = "2026-03-03T12:00:00+00:00"
+    page = [
+        env.standin.message_payload(env.general, hook, "", extra={"webhook_id": hook.id, "embeds": [embed]}),
+        env.standin.message_payload(
+            env.general, env.bob, "", extra={"message_reference": reference, "message_snapshots": [{"message": snapshot}]}
+        ),
+        env.standin.message_payload(env.general, env.carol, "Standup is at 10 now.", extra={"edited_timestamp": edited_at}),
+    ]
+    env.standin.history[env.general] += page
+    endpoints = DiscordEndpoints(env.standin.token, env.standin.rest_base, env.standin.gateway_url)
+    async with rest_client(endpoints) as client:
+        assert client.user is not None
+        report = await history.backfill(memory, client.http, env.general, str(client.user.id))
+    assert report.stored == 3 and report.skipped == 0
+    stored = await env.stored(env.general)
+    assert [stored[m["id"]] for m in page] == [
+        "Deployed billing v2.14\nArgoCD",
+        "[forwarded] Office closed on Friday.",
+        "Standup is at 10 now.",
+    ]
+    conversation_id = await resolve_conversation(memory, conversation(env.guild, env.general))
+    async with memory.sessions() as session:
+        edit = await session.scalar(
+            select(Episode.edited_at).where(
+                Episode.conversation_id == conversation_id, Episode.platform_message_id == page[2]["id"]
+            )
+        )
+    assert edit == datetime(2026, 3, 3, 12, tzinfo=UTC)

@@ -23,7 +23,7 @@ from connectors import admin
 from connectors.discord.client import DiscordConnector, DiscordEndpoints
 from connectors.discord.payloads import conversation, message_link
 from connectors.service import ChatService
-from memory import ConfigurationError, Memory
+from memory import ConfigurationError, Memory, Principal, messages
 from memory.store.residue import find_tokens
 from memory.store.schema import InboxEvent
 
@@ -237,3 +237,37 @@ async def test_serve_runs_the_discord_connector_from_its_settings(memory: Memory
             assert health["connectors"] == {"discord": True}
     finally:
         await standin.stop()
+
+
+def alert_embed() -> dict[str, Any]:
+    return {
+        "type": "rich",
+        "title": "Incident opened: checkout latency",
+        "description": "p99 above 2 s since 09:40",
+        "fields": [{"name": "Owner", "value": "payments team", "inline": True}],
+        "footer": {"text": "Statuspage"},
+    }
+
+
+def forwarded(text: str, standin: DiscordStandIn, guild: str) -> dict[str, Any]:
+    snapshot = {"type": 0, "content": text, "embeds": [], "attachments": [], "timestamp": "2026-03-02T08:00:00+00:00"}
+    snapshot |= {"edited_timestamp": None, "flags": 0, "mentions": [], "mention_roles": []}
+    reference = {"type": 1, "message_id": standin.snowflake(), "channel_id": standin.snowflake(), "guild_id": guild}
+    return {"message_reference": reference, "message_snapshots": [{"message": snapshot}], "flags": 1 << 14}
+
+
+async def test_webhook_embeds_and_forwards_are_remembered_from_the_gateway(discord_env: Discord, memory: Memory) -> None:
+    env = discord_env
+    hook = User(env.standin.snowflake(), "Statuspage", bot=True)
+    notice = await env.standin.post(env.general, hook, "", extra={"webhook_id": hook.id, "embeds": [alert_embed()]})
+    forward = await env.standin.post(
+        env.general, env.bob, "", extra=forwarded("The freeze ends on Monday.", env.standin, env.guild)
+    )
+    await env.settle()
+    stored = await env.stored(env.general)
+    assert (
+        stored[notice["id"]] == "Incident opened: checkout latency\np99 above 2 s since 09:40\nOwner: payments team\nStatuspage"
+    )
+    assert stored[forward["id"]] == "[forwarded] The freeze ends on Monday."
+    rows = await messages(memory, conversation(env.guild, env.general), principal=Principal.operator("test"))
+    assert {row["message_id"]: row["role"] for row in rows} == {notice["id"]: "bot", forward["id"]: "user"}

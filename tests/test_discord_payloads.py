@@ -281,3 +281,110 @@ def test_a_reply_shows_who_said_what_when_with_message_links_and_the_correction(
 def test_snowflake_times_round_trip() -> None:
     moment = datetime(2026, 3, 1, 12, 30, tzinfo=UTC)
     assert payloads.snowflake_time(payloads.snowflake_at(moment)) == moment
+
+
+# Shapes from Discord's message, embed and message snapshot objects (our own fixtures).
+WEBHOOK = "410000000000000001"
+
+
+def github_push() -> dict[str, Any]:
+    """A webhook's commit notice: no content, everything in one rich embed."""
+    return message(
+        "",
+        webhook_id=WEBHOOK,
+        author={"id": WEBHOOK, "username": "GitHub", "avatar": None, "discriminator": "0000", "bot": True},
+        embeds=[
+            {
+                "type": "rich",
+                "title": "[stashbird:main] 2 new commits",
+                "url": "https://github.com/example/stashbird/compare/a1b2c3d...d4e5f6a",
+                "description": (
+                    "[`a1b2c3d`](https://github.com/x) Fix the sweep guard - maya\n"
+                    "[`d4e5f6a`](https://github.com/y) Bump aiohttp - tom"
+                ),
+                "color": 7506394,
+                "author": {"name": "maya", "url": "https://github.com/maya", "icon_url": "https://example.org/a.png"},
+            }
+        ],
+    )
+
+
+def test_a_webhook_message_whose_content_is_an_embed_is_stored_as_a_bots_with_its_text() -> None:
+    [event] = payloads.dispatch("MESSAGE_CREATE", github_push(), BOT, None)
+    assert isinstance(event, MessagePosted) and event.message.author.role == "bot"
+    assert event.message.text.splitlines() == [
+        "maya",
+        "[stashbird:main] 2 new commits",
+        "[`a1b2c3d`](https://github.com/x) Fix the sweep guard - maya",
+        "[`d4e5f6a`](https://github.com/y) Bump aiohttp - tom",
+    ]
+
+
+def test_a_bot_alert_reads_its_fields_and_footer_and_a_webhook_author_without_bot_is_a_bot() -> None:
+    alert = {
+        "type": "rich",
+        "title": "Deploy failed",
+        "fields": [
+            {"name": "Service", "value": "billing", "inline": True},
+            {"name": "\u200b", "value": "Rollback started at 14:02"},
+        ],
+        "footer": {"text": "PagerDuty", "icon_url": "https://example.org/p.png"},
+        "timestamp": "2026-03-01T14:02:00.000Z",
+    }
+    author = {"id": WEBHOOK, "username": "alerts", "avatar": None}  # a webhook's author: no bot flag
+    data = message("", webhook_id=WEBHOOK, author=author, embeds=[alert])
+    chat = payloads.chat_message(data)
+    assert chat.author.role == "bot"
+    assert chat.text == "Deploy failed\nService: billing\nRollback started at 14:02\nPagerDuty"
+
+
+def test_a_bots_answer_to_a_slash_command_is_remembered() -> None:
+    data = message("", type=20, author=user("555000000000000001", "tickets", bot=True), embeds=[{"title": "Ticket #41 opened"}])
+    [event] = payloads.dispatch("MESSAGE_CREATE", data, BOT, None)
+    assert isinstance(event, MessagePosted) and event.message.text == "Ticket #41 opened"
+
+
+def test_link_previews_are_not_part_of_what_a_person_wrote() -> None:
+    preview = {"type": "article", "title": "Ten tips for gardens", "description": "Click here", "url": "https://example.org"}
+    assert payloads.chat_message(message("read https://example.org", embeds=[preview])).text == "read https://example.org"
+
+
+def forward(**snapshot: Any) -> dict[str, Any]:
+    """A forwarded message: no content of its own, the original in ``message_snapshots``."""
+    original = {
+        "type": 0,
+        "content": "",
+        "embeds": [],
+        "attachments": [],
+        "timestamp": "2026-02-27T08:00:00.000000+00:00",
+        "edited_timestamp": None,
+        "flags": 0,
+        "mentions": [],
+        "mention_roles": [],
+        **snapshot,
+    }
+    reference = {"type": 1, "message_id": "600000000000000099", "channel_id": "700000000000000099", "guild_id": GUILD}
+    return message("", message_reference=reference, message_snapshots=[{"message": original}], flags=1 << 14)
+
+
+def test_a_forward_is_stored_with_the_forwarded_text_and_files_marked_forwarded() -> None:
+    data = forward(
+        content="The offsite moved to <@200000000000000002>'s place in Porto",
+        mentions=[user("200000000000000002", "ann")],
+        attachments=[{"id": "3", "filename": "agenda.pdf", "size": 1200, "url": "https://cdn.example/agenda.pdf"}],
+    )
+    [event] = payloads.dispatch("MESSAGE_CREATE", data, BOT, None)
+    assert isinstance(event, MessagePosted)
+    assert event.message.text == "[forwarded] The offsite moved to @ann's place in Porto [attachment: agenda.pdf]"
+    assert event.message.author.id == "100000000000000001" and event.message.reply_to is None  # not a reply
+    assert payloads.dispatch("MESSAGE_CREATE", forward(), BOT, None) == []  # nothing forwarded, nothing to remember
+    bot_notice = forward(embeds=[{"type": "rich", "title": "Build 212 green"}])
+    assert payloads.chat_message(bot_notice).text == "[forwarded] Build 212 green"
+
+
+def test_a_reply_still_refers_to_its_message_and_history_carries_the_edit_time() -> None:
+    reference = {"type": 0, "message_id": "600000000000000002", "channel_id": CHANNEL, "guild_id": GUILD}
+    reply = payloads.chat_message(message("yes", type=19, message_reference=reference))
+    assert reply.reply_to == "600000000000000002" and reply.edited_at is None
+    edited = payloads.chat_message(message("moved to 11", edited_timestamp="2026-03-01T11:30:00.000000+00:00"))
+    assert edited.edited_at == datetime(2026, 3, 1, 11, 30, tzinfo=UTC)

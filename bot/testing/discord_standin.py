@@ -280,8 +280,10 @@ class DiscordStandIn:
         mentions: list[User] | None = None,
         message_id: str | None = None,
         reply_to: str | None = None,
+        extra: Payload | None = None,
     ) -> Payload:
-        """A MESSAGE_CREATE payload as Discord sends it (with ``member`` in guilds)."""
+        """A MESSAGE_CREATE payload as Discord sends it (with ``member`` in guilds);
+        ``extra`` fields are set over it (embeds, a webhook id, a forward's snapshots...)."""
         channel = self.channels[channel_id]
         guild_id = channel["guild_id"]
         message_id = message_id or self.snowflake()
@@ -307,7 +309,7 @@ class DiscordStandIn:
         }
         if reply_to:
             payload["message_reference"] = {"message_id": reply_to, "channel_id": channel_id, "guild_id": guild_id}
-        return payload
+        return {**payload, **(extra or {})}
 
     async def post(self, channel_id: str, author: User, content: str, **options: Any) -> Payload:
         """Someone writes a message: kept in history and dispatched as MESSAGE_CREATE."""

@@ -6,13 +6,21 @@ category, name, topic}, ``dateRange``, ``exportedAt``, ``messages`` [{id, type
 ("Default", "Reply", or a system notice such as "ThreadCreated", "GuildMemberJoin"),
 timestamp, timestampEdited, isPinned, content (the current text), author {id, name,
 discriminator, nickname, color, isBot, roles, avatarUrl}, attachments [{id, url,
-fileName, fileSizeBytes}], embeds, stickers, reactions, mentions, reference {messageId,
-channelId, guildId}}], ``messageCount``.
+fileName, fileSizeBytes}], embeds [{title, description, author {name}, fields [{name, value}],
+footer {text}, ...}], stickers, reactions, mentions, reference {type ("Default",
+"Forward"; absent in older versions), messageId, channelId, guildId}, forwardedMessage
+{timestamp, timestampEdited, content, attachments, embeds} (a forward's snapshot)}],
+``messageCount``.
 
 A message maps to what the live stream would have stored (``payloads``): the same
 conversation (``discord:<guild>:<channel>``; a thread export's channel is the thread),
-the same message id, the current text with attachments named, role ``bot`` for bots.
-So importing and then receiving live events for the same messages stores each once.
+the same message id, the current text with attachments named, ``timestampEdited`` as
+the edit time, role ``bot`` for bots, whose embeds' text is part of theirs (the export
+does not say which embeds are link previews, so a person's are not read). A forward
+(reference type ``Forward``) is stored with its ``forwardedMessage``'s text and
+attachments after ``[forwarded]``, as live; older exports put the snapshot's text in
+``content``. So importing and then receiving live events for the same messages stores
+each once.
 Messages that would not be remembered live (system notices, our own bot's messages,
 empty ones) are skipped; a message that is malformed is rejected with its position and
 reason, and the rest are imported. A file that is not such an export is refused whole.
@@ -30,6 +38,7 @@ from memory import ConversationRef, ValidationError
 
 REMEMBERED_KINDS = frozenset({"Default", "Reply"})
 DIRECT_KINDS = frozenset({"DirectTextChat", "DirectGroupTextChat"})
+FORWARD = "Forward"  # reference.type of a forwarded message
 
 
 @dataclass
@@ -78,29 +87,56 @@ def export_message(raw: Any, bot_id: str | None = None) -> ChatMessage | None:
     author_id = payloads.snowflake(author.get("id"), "author.id")
     if raw.get("type") not in REMEMBERED_KINDS or author_id == bot_id:
         return None
-    text = _text(raw)
+    bot = author.get("isBot") is True
+    text = _message_text(raw, bot)
     if not text:
         return None
     name = next((n for n in (author.get("nickname"), author.get("name")) if isinstance(n, str) and n.strip()), author_id)
-    reference = raw.get("reference")
-    reply_to = reference.get("messageId") if isinstance(reference, Mapping) else None
+    reference = _object_or_empty(raw, "reference")
+    reply_to = reference.get("messageId") if reference.get("type") != FORWARD else None
+    edited = raw.get("timestampEdited")
     return ChatMessage(
         id=payloads.snowflake(raw.get("id"), "id"),
-        author=Author(author_id, name, "bot" if author.get("isBot") is True else "user"),
+        author=Author(author_id, name, "bot" if bot else "user"),
         text=text,
         time=payloads.timestamp(raw.get("timestamp"), "timestamp"),
         reply_to=str(reply_to) if reply_to else None,
+        edited_at=payloads.timestamp(edited, "timestampEdited") if edited else None,
     )
 
 
-def _text(raw: Mapping[str, Any]) -> str:
+def _message_text(raw: Mapping[str, Any], bot: bool) -> str:
+    """The message's text; a forward's after ``[forwarded]`` (its snapshot's embeds read
+    when the snapshot has no text of its own: a forwarded bot notice)."""
+    if _object_or_empty(raw, "reference").get("type") != FORWARD:
+        return _text(raw, bot)
+    snapshot = raw.get("forwardedMessage")
+    if isinstance(snapshot, Mapping):
+        text = _text(snapshot, not _text(snapshot, False), "forwardedMessage.")
+        own = _text(raw, bot)
+    else:  # older exports: the snapshot's text in the message's own content
+        text, own = _text(raw, bot), ""
+    return "\n".join(part for part in (own, f"{payloads.FORWARDED} {text}" if text else "") if part)
+
+
+def _text(raw: Mapping[str, Any], embeds: bool, path: str = "") -> str:
+    """Content, embeds' text (when ``embeds``), attachment names."""
     content = raw.get("content")
     if content is not None and not isinstance(content, str):
-        raise ValidationError("content", f"must be text, got {type(content).__name__}")
-    attachments = raw.get("attachments")
-    listed = attachments if isinstance(attachments, list) else []
-    files = [f"[attachment: {a['fileName']}]" for a in listed if isinstance(a, Mapping) and a.get("fileName")]
-    return " ".join(part for part in ((content or "").strip(), *files) if part)
+        raise ValidationError(f"{path}content", f"must be text, got {type(content).__name__}")
+    files = [str(a["fileName"]) for a in _listed(raw, "attachments") if isinstance(a, Mapping) and a.get("fileName")]
+    texts = [payloads.embed_text(e) for e in _listed(raw, "embeds") if isinstance(e, Mapping)] if embeds else []
+    return payloads.composed(content or "", texts, files)
+
+
+def _object_or_empty(raw: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    value = raw.get(key)
+    return value if isinstance(value, Mapping) else {}
+
+
+def _listed(raw: Mapping[str, Any], key: str) -> list[Any]:
+    value = raw.get(key)
+    return value if isinstance(value, list) else []
 
 
 def _object(document: Mapping[str, Any], key: str) -> Mapping[str, Any]:

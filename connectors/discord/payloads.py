@@ -14,10 +14,16 @@ message objects (channel history) and interaction payloads, as dicts. Rules, and
 - Event ids make a replay the same event: a create is ``<message id>:create``, an edit
   ``<message id>:edit:<edited_timestamp>``, so a gateway RESUME that replays events, or a
   backfill of a message the live stream brought, changes nothing.
-- Only people's messages (types Default and Reply) are remembered; system notices
-  (joins, pins, thread created) are not. Our own bot's messages are never stored (its
-  answers quote what it cites, and would outlive a deleted source); other bots' are,
-  with role ``bot`` (context, never evidence).
+- Only people's messages (types Default and Reply) and bots' answers to commands are
+  remembered; system notices (joins, pins, thread created) are not. Our own bot's
+  messages are never stored (its answers quote what it cites, and would outlive a
+  deleted source); other bots' and webhooks' are, with role ``bot`` (context, never
+  evidence), their text read from ``content`` and from their rich embeds (title,
+  description, fields, footer: where deploy, alert and ticket bots put everything).
+- A forwarded message (``message_reference.type`` 1) carries the original in
+  ``message_snapshots``: stored as the forwarder's message, its text the snapshot's
+  (with attachment names) after ``[forwarded]``. Discord's snapshot does not name the
+  original author, so neither does the stored message.
 - Role: ``bot`` for bots; ``admin`` for the guild owner and anyone whose roles grant
   Manage Guild or Administrator (interactions carry the computed permissions; messages
   carry the member's role ids, resolved against the guild's roles); else ``user``. The
@@ -57,7 +63,11 @@ MANAGE_GUILD = 1 << 5
 ADMINISTRATOR = 1 << 3
 EPHEMERAL = 1 << 6
 MESSAGE_LIMIT = 2000  # characters in one Discord message
-REMEMBERED_TYPES = frozenset({0, 19})  # Default, Reply
+# Default, Reply, and bots' answers to application commands (Chat Input, Context Menu Command)
+REMEMBERED_TYPES = frozenset({0, 19, 20, 23})
+RICH = "rich"  # the embed type bots and webhooks post (others are link previews, images, videos)
+FORWARD = 1  # message_reference.type of a forwarded message
+FORWARDED = "[forwarded]"
 COMMAND = "memory"
 _USER_MENTION = re.compile(r"<@!?(\d+)>")
 
@@ -131,26 +141,73 @@ def display_name(user: Payload, member: Payload | None = None) -> str:
 # --- messages -------------------------------------------------------------------------
 
 
-def message_text(data: Payload) -> str:
-    """The content with user mentions as ``@name`` and attachments named."""
+def embed_text(embed: Payload) -> str:
+    """What a rich embed says, a line each: its author's name, title, description, each
+    field as ``name: value`` (a blank name, often a zero-width space, left out), footer."""
+    fields = []
+    for item in _list(embed, "fields"):
+        if isinstance(item, Mapping):
+            name, value = _text(item, "name").strip(" \u200b"), _text(item, "value").strip()
+            fields.append(f"{name}: {value}" if name and value else name or value)
+    lines = [
+        _text(_mapping(embed, "author"), "name"),
+        _text(embed, "title"),
+        _text(embed, "description"),
+        *fields,
+        _text(_mapping(embed, "footer"), "text"),
+    ]
+    return "\n".join(line.strip() for line in lines if line.strip())
+
+
+def _own_text(data: Payload) -> str:
+    """A message object's own content (mentions as ``@name``), its rich embeds' text and
+    its attachments' names. Only ``rich`` embeds are content (bots' and webhooks' own);
+    link previews Discord adds to a message are not what anyone wrote."""
     names = {str(u.get("id")): display_name(u) for u in _list(data, "mentions") if isinstance(u, Mapping)}
-    content = _USER_MENTION.sub(lambda m: f"@{names.get(m.group(1), m.group(1))}", _text(data, "content"))
+    content = _USER_MENTION.sub(lambda m: f"@{names.get(m.group(1), m.group(1))}", _text(data, "content")).strip()
+    embeds = [embed_text(e) for e in _list(data, "embeds") if isinstance(e, Mapping) and e.get("type", RICH) == RICH]
     files = [str(a["filename"]) for a in _list(data, "attachments") if isinstance(a, Mapping) and a.get("filename")]
-    return " ".join(part for part in (content.strip(), *(f"[attachment: {name}]" for name in files)) if part)
+    return composed(content, embeds, files)
+
+
+def composed(content: str, embeds: Sequence[str], files: Sequence[str]) -> str:
+    """A message's stored text: content, then each embed's text, a line each, then
+    ``[attachment: name]`` per file (the gateway, history and exports alike)."""
+    text = "\n".join(part for part in (content.strip(), *embeds) if part)
+    return " ".join(part for part in (text, *(f"[attachment: {name}]" for name in files)) if part)
+
+
+def forwarded(data: Payload) -> bool:
+    """A forward: ``message_reference.type`` 1, the forwarded message in ``message_snapshots``."""
+    return _mapping(data, "message_reference").get("type") == FORWARD
+
+
+def message_text(data: Payload) -> str:
+    """The message's text (``_own_text``); a forward's is its snapshot's, marked
+    ``[forwarded]`` (Discord's snapshot does not say who wrote the original)."""
+    parts = [_own_text(data)]
+    if forwarded(data):
+        snapshots = [_mapping(s, "message") for s in _list(data, "message_snapshots") if isinstance(s, Mapping)]
+        parts += [f"{FORWARDED} {text}" for text in map(_own_text, snapshots) if text]
+    return "\n".join(part for part in parts if part)
 
 
 def chat_message(data: Payload, guild: GuildInfo | None = None) -> ChatMessage:
     """A ChatMessage from a Discord message object (gateway or REST); ValidationError
-    names the missing field."""
+    names the missing field. A webhook's message is a bot's; a reply refers to the
+    message it answers (a forward's reference is to a message elsewhere: not a reply)."""
     user = _mapping(data, "author")
     member = _mapping(data, "member") or None
     reference = _mapping(data, "message_reference")
+    role = "bot" if data.get("webhook_id") else member_role(user, member, guild)
+    edited = data.get("edited_timestamp")
     return ChatMessage(
         id=_id(data, "id"),
-        author=Author(snowflake(user.get("id"), "author.id"), display_name(user, member), member_role(user, member, guild)),
+        author=Author(snowflake(user.get("id"), "author.id"), display_name(user, member), role),
         text=message_text(data),
         time=timestamp(data.get("timestamp"), "timestamp"),
-        reply_to=str(reference["message_id"]) if reference.get("message_id") else None,
+        reply_to=str(reference["message_id"]) if reference.get("message_id") and not forwarded(data) else None,
+        edited_at=timestamp(edited, "edited_timestamp") if edited else None,
     )
 
 

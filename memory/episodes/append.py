@@ -41,6 +41,7 @@ class Message:
     role: str = "user"
     reply_to: str | None = None
     thread_id: str | None = None
+    edited_at: datetime | None = None  # the text is an edited one (a history or export says when)
 
     def __post_init__(self) -> None:
         for name in ("platform_message_id", "speaker_id", "reply_to", "thread_id"):
@@ -49,6 +50,8 @@ class Message:
                 object.__setattr__(self, name, normalize_id(value, name))
         object.__setattr__(self, "speaker_name", check_name(self.speaker_name, "speaker_name"))
         object.__setattr__(self, "message_time", parse_time(self.message_time, "message_time"))
+        if self.edited_at is not None:
+            object.__setattr__(self, "edited_at", parse_time(self.edited_at, "edited_at"))
         check_text(self.text, "text")
         if self.role not in ROLES:
             raise ValidationError("role", f"must be one of {', '.join(ROLES)}, got {self.role!a}")
@@ -76,7 +79,7 @@ def validate_message(fields: Mapping[str, Any]) -> Message:
     field that is wrong in the input's own words.
 
     Fields: ``id``, ``author`` (or ``author_id`` + ``author_name``), ``role``, ``text``,
-    ``ts``, ``reply_to``, ``thread_id``; others are ignored.
+    ``ts``, ``reply_to``, ``thread_id``, ``edited_at``; others are ignored.
     """
     message_id = normalize_id(fields.get("id"), "id")
     if fields.get("author_id") is not None or fields.get("author_name") is not None:
@@ -93,6 +96,7 @@ def validate_message(fields: Mapping[str, Any]) -> Message:
         role=fields.get("role") or "user",
         reply_to=_optional_id(fields, "reply_to"),
         thread_id=_optional_id(fields, "thread_id"),
+        edited_at=parse_time(fields["edited_at"], "edited_at") if fields.get("edited_at") is not None else None,
     )
 
 
@@ -179,6 +183,7 @@ async def append_messages(
                     "platform_message_id": m.platform_message_id,
                     "reply_to": m.reply_to,
                     "thread_id": m.thread_id,
+                    "edited_at": m.edited_at,
                     "embedding": list(own_vector[m.platform_message_id]),
                 }
                 for m in candidates
