@@ -14,7 +14,7 @@ from bot.testing.discord_standin import User
 from connectors.discord import history
 from connectors.discord.client import DiscordEndpoints, rest_client
 from connectors.discord.payloads import conversation
-from memory import Memory, ValidationError, resolve_conversation
+from memory import Memory, Principal, ValidationError, resolve_conversation
 from memory.store.schema import Episode
 
 if TYPE_CHECKING:
@@ -121,7 +121,9 @@ async def test_backfill_reads_bot_embeds_forwards_and_edit_times_as_the_live_str
         "[forwarded] Office closed on Friday.",
         "Standup is at 10 now.",
     ]
-    conversation_id = await resolve_conversation(memory, conversation(env.guild, env.general))
+    conversation_id = await resolve_conversation(
+        memory, conversation(env.guild, env.general), principal=Principal.operator("test")
+    )
     async with memory.sessions() as session:
         edit = await session.scalar(
             select(Episode.edited_at).where(
