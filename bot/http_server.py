@@ -1,5 +1,5 @@
-"""The HTTP endpoint of ``stashbird serve`` (the Slack events path and ``/healthz``), on a
-thread of its own with its own event loop and database connections.
+"""The HTTP endpoint of ``stashbird serve`` (the Slack events path, ``/healthz`` and
+``/metrics``), on a thread of its own with its own event loop and database connections.
 
 Why: an acknowledgement is a signature check, one inbox write and a 200 (target: well
 under Slack's 3 seconds, p99 < 300 ms under a burst). The service's processing (storing
@@ -8,6 +8,10 @@ yield for a long time; a request served on that loop waits for them. On its own 
 waits only for its share of the interpreter (the GIL is handed over every few
 milliseconds) and its own write. Events it stores wake the service on the main loop;
 ``/healthz`` asks the service there.
+
+``/metrics`` is the Prometheus text format of connectors.metrics; the gauges read from
+the database (inbox, outbox, consolidation backlog) are refreshed on each scrape, on
+this thread's connections, so a scrape never waits for processing.
 """
 
 from __future__ import annotations
@@ -15,32 +19,67 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import json
+import logging
 import threading
+import time
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from typing import Any
 
 from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST
 
+from connectors import metrics
 from connectors.service import ChatService, ThreadIntake
 from connectors.slack.app import SlackConnector
-from memory import Memory
+from memory import Memory, Principal, backlog, inbox_backlog
 
 Health = Callable[[], Awaitable[dict[str, Any]]]
+Refresh = Callable[[], Awaitable[None]]
+SCRAPE = Principal.job("metrics")
+log = logging.getLogger(__name__)
 
 
-def web_app(health: Health, slack: SlackConnector | None, events_path: str) -> web.Application:
+def web_app(health: Health, slack: SlackConnector | None, events_path: str, refresh: Refresh | None = None) -> web.Application:
     app = web.Application()
 
     async def healthz(request: web.Request) -> web.Response:
         report = await health()
         return web.json_response(report, status=200 if report["ok"] else 503, dumps=lambda v: json.dumps(v, default=str))
 
+    async def scrape(request: web.Request) -> web.Response:
+        if refresh is not None:
+            try:
+                await refresh()
+            except Exception as error:  # noqa: BLE001 - the counters are still worth serving
+                log.warning("metrics: the database gauges were not refreshed: %s", error)
+        return web.Response(body=metrics.exposition(), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
     app.router.add_get("/healthz", healthz)
+    app.router.add_get("/metrics", scrape)
     if slack is not None:
-        app.router.add_post(events_path, slack.handle_http)
+        handler = slack.handle_http
+
+        async def events(request: web.Request) -> web.StreamResponse:
+            started = time.perf_counter()
+            try:
+                return await handler(request)
+            finally:
+                metrics.ACK_SECONDS.labels(slack.name).observe(time.perf_counter() - started)
+
+        app.router.add_post(events_path, events)
         for path in slack.oauth_paths:  # multi-workspace: the install flow
             app.router.add_get(path, slack.handle_oauth)
     return app
+
+
+async def refresh_gauges(memory: Memory) -> None:
+    """The gauges that are database state: inbox and outbox, consolidation backlog and lag."""
+    metrics.observe_backlog(await inbox_backlog(memory, principal=SCRAPE))
+    waiting = await backlog(memory, principal=SCRAPE)
+    oldest = min((b.oldest_unconsolidated for b in waiting if b.oldest_unconsolidated is not None), default=None)
+    lag = (datetime.now(UTC) - oldest).total_seconds() if oldest is not None else None
+    metrics.observe_consolidation(sum(b.unconsolidated_messages for b in waiting), lag)
 
 
 class HttpThread:
@@ -89,7 +128,10 @@ class HttpThread:
             async def health() -> dict[str, Any]:
                 return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self.service.health(), service_loop))
 
-            runner = web.AppRunner(web_app(health, events, self.events_path), access_log=None)
+            async def refresh() -> None:
+                await refresh_gauges(memory)
+
+            runner = web.AppRunner(web_app(health, events, self.events_path, refresh), access_log=None)
             await runner.setup()
             site = web.TCPSite(runner, self.host, self.port)
             await site.start()

@@ -7,7 +7,8 @@ around one Memory.
 HTTP (bot/http_server.py, on a thread of its own so that acknowledgements never wait for
 processing): ``POST`` on the Slack events path goes to Bolt (signature checked, the event
 stored in the inbox, then acknowledged); ``GET /healthz`` answers 200 when the database
-answers and every connector is connected, else 503, with the inbox backlog either way.
+answers, every connector is connected and the inbox is not stuck, else 503 naming what
+is wrong, with the inbox backlog either way; ``GET /metrics`` is the Prometheus text.
 
 Shutdown (SIGTERM, or leaving ``running``): the HTTP site stops taking requests first,
 then the worker lets each conversation finish the event in hand and leaves the rest in
@@ -30,7 +31,7 @@ from connectors.discord.gateway import GatewayPolicy
 from connectors.service import ChatService, Platform, ServiceConfig
 from connectors.slack.app import SlackConfig, SlackConnector
 from connectors.slack.installations import OAuthConfig
-from connectors.sweep import SWEEP, SweepReport, sweep_platform
+from connectors.sweep import SWEEP, SweepLimit, SweepReport, set_limit, sweep_platform
 from jobs import Job, Scheduler, WorkItem
 from memory import ConversationRef, Memory, Principal, StashbirdError, conversations, resolve_conversation, vacuum
 
@@ -55,7 +56,13 @@ class Running:
 
 
 def service_config(settings: Settings) -> ServiceConfig:
-    return ServiceConfig(admin_ids=settings.admins, concurrency=settings.workers)
+    set_limit(SweepLimit(settings.sweep_max_share, settings.sweep_min_missing))
+    return ServiceConfig(
+        admin_ids=settings.admins,
+        concurrency=settings.workers,
+        stuck_seconds=settings.inbox_stuck_seconds,
+        reply_give_up_seconds=settings.reply_give_up_seconds,
+    )
 
 
 def slack_connector(service: ChatService, settings: Settings) -> SlackConnector | None:

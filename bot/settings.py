@@ -53,6 +53,12 @@ class Settings(BaseSettings):
     sweep_hours: float = Field(6.0, ge=0, le=24 * 365, allow_inf_nan=False, validation_alias=_env("STASHBIRD_SWEEP_HOURS"))
     serve_jobs: bool = Field(True, validation_alias=_env("STASHBIRD_SERVE_JOBS"))
     vacuum_seconds: float = Field(60.0, ge=0, allow_inf_nan=False, validation_alias=_env("STASHBIRD_VACUUM_SECONDS"))
+    inbox_stuck_seconds: float = Field(300.0, gt=0, allow_inf_nan=False, validation_alias=_env("STASHBIRD_INBOX_STUCK_SECONDS"))
+    reply_give_up_seconds: float = Field(
+        21_600.0, gt=0, allow_inf_nan=False, validation_alias=_env("STASHBIRD_REPLY_GIVE_UP_SECONDS")
+    )
+    sweep_max_share: float = Field(0.5, gt=0, le=1, allow_inf_nan=False, validation_alias=_env("STASHBIRD_SWEEP_MAX_SHARE"))
+    sweep_min_missing: int = Field(5, ge=1, validation_alias=_env("STASHBIRD_SWEEP_MIN_MISSING"))
     discord_bot_token: str | None = Field(None, validation_alias=_env("DISCORD_BOT_TOKEN"))
     discord_api_base: str = Field("https://discord.com/api/v10", validation_alias=_env("DISCORD_API_BASE"))
     discord_gateway_url: str = Field("wss://gateway.discord.gg/", validation_alias=_env("DISCORD_GATEWAY_URL"))

@@ -285,3 +285,30 @@ class Reply:
     citations: tuple[CitedMessage, ...] = ()
     answer_id: int | None = None  # a stored answer's number, for ``/memory why <number>``
     notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ReplyDue(ChatEvent):
+    """A reply the service queued in its outbox (memory.store.inbox), posted apart from
+    the conversation's ordered events and retried on its own; never sent by a platform.
+    The ``Reply`` without its conversation, which the inbox row holds."""
+
+    target: ReplyTarget
+    text: str
+    reply_kind: Literal["answer", "audit", "refusal"]
+    citations: tuple[CitedMessage, ...] = ()
+    answer_id: int | None = None
+    notes: tuple[str, ...] = ()
+    kind: ClassVar[str] = "reply"
+
+    @classmethod
+    def of(cls, event_id: str, reply: Reply) -> ReplyDue:
+        return cls(
+            reply.conversation, event_id, reply.target, reply.text, reply.kind, reply.citations, reply.answer_id, reply.notes
+        )
+
+    def reply(self) -> Reply:
+        return Reply(self.conversation, self.target, self.text, self.reply_kind, self.citations, self.answer_id, self.notes)
+
+
+EVENT_TYPES[ReplyDue.kind] = ReplyDue

@@ -2,14 +2,27 @@
 
 Declared here, once, so that every connector and the service count into the same
 series: a connector increments what it sees (frames it could not parse, reconnects,
-whether it is up), the service what it does (events accepted, refused and failed, acks,
-answers, deletions). A registry of its own, not the library's global one, so that tests
-and several services in one process never see each other's counts by accident.
+whether it is up), the service what it does. Who counts what, so nothing is counted twice:
+
+- ``EVENTS``: accepted, duplicate and failed by the inbox intake (connectors.service),
+  for every platform; refused by the connector that refused it (it knows the raw type).
+- ``ACK_SECONDS``: Slack's HTTP acknowledgement by the HTTP edge (bot/http_server.py),
+  everything else (Socket Mode, the Discord gateway) by ``ChatService.accept``.
+- ``PROCESSED``, ``REPLIES``, ``DELETIONS``, ``WORKER_FAILURES``: the service.
+- the inbox, outbox and consolidation gauges: set from the database when ``/metrics``
+  or ``/healthz`` is read (``observe_backlog``, ``observe_consolidation``).
+- ``PARSE_ERRORS``, ``RECONNECTS``: the connectors; ``CONNECTOR_UP``: the connectors
+  and ``/healthz`` (from each ``Platform.connected``).
+
+A registry of its own, not the library's global one, so that tests and several services
+in one process never see each other's counts by accident.
 """
 
 from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from memory import InboxBacklog
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 
@@ -34,6 +47,64 @@ PARSE_ERRORS = Counter(
 )
 CONNECTOR_UP = Gauge("stashbird_connector_up", "1 while the platform connection is up", ["platform"], registry=REGISTRY)
 RECONNECTS = Counter("stashbird_reconnects_total", "Platform connections re-established", ["platform"], registry=REGISTRY)
+
+PROCESSED = Counter(
+    "stashbird_events_processed_total",
+    "Inbox events processed, by outcome (done, rejected as bad input, failed after the last attempt)",
+    ["platform", "type", "outcome"],
+    registry=REGISTRY,
+)
+REPLIES = Counter(
+    "stashbird_replies_total",
+    "Replies (answers, admin results): posted, retried (platform refused or unreachable), given up",
+    ["platform", "outcome"],
+    registry=REGISTRY,
+)
+DELETIONS = Counter(
+    "stashbird_deletions_total",
+    "Message deletions applied from the chat, by the core's status (deleted, tombstoned, ...)",
+    ["platform", "status"],
+    registry=REGISTRY,
+)
+SWEEP_REFUSED = Counter(
+    "stashbird_sweep_refused_total",
+    "Sweeps of a channel that forgot nothing because the history lacked too many checked messages",
+    ["platform"],
+    registry=REGISTRY,
+)
+WORKER_FAILURES = Counter(
+    "stashbird_worker_failures_total",
+    "Rounds of the service's loops (inbox, reply) that failed and were retried (e.g. the database away)",
+    ["loop"],
+    registry=REGISTRY,
+)
+INBOX_PENDING = Gauge("stashbird_inbox_pending", "Inbox events waiting to be processed", registry=REGISTRY)
+INBOX_FAILED = Gauge("stashbird_inbox_failed", "Inbox events given up on, kept for an operator", registry=REGISTRY)
+INBOX_OLDEST = Gauge("stashbird_inbox_oldest_seconds", "Age of the oldest pending inbox event (0: none)", registry=REGISTRY)
+REPLIES_PENDING = Gauge("stashbird_replies_pending", "Replies waiting to be posted", registry=REGISTRY)
+REPLIES_FAILED = Gauge("stashbird_replies_failed", "Replies given up on, kept for an operator", registry=REGISTRY)
+REPLIES_OLDEST = Gauge("stashbird_replies_oldest_seconds", "Age of the oldest reply waiting (0: none)", registry=REGISTRY)
+CONSOLIDATION_BACKLOG = Gauge(
+    "stashbird_consolidation_backlog_messages", "Stored messages not yet consolidated, all conversations", registry=REGISTRY
+)
+CONSOLIDATION_LAG = Gauge(
+    "stashbird_consolidation_lag_seconds", "Age of the oldest message waiting for consolidation (0: none)", registry=REGISTRY
+)
+
+
+def observe_backlog(backlog: InboxBacklog) -> None:
+    """Set the inbox and outbox gauges from the inbox's backlog (memory.InboxBacklog)."""
+    INBOX_PENDING.set(backlog.pending)
+    INBOX_FAILED.set(backlog.failed)
+    INBOX_OLDEST.set(backlog.oldest_pending_seconds or 0.0)
+    REPLIES_PENDING.set(backlog.replies_pending)
+    REPLIES_FAILED.set(backlog.replies_failed)
+    REPLIES_OLDEST.set(backlog.oldest_reply_seconds or 0.0)
+
+
+def observe_consolidation(messages: int, lag_seconds: float | None) -> None:
+    CONSOLIDATION_BACKLOG.set(messages)
+    CONSOLIDATION_LAG.set(lag_seconds or 0.0)
 
 
 def exposition() -> bytes:

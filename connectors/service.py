@@ -21,6 +21,17 @@ Processing is at-least-once and every command is idempotent (a message id is sto
 once, a deletion of a deleted message is a no-op, identical edit text changes nothing),
 so an event processed twice changes nothing. The one visible effect of a repeat is an
 answer posted twice, if a process dies between posting it and recording it.
+
+Replies go through an outbox (memory.store.inbox): a mention is answered, then its reply
+is queued and the question stored as the message it is, so neither waits for the
+platform; the replies are posted by their own loop, retried as the platform asks
+(``Retry-After``) or with a growing delay, and after ``reply_give_up_seconds`` kept as
+failed, logged and counted (``/healthz`` shows them), never dropped unseen.
+
+The database may go away (a restart, a failover): every round of the worker and of the
+reply loop survives it, waits with a growing, jittered delay and resumes where the inbox
+says; an event that failed because the database was unreachable is not counted against
+its attempts. Nothing acknowledged is lost, nothing stored twice.
 """
 
 from __future__ import annotations
@@ -28,13 +39,14 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import random
 import time
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any, Protocol
 
-from connectors import admin
+from connectors import admin, metrics
 from connectors.events import (
     AdminCommand,
     Author,
@@ -48,6 +60,7 @@ from connectors.events import (
     MessagePosted,
     MessagesDeleted,
     Reply,
+    ReplyDue,
     ThreadDeleted,
     decode,
     encode,
@@ -56,16 +69,19 @@ from connectors.events import (
 from memory import (
     Answer,
     ConversationRef,
+    InboxBacklog,
     InboxClaim,
     InboxEntry,
     InboxItem,
     Memory,
     Message,
+    OutboxItem,
     Principal,
     QuotedMessage,
     UnknownConversation,
     ValidationError,
     ask,
+    database_unreachable,
     drop_conversation,
     edit,
     forget,
@@ -76,6 +92,8 @@ from memory import (
     inbox_prune,
     inbox_put,
     ingest,
+    outbox_settle,
+    outbox_take,
     stored_messages,
     validate_message,
 )
@@ -83,6 +101,7 @@ from memory import (
 log = logging.getLogger(__name__)
 
 EMPTY_QUESTION = "Ask me something after the mention, e.g. “@stashbird when is the offsite?”"
+WITHDRAWN = "The answer to this was withdrawn before it could be posted: a message it used was deleted. Ask me again."
 SERVICE = Principal.job("chat-service")
 
 
@@ -119,6 +138,92 @@ class ServiceConfig:
     # it holds a transaction open (memory.store.locks), and while any transaction is open
     # VACUUM cannot remove the rows deleted after it began (deleted messages among them).
     claim_seconds: float = 10.0
+    # The database unreachable: wait this long, doubling (with jitter) up to the most.
+    outage_seconds: float = 0.5
+    outage_max_seconds: float = 10.0
+    # Replies (the outbox): taken for a lease while posting; retried after the platform's
+    # Retry-After, else after reply_retry_seconds doubling up to reply_retry_max_seconds;
+    # given up on (kept as failed, logged, counted) once waiting longer than give-up.
+    reply_lease_seconds: float = 60.0
+    reply_retry_seconds: float = 1.0
+    reply_retry_max_seconds: float = 60.0
+    reply_give_up_seconds: float = 6 * 3600.0
+    # /healthz: the inbox is stuck when its oldest pending event is older than this.
+    stuck_seconds: float = 300.0
+
+
+@dataclass
+class WorkerHealth:
+    """What ``/healthz`` says of the service's own loops (the inbox worker, the reply
+    loop): when each last finished a round, and the failure it is waiting out, if any."""
+
+    last_round: dict[str, float] = field(default_factory=dict)  # loop -> time.monotonic()
+    errors: dict[str, str] = field(default_factory=dict)  # loop -> the failure of its last round
+
+    def failed(self, name: str, error: BaseException) -> None:
+        reason = f"{type(error).__name__}: {error}".splitlines()[0][:300]
+        if self.errors.get(name) != reason:  # one line per outage, not one per retry
+            log.warning("%s worker waiting (%s)", name, reason)
+        self.errors[name] = reason
+        metrics.WORKER_FAILURES.labels(name).inc()
+
+    def succeeded(self, name: str) -> None:
+        self.last_round[name] = time.monotonic()
+        self.errors.pop(name, None)
+
+    def as_dict(self) -> dict[str, Any]:
+        now = time.monotonic()
+        return {
+            name: {
+                "last_round_seconds_ago": round(now - self.last_round[name], 3) if name in self.last_round else None,
+                "error": self.errors.get(name),
+            }
+            for name in ("inbox", "reply")
+        }
+
+
+def health_problems(connectors: Mapping[str, bool], backlog: InboxBacklog | None, stuck_seconds: float) -> list[str]:
+    """What keeps the service from being healthy, one line each (empty: healthy): a
+    configured connector not connected, the database unreachable, the inbox stuck (its
+    oldest pending event older than ``stuck_seconds``). Replies waiting on a platform are
+    not a stuck inbox: they are reported in the backlog. Pure."""
+    problems = [f"connector {name} is not connected" for name, up in sorted(connectors.items()) if not up]
+    if backlog is None:
+        problems.append("database unreachable")
+    elif backlog.oldest_pending_seconds is not None and backlog.oldest_pending_seconds > stuck_seconds:
+        problems.append(
+            f"inbox stuck: {backlog.pending} events pending, the oldest for {backlog.oldest_pending_seconds:.0f} s "
+            f"(STASHBIRD_INBOX_STUCK_SECONDS={stuck_seconds:g})"
+        )
+    return problems
+
+
+def retry_after(error: BaseException) -> float | None:
+    """The seconds a platform asked us to wait before trying again, if it said: a
+    ``retry_after`` attribute (discord.py's rate limits) or a ``Retry-After`` header on
+    the error's response (slack_sdk's ``SlackApiError`` for a 429 or 503). Pure."""
+    seconds = getattr(error, "retry_after", None)
+    if isinstance(seconds, int | float) and not isinstance(seconds, bool):
+        return max(0.0, float(seconds))
+    headers = getattr(getattr(error, "response", None), "headers", None)
+    if not isinstance(headers, Mapping):
+        return None
+    for name, value in headers.items():
+        if str(name).lower() == "retry-after":
+            try:
+                return max(0.0, float(value[0] if isinstance(value, list) else value))
+            except (TypeError, ValueError):
+                return None
+    return None
+
+
+def reply_delay(error: BaseException, attempts: int, config: ServiceConfig) -> float:
+    """How long to wait before posting a reply again: what the platform asked for, else
+    ``reply_retry_seconds`` doubling per attempt up to ``reply_retry_max_seconds``. Pure."""
+    asked = retry_after(error)
+    if asked is not None:
+        return asked
+    return min(config.reply_retry_max_seconds, config.reply_retry_seconds * 2.0 ** min(attempts, 30))
 
 
 def core_message(message: ChatMessage, author: Author) -> Message:
@@ -171,6 +276,10 @@ class ChatService:
         # channels): what the scheduled VACUUM after deletions watches (bot/service.py).
         self.removals = 0
         self._wake = asyncio.Event()
+        self._reply_wake = asyncio.Event()
+        self._last_prune = 0.0
+        self.worker = WorkerHealth()
+        self._replies_due: set[tuple[ConversationRef, str]] = set()
         self._stopping = False
         self._tasks: dict[ConversationRef, asyncio.Task[int]] = {}
         self._writer = InboxWriter(memory)
@@ -185,7 +294,9 @@ class ChatService:
         """Store ``event`` durably; acknowledge it to the platform after this returns.
         False when it was a redelivery (nothing to do). A payload the inbox cannot hold
         raises ValidationError (for this event alone)."""
-        new = await self._writer.put(entry_of(event))
+        started = time.perf_counter()
+        new = await self._writer.put(event)
+        metrics.ACK_SECONDS.labels(event.conversation.platform).observe(time.perf_counter() - started)
         if new:
             self.wake()
         return new
@@ -197,34 +308,72 @@ class ChatService:
     # --- processing ------------------------------------------------------------------
 
     async def run(self) -> None:
-        """Process the inbox until ``stop()``; then let each conversation finish the event
-        in hand and leave the rest pending for the next process."""
-        last_prune = 0.0
+        """Process the inbox and post replies until ``stop()``; then let each conversation
+        finish the event in hand and leave the rest pending for the next process. Any
+        failure of a round (the database gone) is waited out, never the end of it."""
+        replies = asyncio.create_task(self._rounds("reply", self._post_round, self._reply_wake))
+        try:
+            await self._rounds("inbox", self._inbox_round, self._wake)
+        finally:
+            self._reply_wake.set()
+            await asyncio.gather(replies, *self._tasks.values(), return_exceptions=True)
+
+    async def _rounds(self, name: str, round_: Callable[[], Awaitable[None]], wake: asyncio.Event) -> None:
+        """``round_`` again and again, on a wake-up or every poll; after a failure, again
+        after a growing, jittered delay (``ServiceConfig.outage_seconds``)."""
+        failures = 0
         while not self._stopping:
-            self._wake.clear()
-            await self._start_ready()
-            if time.monotonic() - last_prune > self.config.prune_seconds:
-                last_prune = time.monotonic()
-                await inbox_prune(self.memory, self.config.retention, principal=SERVICE)
+            wake.clear()
             try:
-                await asyncio.wait_for(self._wake.wait(), timeout=self.config.poll_seconds)
+                await round_()
+            except Exception as error:  # noqa: BLE001 - the worker outlives any failure; /healthz reports it
+                failures += 1
+                self.worker.failed(name, error)
+                delay = min(self.config.outage_max_seconds, self.config.outage_seconds * 2 ** min(failures - 1, 16))
+                await self._sleep(wake, delay * random.uniform(0.5, 1.0), ignore_wake=True)
+                continue
+            if failures:
+                log.warning("%s worker resumed after %d failed rounds", name, failures)
+                failures = 0
+            self.worker.succeeded(name)
+            await self._sleep(wake, self.config.poll_seconds)
+
+    async def _sleep(self, wake: asyncio.Event, seconds: float, ignore_wake: bool = False) -> None:
+        deadline = time.monotonic() + seconds
+        while not self._stopping and (left := deadline - time.monotonic()) > 0:
+            try:
+                await asyncio.wait_for(wake.wait(), timeout=left)
             except TimeoutError:
-                pass
-        await asyncio.gather(*self._tasks.values(), return_exceptions=True)
+                return
+            if not ignore_wake:
+                return
+            wake.clear()
+
+    async def _inbox_round(self) -> None:
+        await self._start_ready()
+        if time.monotonic() - self._last_prune > self.config.prune_seconds:
+            await inbox_prune(self.memory, self.config.retention, principal=SERVICE)
+            self._last_prune = time.monotonic()
+
+    async def _post_round(self) -> None:
+        while await self.post_replies() and not self._stopping:
+            pass
 
     def stop(self) -> None:
         self._stopping = True
         self._wake.set()
+        self._reply_wake.set()
 
     async def drain(self) -> int:
-        """Process until nothing is ready (tests, imports, benchmarks); returns how many
-        events were processed. Conversations another process holds are left to it."""
+        """Process until nothing is ready, replies included (tests, imports, benchmarks);
+        returns how many events were processed. Conversations another process holds are
+        left to it."""
         total = 0
         while True:
             refs = await inbox_conversations(self.memory, principal=SERVICE)
             done = sum(await asyncio.gather(*(self.process_conversation(ref) for ref in refs)))
             total += done
-            if not done:
+            if not done and not await self.post_replies():
                 return total
 
     async def _start_ready(self) -> None:
@@ -237,8 +386,12 @@ class ChatService:
 
     def _finished(self, ref: ConversationRef, task: asyncio.Task[int]) -> None:
         self._tasks.pop(ref, None)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("processing %s failed", ref, exc_info=task.exception())
+        error = None if task.cancelled() else task.exception()
+        if error is not None and (database_unreachable(error) or isinstance(error, OSError)):
+            self.worker.failed("inbox", error)  # its events stay pending, for the next poll
+            return
+        if error is not None:
+            log.error("processing %s failed", ref, exc_info=error)
         self._wake.set()  # look again: more may have arrived, or a slot is free
 
     async def process_conversation(self, conversation: ConversationRef) -> int:
@@ -283,24 +436,96 @@ class ChatService:
 
     async def _process(self, claim: InboxClaim, conversation: ConversationRef, item: InboxItem) -> bool:
         """Handle one stored event and record the outcome; False when it failed and will
-        be retried (the conversation's later events wait for it)."""
+        be retried (the conversation's later events wait for it). The database being
+        unreachable is raised, uncounted: the claim ends and the worker waits it out."""
+        platform = conversation.platform
         try:
             event = decode(conversation, item.kind, item.payload)
+            if isinstance(event, (Mention, AdminCommand)):
+                item = await self._queue_reply(claim, item, event)
+                if item.kind == MessagePosted.kind:  # the question, now a plain message
+                    event = decode(conversation, item.kind, item.payload)
+                else:
+                    self._processed(platform, event.kind)
+                    return True
             await self.handle(event)
         except ValidationError as error:
             log.warning("event %s (%s) in %s refused: %s", item.event_id, item.kind, conversation, error)
             await claim.finish(item, "rejected", str(error))
+            metrics.PROCESSED.labels(platform, item.kind, "rejected").inc()
             return True
         except Exception as error:  # noqa: BLE001 - any failure is retried, then kept for an operator
+            if database_unreachable(error):
+                raise
             delay = timedelta(seconds=self.config.retry_seconds * 2**item.attempts)
             reason = f"{type(error).__name__}: {error}"[:500]
             log.warning("event %s (%s) in %s failed: %s", item.event_id, item.kind, conversation, reason)
-            return not await claim.retry(item, reason, delay, self.config.max_attempts)
+            retried = await claim.retry(item, reason, delay, self.config.max_attempts)
+            if not retried:
+                metrics.PROCESSED.labels(platform, item.kind, "failed").inc()
+            return not retried
         await claim.finish(item)
         for message_id in _deleted_ids(event):
             await claim.erase_message(message_id)
-        self.processed += 1
+            await claim.withdraw_replies(message_id, WITHDRAWN)
+        self._processed(platform, event.kind)
         return True
+
+    def _processed(self, platform: str, kind: str) -> None:
+        self.processed += 1
+        metrics.PROCESSED.labels(platform, kind, "done").inc()
+
+    async def _queue_reply(self, claim: InboxClaim, item: InboxItem, event: Mention | AdminCommand) -> InboxItem:
+        """Work out the reply and hand it to the outbox; what is left of ``item`` (for a
+        mention, its message to store, in the conversation's order), or ``item`` done."""
+        reply, then = await (self._answer(event) if isinstance(event, Mention) else self._admin(event))
+        kind, payload = encode(ReplyDue.of(f"{event.event_id}:reply", reply))
+        entry = inbox_entry(event.conversation, f"{event.event_id}:reply", kind, payload, message_of(event))
+        rest = encode(then) if then is not None else None
+        await claim.hand_over(item, entry, rest)
+        self._replies_due.add((event.conversation, entry.event_id))
+        self._reply_wake.set()
+        return item if rest is None else replace(item, kind=rest[0], payload=rest[1], attempts=0)
+
+    # --- replies (the outbox) ---------------------------------------------------------
+
+    async def post_replies(self) -> int:
+        """Post the replies that are ready (each taken for a lease, so that one is posted
+        by one process); returns how many were tried."""
+        lease = timedelta(seconds=self.config.reply_lease_seconds)
+        taken = await outbox_take(self.memory, list(self.platforms), principal=SERVICE, lease=lease)
+        await asyncio.gather(*(self._post(item) for item in taken))
+        return len(taken)
+
+    async def _post(self, taken: OutboxItem) -> None:
+        """Post one taken reply and settle it: posted, retried later, or given up."""
+        platform = taken.conversation.platform
+        try:
+            due = decode(taken.conversation, taken.item.kind, taken.item.payload)
+            assert isinstance(due, ReplyDue)
+            await self._deliver(due.reply())
+        except Exception as error:  # noqa: BLE001 - retried, or kept as failed and reported
+            reason = f"{type(error).__name__}: {error}"[:500]
+            delay = reply_delay(error, taken.item.attempts, self.config)
+            if taken.age_seconds + delay > self.config.reply_give_up_seconds or isinstance(error, ValidationError):
+                log.error("reply %s in %s given up: %s", taken.item.event_id, taken.conversation, reason)
+                metrics.REPLIES.labels(platform, "given_up").inc()
+                await outbox_settle(self.memory, taken, principal=SERVICE, error=reason)
+                self._replies_due.discard((taken.conversation, taken.item.event_id))
+                return
+            log.warning("reply %s in %s not posted, again in %.1f s: %s", taken.item.event_id, taken.conversation, delay, reason)
+            metrics.REPLIES.labels(platform, "retried").inc()
+            await outbox_settle(self.memory, taken, principal=SERVICE, error=reason, retry_in=timedelta(seconds=delay))
+            return
+        metrics.REPLIES.labels(platform, "posted").inc()
+        await outbox_settle(self.memory, taken, principal=SERVICE)
+        self._replies_due.discard((taken.conversation, taken.item.event_id))
+
+    @property
+    def busy(self) -> bool:
+        """Events in hand, or replies this process queued and has not posted or given up
+        on yet (tests and benchmarks wait for it to clear)."""
+        return bool(self._tasks or self._replies_due)
 
     async def handle(self, event: ChatEvent) -> None:
         """Carry out one event against the memory core (and the platform, for replies)."""
@@ -317,10 +542,6 @@ class ChatService:
                 await self._forget(ref, stored.message_id, principal)
         elif isinstance(event, ChannelDeleted):
             self.removals += await drop_conversation(self.memory, ref, principal=principal)
-        elif isinstance(event, Mention):
-            await self._answer(event, principal)
-        elif isinstance(event, AdminCommand):
-            await self._admin(event)
         else:
             raise ValidationError("kind", f"no handler for {type(event).__name__}")
 
@@ -338,6 +559,7 @@ class ChatService:
     async def _forget(self, ref: ConversationRef, message_id: str, principal: Principal) -> None:
         report = await forget(self.memory, ref, message_id, principal=principal)
         self.removals += report.status == "deleted"
+        metrics.DELETIONS.labels(ref.platform, report.status).inc()
 
     async def _store(self, ref: ConversationRef, message: ChatMessage, principal: Principal) -> None:
         author = await self.describe(ref, message.author)
@@ -356,7 +578,9 @@ class ChatService:
         if status == "unknown":  # its create was lost or is late: store it as it is now
             await self._store(event.conversation, message, principal)
 
-    async def _answer(self, event: Mention, principal: Principal) -> None:
+    async def _answer(self, event: Mention) -> tuple[Reply, MessagePosted]:
+        """The answer to a mention, and the question to store after it (stored after
+        answering, so that the question is never its own evidence)."""
         author = await self.describe(event.conversation, event.message.author)
         if event.question.strip():
             answer = await ask(
@@ -369,14 +593,12 @@ class ChatService:
             reply = answer_reply(event, answer)
         else:
             reply = Reply(event.conversation, event.reply, EMPTY_QUESTION, "answer")
-        await self._deliver(reply)
-        # Stored after answering, so that the question is never its own evidence.
-        await ingest(self.memory, event.conversation, [core_message(event.message, author)], principal=principal)
+        return reply, MessagePosted(event.conversation, event.event_id, replace(event.message, author=author))
 
-    async def _admin(self, event: AdminCommand) -> None:
+    async def _admin(self, event: AdminCommand) -> tuple[Reply, None]:
         user = await self.describe(event.conversation, event.user)
         text = await admin.run(self.memory, event.conversation, event.text, Principal.user(user.id, user.role or "user"))
-        await self._deliver(Reply(event.conversation, event.reply, text, "refusal" if text == admin.REFUSAL else "audit"))
+        return Reply(event.conversation, event.reply, text, "refusal" if text == admin.REFUSAL else "audit"), None
 
     async def _deliver(self, reply: Reply) -> None:
         platform = self.platforms.get(reply.conversation.platform)
@@ -387,18 +609,29 @@ class ChatService:
     # --- health ----------------------------------------------------------------------
 
     async def health(self) -> dict[str, Any]:
-        """Database reachable, connectors connected, inbox backlog; ``ok`` when all is well."""
+        """Database reachable, connectors connected, the inbox moving; ``ok`` when all is
+        well, else ``problems`` names what is not (``/healthz`` answers 503 with it)."""
         try:
-            backlog: dict[str, Any] | None = (await inbox_backlog(self.memory, principal=SERVICE)).as_dict()
+            backlog = await inbox_backlog(self.memory, principal=SERVICE)
         except Exception as error:  # noqa: BLE001 - health reports any database failure
             log.warning("health: database unreachable: %s", error)
             backlog = None
-        connectors = {name: platform.connected for name, platform in self.platforms.items()}
+        connectors = {name: bool(platform.connected) for name, platform in self.platforms.items()}
+        for name, up in connectors.items():
+            metrics.CONNECTOR_UP.labels(name).set(int(up))
+        if backlog is not None:
+            metrics.observe_backlog(backlog)
+        problems = health_problems(connectors, backlog, self.config.stuck_seconds)
+        problems += [
+            f"{name} worker failing: {error}" for name, error in sorted(self.worker.errors.items()) if backlog is not None
+        ]
         return {
-            "ok": backlog is not None and all(connectors.values()),
+            "ok": not problems,
+            "problems": problems,
             "database": backlog is not None,
             "connectors": connectors,
-            "backlog": backlog,
+            "backlog": backlog.as_dict() if backlog is not None else None,
+            "worker": self.worker.as_dict(),
             "processed": self.processed,
             "processing": len(self._tasks),
         }
@@ -436,7 +669,7 @@ class ThreadIntake:
         self.service_loop = service_loop
 
     async def accept(self, event: ChatEvent) -> bool:
-        new = await self._writer.put(entry_of(event))
+        new = await self._writer.put(event)  # timed by the HTTP edge (bot/http_server.py)
         if new:
             self.service_loop.call_soon_threadsafe(self.service.wake)
         return new
@@ -455,14 +688,21 @@ class InboxWriter:
         self._waiting: list[tuple[InboxEntry, asyncio.Future[bool]]] = []
         self._writing: asyncio.Task[None] | None = None
 
-    async def put(self, entry: InboxEntry) -> bool:
-        """Store ``entry`` with whatever else is waiting; False for a redelivery. Raises
-        what the write raised (nothing of that write was stored)."""
+    async def put(self, event: ChatEvent) -> bool:
+        """Store ``event`` with whatever else is waiting; False for a redelivery. Raises
+        what the write raised (nothing of that write was stored); counted either way."""
+        entry = entry_of(event)  # refused (ValidationError): the connector counts it, knowing the raw type
         stored: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self._waiting.append((entry, stored))
         if self._writing is None or self._writing.done():
             self._writing = asyncio.create_task(self._write_waiting())
-        return await stored
+        try:
+            new = await stored
+        except Exception:
+            metrics.EVENTS.labels(event.conversation.platform, event.kind, "failed").inc()
+            raise
+        metrics.EVENTS.labels(event.conversation.platform, event.kind, "accepted" if new else "duplicate").inc()
+        return new
 
     async def _write_waiting(self) -> None:
         while self._waiting:

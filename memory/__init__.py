@@ -52,12 +52,15 @@ if TYPE_CHECKING:
     )
     from memory.commands.claims import claim_work, last_runs, release_claim, renew_claim
     from memory.commands.inbox import (
+        database_unreachable,
         inbox_backlog,
         inbox_claim,
         inbox_conversations,
         inbox_entry,
         inbox_prune,
         inbox_put,
+        outbox_settle,
+        outbox_take,
         read_cursor,
         save_cursor,
     )
@@ -107,7 +110,7 @@ if TYPE_CHECKING:
     from memory.store.conversations import ConversationRef
     from memory.store.embedded import default_data_dir, start_embedded
     from memory.store.erasure import MaintenanceReport
-    from memory.store.inbox import InboxBacklog, InboxClaim, InboxEntry, InboxItem
+    from memory.store.inbox import InboxBacklog, InboxClaim, InboxEntry, InboxItem, OutboxItem
     from memory.validation import check_text, normalize_id, parse_time
 
 __all__ = [
@@ -147,6 +150,7 @@ __all__ = [
     "ModelUnavailable",
     "OfflineExtractor",
     "OpenAIEmbedder",
+    "OutboxItem",
     "Overview",
     "Principal",
     "Provenance",
@@ -169,6 +173,7 @@ __all__ = [
     "claim_work",
     "consolidate",
     "conversations",
+    "database_unreachable",
     "default_data_dir",
     "drop_conversation",
     "edit",
@@ -189,6 +194,8 @@ __all__ = [
     "messages",
     "normalize_id",
     "open_memory",
+    "outbox_settle",
+    "outbox_take",
     "overview",
     "parse_time",
     "pending",

@@ -123,6 +123,8 @@ RULES: dict[str, Rule] = {
     "inbox_claim": Rule(_WORK, Audit.NONE),
     "inbox_backlog": Rule(_WORK, Audit.NONE, store_wide=True),
     "inbox_prune": Rule(_WORK, Audit.NONE, store_wide=True),
+    "outbox_take": Rule(_WORK, Audit.NONE, store_wide=True),
+    "outbox_settle": Rule(_WORK, Audit.NONE, store_wide=True),
     "claim_work": Rule(_WORK, Audit.NONE, store_wide=True),
     "renew_claim": Rule(_WORK, Audit.NONE, store_wide=True),
     "release_claim": Rule(_WORK, Audit.NONE, store_wide=True),

@@ -189,16 +189,62 @@ async def test_events_left_by_a_dead_process_are_processed_by_the_next_and_claim
     assert await stored(memory, ref) == {"m1": "Acknowledged, never processed."}
 
 
-async def test_a_failing_delivery_is_retried_then_given_up_and_later_events_go_on(memory: Memory, ref: ConversationRef) -> None:
+async def test_an_answer_that_cannot_be_posted_holds_up_neither_its_question_nor_later_events(
+    memory: Memory, ref: ConversationRef
+) -> None:
+    """Defect 12: the question is stored and the conversation goes on while the reply
+    waits in the outbox; the reply is posted once, late."""
     platform = RecordingPlatform(failures=5)
-    service = ChatService(memory, [platform], ServiceConfig(retry_seconds=0, max_attempts=2))
-    await service.accept(mention(ref, "q1", "Anything?"))
+    config = ServiceConfig(retry_seconds=0, max_attempts=2, reply_retry_seconds=0.2, reply_retry_max_seconds=0.2)
+    service = ChatService(memory, [platform], config)
+    await service.accept(posted(ref, "m0", "The offsite is in Lisbon."))
+    await service.accept(mention(ref, "q1", "Where is the offsite?"))
     await service.accept(posted(ref, "m1", "After the mention.", 40))
-    assert await service.drain() == 0  # first attempt failed; m1 waits behind it
-    assert await stored(memory, ref) == {}
-    await service.drain()  # second attempt fails too: given up, kept for an operator
-    assert await stored(memory, ref) == {"m1": "After the mention."}
-    assert (await inbox_backlog(memory, principal=TEST)).failed >= 1
+    await service.drain()
+    assert set(await stored(memory, ref)) == {"m0", "q1", "m1"}
+    backlog = await inbox_backlog(memory, principal=TEST)
+    assert platform.replies == [] and backlog.replies_pending >= 1
+    for _ in range(50):
+        await asyncio.sleep(0.1)
+        await service.drain()
+        if platform.replies:
+            break
+    await asyncio.sleep(0.05)
+    await service.drain()
+    assert [r.target.message_id for r in platform.replies] == ["q1"]
+    assert "Lisbon" in platform.replies[0].text or platform.replies[0].citations
+
+
+async def test_a_reply_that_cannot_be_posted_for_too_long_is_kept_as_failed_and_reported(
+    memory: Memory, ref: ConversationRef
+) -> None:
+    platform = RecordingPlatform(failures=10**6)
+    config = ServiceConfig(reply_retry_seconds=0, reply_give_up_seconds=0.5)
+    service = ChatService(memory, [platform], config)
+    await service.accept(mention(ref, "q1", "Anything?"))
+    await service.drain()
+    await asyncio.sleep(0.6)
+    await service.drain()
+    backlog = await inbox_backlog(memory, principal=TEST)
+    assert backlog.replies_failed >= 1
+    assert "q1" in await stored(memory, ref)
+
+
+async def test_a_queued_reply_citing_a_message_deleted_meanwhile_is_posted_without_it(
+    memory: Memory, ref: ConversationRef
+) -> None:
+    platform = RecordingPlatform(failures=1)
+    config = ServiceConfig(reply_retry_seconds=0.3, reply_retry_max_seconds=0.3)
+    service = ChatService(memory, [platform], config)
+    await service.accept(posted(ref, "m0", "The offsite is in Lisbon."))
+    await service.accept(mention(ref, "q1", "Where is the offsite?"))
+    await service.drain()  # the first post failed: the reply waits 0.3 s
+    await service.accept(MessageDeleted(ref, "ev-del", "m0"))
+    await service.drain()
+    await asyncio.sleep(0.35)
+    await service.drain()
+    (reply,) = platform.replies
+    assert "Lisbon" not in reply.text and reply.citations == () and "withdrawn" in reply.text
 
 
 async def test_admin_commands_are_refused_to_others(

@@ -100,12 +100,13 @@ async def test_chat_events_use_the_same_ids_and_refuse_what_the_inbox_cannot_hol
     from memory.store.residue import find_tokens
 
     ref = ConversationRef("test", "W1", f"C{uuid.uuid4().hex[:10]}")
-    service = ChatService(memory, [RecordingPlatform(failures=9)], ServiceConfig(retry_seconds=0, max_attempts=2))
+    config = ServiceConfig(retry_seconds=0, max_attempts=2, reply_give_up_seconds=0.001)
+    service = ChatService(memory, [RecordingPlatform(failures=9)], config)
     marker = f"zq{uuid.uuid4().hex[:8]}8"
     await service.accept(posted(ref, " m1 ", "The offsite is in Lisbon."))
     await service.accept(mention(ref, " q1 ", f"Where is the offsite {marker}?"))
-    await service.drain()  # the answer cannot be delivered: the mention is kept, failed, with its text
-    assert [m["message_id"] for m in await messages(memory, ref, principal=OPERATOR)] == ["m1"]
+    await service.drain()  # the answer cannot be delivered: kept, failed; the question is stored
+    assert [m["message_id"] for m in await messages(memory, ref, principal=OPERATOR)] == ["m1", "q1"]
     await service.accept(MessageDeleted(ref, "ev-del", "q1"))
     await service.drain()
     async with memory.sessions() as session:

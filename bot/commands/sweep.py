@@ -45,4 +45,5 @@ def render(result: dict[str, Any]) -> str:
             continue
         gone = ", ".join(report["forgotten"]) or "nothing"
         lines.append(f"  {report['conversation']}: {report['checked']} checked, forgotten: {gone}")
+        lines += [f"  {report['conversation']}: REFUSED: {report['refused']}"] if report.get("refused") else []
     return "\n".join([*lines, *render_vacuum(result)])

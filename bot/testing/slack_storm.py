@@ -12,6 +12,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+import aiohttp
+
 from bot.testing.slack_standin import SlackStandIn
 
 WORDS = ("budget", "offsite", "roadmap", "launch", "hiring", "design", "review", "deadline", "venue", "demo")
@@ -92,4 +94,81 @@ class Storm:
 
         await asyncio.gather(*(worker() for _ in range(concurrency)))
         self.report.seconds = time.perf_counter() - started
+        return self.report
+
+
+@dataclass
+class StreamReport:
+    """What a steady stream sent and what the service acknowledged, per event kind."""
+
+    sent: int = 0  # distinct events
+    acked: int = 0  # distinct events acknowledged (2xx), after however many tries
+    refused: int = 0  # tries answered otherwise (5xx, connection refused): Slack retries those
+    mentions: dict[str, str] = field(default_factory=dict)  # mention ts -> channel, acknowledged
+
+
+class SteadyStream:
+    """Message lives at a steady rate, each delivery retried as Slack retries (same
+    event id, ``X-Slack-Retry-Num``) until it is acknowledged, however long the service
+    refuses: a fault in the service then shows as retries, never as events not sent.
+    Mentions and deletions among them; the stand-in's history is the truth after."""
+
+    def __init__(
+        self,
+        slack: SlackStandIn,
+        channels: list[str],
+        rate: float,
+        seed: int = 5,
+        mentions: float = 0.05,
+        retry_seconds: float = 0.5,
+    ) -> None:
+        self.slack, self.channels, self.rate, self.mention_share = slack, channels, rate, mentions
+        self.random = random.Random(seed)
+        self.retry_seconds = retry_seconds
+        self.report = StreamReport()
+        self._lives: list[asyncio.Task[None]] = []
+
+    async def deliver(self, body: dict[str, Any]) -> None:
+        self.report.sent += 1
+        tries = 0
+        while True:
+            try:
+                status = (await self.slack.deliver(body, retry=tries or None)).status
+            except (OSError, aiohttp.ClientError):  # the service is not listening (killed, restarting)
+                status = 0
+            if 200 <= status < 300:
+                self.report.acked += 1
+                return
+            self.report.refused += 1
+            tries += 1
+            await asyncio.sleep(self.retry_seconds)
+
+    async def life(self, n: int) -> None:
+        channel = self.channels[n % len(self.channels)]
+        roll = self.random.random()
+        if roll < self.mention_share:
+            asked = self.slack.message(channel, "U2", f"<@U0STASHBIRD> what about the {self.random.choice(WORDS)}?")
+            event = {**asked, "channel": channel, "event_ts": asked["ts"]}
+            await self.deliver(self.slack.envelope({**event, "type": "app_mention"}))
+            await self.deliver(self.slack.envelope({**event, "channel_type": "channel"}))
+            self.report.mentions[asked["ts"]] = channel
+            return
+        message = self.slack.message(channel, self.random.choice(("U1", "U3")), f"Note {n} on the {self.random.choice(WORDS)}.")
+        await self.deliver(self.slack.envelope({**message, "channel": channel, "channel_type": "channel"}))
+        if roll < self.mention_share + 0.1:
+            await self.deliver(self.slack.delete_event(channel, message["ts"]))
+
+    async def run(self, seconds: float) -> None:
+        """Start a life every ``1 / rate`` seconds for ``seconds``; lives still retrying
+        go on (``finish`` waits for them)."""
+        deadline = time.perf_counter() + seconds
+        n = 0
+        while time.perf_counter() < deadline:
+            self._lives.append(asyncio.create_task(self.life(n)))
+            n += 1
+            await asyncio.sleep(1 / self.rate)
+
+    async def finish(self, timeout: float = 120) -> StreamReport:
+        """Wait until every life's events were acknowledged."""
+        await asyncio.wait_for(asyncio.gather(*self._lives), timeout)
         return self.report

@@ -16,7 +16,7 @@ from memory.validation import check_json, normalize_id
 if TYPE_CHECKING:
     from memory.core import Memory
     from memory.store.conversations import ConversationRef
-    from memory.store.inbox import InboxBacklog, InboxClaim, InboxEntry
+    from memory.store.inbox import InboxBacklog, InboxClaim, InboxEntry, OutboxItem
 
 
 def inbox_entry(
@@ -114,3 +114,67 @@ async def save_cursor(
         assert call.conversation_id is not None
         async with memory.sessions.begin() as session:
             await _inbox.write_cursor(session, call.conversation_id, name, value)
+
+
+async def outbox_take(
+    memory: Memory,
+    platforms: Sequence[str],
+    *,
+    principal: Principal,
+    limit: int = 20,
+    lease: timedelta = timedelta(seconds=60),
+) -> list[OutboxItem]:
+    """Replies ready to post on ``platforms``, each taken for ``lease`` (memory.store.inbox:
+    the outbox): posted and settled within it, or taken again after it by this or another
+    process."""
+    from memory.store import inbox as _inbox
+
+    if not platforms:
+        return []
+    async with door(memory, "outbox_take", principal) as call:
+        async with memory.sessions() as session:
+            ready = await _inbox.ready_replies(session, platforms, limit)
+        taken: list[OutboxItem] = []
+        for ref, conversation_id, row_id in ready:
+            async with memory.sessions.begin() as session:
+                item = await _inbox.take_reply(session, ref, conversation_id, row_id, lease)
+            if item is not None:
+                taken.append(item)
+        call.note(ready=len(ready), taken=len(taken))
+    return taken
+
+
+async def outbox_settle(
+    memory: Memory, taken: OutboxItem, *, principal: Principal, error: str | None = None, retry_in: timedelta | None = None
+) -> None:
+    """Record a taken reply's fate: posted (no ``error``), to retry after ``retry_in``, or
+    given up (an ``error`` and no ``retry_in``: kept, with its payload, for an operator)."""
+    from memory.store import inbox as _inbox
+
+    async with door(memory, "outbox_settle", principal) as call:
+        async with memory.sessions.begin() as session:
+            await _inbox.settle_reply(session, taken, error, retry_in)
+        call.note(posted=error is None, retry=retry_in is not None)
+
+
+def database_unreachable(error: BaseException) -> bool:
+    """Whether ``error`` says the database could not be reached or went away (refused,
+    restarting, shutting down, a dropped connection), rather than refusing the work: the
+    caller waits and tries again without counting it against the work. A bare OSError
+    (a refused connect, before the driver wraps anything) is not claimed: it may as well
+    be a platform's; the caller's next database write tells. Pure."""
+    import sqlalchemy.exc
+
+    if isinstance(error, sqlalchemy.exc.DBAPIError):
+        if error.connection_invalidated or isinstance(error, (sqlalchemy.exc.OperationalError, sqlalchemy.exc.InterfaceError)):
+            return True
+        if isinstance(error.orig, OSError):
+            return True
+        sqlstate = getattr(error.orig, "sqlstate", None) or getattr(getattr(error.orig, "__cause__", None), "sqlstate", None)
+        return isinstance(sqlstate, str) and sqlstate[:2] in _UNREACHABLE_CLASSES
+    return isinstance(error, sqlalchemy.exc.DisconnectionError | sqlalchemy.exc.TimeoutError)
+
+
+# SQLSTATE classes of an unreachable server: 08 connection exception, 57 operator
+# intervention (admin shutdown, crash shutdown, cannot connect now), 53 insufficient resources
+_UNREACHABLE_CLASSES = ("08", "57", "53")

@@ -19,6 +19,14 @@ Rules, and why:
 - A failing event is retried with a growing delay and blocks the events after it in its
   conversation (order matters more than latency); after the last attempt it is marked
   ``failed`` with its payload kept for an operator, and the conversation moves on.
+- Replies wait in the same table, as rows of kind ``reply`` (the outbox), apart from the
+  conversation's ordered events: an answer is computed, then in one transaction its reply
+  row is written and the mention becomes the plain message it is (``hand_over``), so the
+  question is stored whether or not the answer can be posted, and a reply waiting on a
+  rate-limited or unreachable platform never holds up the conversation's next events.
+  A reply row is taken with a lease (``take_replies``: its ``not_before`` moved past the
+  lease, so a process that dies while posting leaves it to be taken again), then settled.
+  No migration: same columns, one more kind.
 """
 
 from __future__ import annotations
@@ -32,15 +40,16 @@ from typing import Any
 
 from sqlalchemy import delete, func, select, text, update
 from sqlalchemy.dialects.postgresql import insert
-from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
 from sqlalchemy.sql import Executable
 
 from memory.store.conversations import ConversationRef, ensure_conversation
-from memory.store.locks import LockPurpose, try_hold
+from memory.store.locks import LockPurpose, try_hold_connection
 from memory.store.schema import ConnectorCursor, Conversation, InboxEvent
 from memory.validation import normalize_id
 
 OUTCOMES = ("done", "rejected", "failed")
+REPLY = "reply"  # the outbox's kind: replies waiting to be posted, outside the ordered lane
 
 
 @dataclass(frozen=True)
@@ -56,12 +65,35 @@ class InboxItem:
 
 @dataclass(frozen=True)
 class InboxBacklog:
+    """Events waiting and given up on, and the same for replies (the outbox), apart:
+    a reply waiting on a rate-limited platform is not a stuck inbox."""
+
     pending: int
     failed: int
     oldest_pending_seconds: float | None
+    replies_pending: int = 0
+    replies_failed: int = 0
+    oldest_reply_seconds: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {"pending": self.pending, "failed": self.failed, "oldest_pending_seconds": self.oldest_pending_seconds}
+        return {
+            "pending": self.pending,
+            "failed": self.failed,
+            "oldest_pending_seconds": self.oldest_pending_seconds,
+            "replies_pending": self.replies_pending,
+            "replies_failed": self.replies_failed,
+            "oldest_reply_seconds": self.oldest_reply_seconds,
+        }
+
+
+@dataclass(frozen=True)
+class OutboxItem:
+    """A reply row taken for posting: where it goes, the row, and how long it has waited."""
+
+    conversation: ConversationRef
+    conversation_id: int
+    item: InboxItem
+    age_seconds: float
 
 
 @dataclass(frozen=True)
@@ -134,6 +166,7 @@ async def pending_conversations(session: AsyncSession) -> list[ConversationRef]:
     conversations by nature, like the consolidation backlog's)."""
     ready = select(InboxEvent.conversation_id).where(
         InboxEvent.processed_at.is_(None),
+        InboxEvent.kind != REPLY,
         (InboxEvent.not_before.is_(None)) | (InboxEvent.not_before <= func.now()),
     )
     rows = await session.execute(
@@ -149,16 +182,19 @@ class InboxClaim:
     """A conversation's inbox, held by this process while its claim lasts (``claim``);
     each change is committed at once, in a short transaction of its own."""
 
-    def __init__(self, engine: AsyncEngine, conversation_id: int) -> None:
+    def __init__(self, engine: AsyncEngine, conversation_id: int, held: AsyncConnection) -> None:
         self.engine = engine
         self.conversation_id = conversation_id
+        self._held = held  # the connection holding the claim: reads go through it (``next``)
 
     async def _write(self, statement: Executable) -> None:
         async with self.engine.begin() as connection:
             await connection.execute(statement)
 
     async def next(self, limit: int = 50) -> list[InboxItem]:
-        """Pending events in arrival order, up to the first that must wait for a retry."""
+        """Pending events in arrival order, up to the first that must wait for a retry.
+        Read through the claim's own connection, so that a claim lost with its
+        connection (a database restart) fails here instead of processing on unheld."""
         query = (
             select(
                 InboxEvent.id,
@@ -168,12 +204,15 @@ class InboxClaim:
                 InboxEvent.attempts,
                 func.coalesce(InboxEvent.not_before > func.now(), False),
             )
-            .where(InboxEvent.conversation_id == self.conversation_id, InboxEvent.processed_at.is_(None))
+            .where(
+                InboxEvent.conversation_id == self.conversation_id,
+                InboxEvent.processed_at.is_(None),
+                InboxEvent.kind != REPLY,
+            )
             .order_by(InboxEvent.id)
             .limit(limit)
         )
-        async with self.engine.connect() as connection:
-            rows = (await connection.execute(query)).all()
+        rows = (await self._held.execute(query)).all()
         items: list[InboxItem] = []
         for item_id, event_id, kind, payload, attempts, waiting in rows:
             if waiting:
@@ -206,6 +245,53 @@ class InboxClaim:
             .values(attempts=attempts, error=error, not_before=func.now() + delay)
         )
         return True
+
+    async def hand_over(self, item: InboxItem, reply: InboxEntry, then: tuple[str, dict[str, Any]] | None) -> None:
+        """In one transaction: queue ``reply`` in the outbox (once: a second hand-over of
+        the same event finds its row) and either finish ``item`` (``then`` None) or turn
+        it into the event that is left to do (``(kind, payload)``, e.g. storing the
+        mention's message), which stays first in the conversation's order."""
+        outbox = insert(InboxEvent).values(
+            conversation_id=self.conversation_id,
+            event_id=reply.event_id,
+            kind=REPLY,
+            payload=reply.payload,
+            message_id=reply.message_id,
+        )
+        mine = (InboxEvent.conversation_id == self.conversation_id) & (InboxEvent.id == item.id)
+        if then is None:
+            after = update(InboxEvent).where(mine).values(processed_at=func.now(), outcome="done", error=None, payload=None)
+        else:
+            after = update(InboxEvent).where(mine).values(kind=then[0], payload=then[1], attempts=0, error=None)
+        async with self.engine.begin() as connection:
+            await connection.execute(outbox.on_conflict_do_nothing(constraint="uq_inbox_event"))
+            await connection.execute(after)
+
+    async def withdraw_replies(self, message_id: str, notice: str) -> int:
+        """Replies not yet posted that cite a message just deleted are rewritten to
+        ``notice`` without their text or citations, so a late post never shows what was
+        deleted (and the question still gets its answer: that there is none now)."""
+        cites = text("jsonb_path_exists(payload, '$.citations.** ? (@.message_id == $id)', jsonb_build_object('id', :id))")
+        result = await self._write_counted(
+            update(InboxEvent)
+            .where(
+                InboxEvent.conversation_id == self.conversation_id,
+                InboxEvent.kind == REPLY,
+                InboxEvent.processed_at.is_(None),
+                cites.bindparams(id=normalize_id(message_id, "message")),
+            )
+            .values(
+                # the row's own fields kept; the text replaced; citations, answer id and notes gone
+                payload=InboxEvent.payload.op("-")(text("CAST(ARRAY['citations', 'answer_id', 'notes'] AS text[])")).op("||")(
+                    func.jsonb_build_object("text", notice)
+                )
+            )
+        )
+        return result
+
+    async def _write_counted(self, statement: Executable) -> int:
+        async with self.engine.begin() as connection:
+            return int((await connection.execute(statement)).rowcount)
 
     async def erase_message(self, message_id: str) -> None:
         """Clear the payloads of finished events about a message that was deleted."""
@@ -240,23 +326,100 @@ class InboxClaim:
 async def claim(engine: AsyncEngine, conversation_id: int) -> AsyncIterator[InboxClaim | None]:
     """The conversation's inbox for the block, or None when another process holds it
     (``LockPurpose.INBOX``, held on a connection of its own: see memory.store.locks)."""
-    async with try_hold(engine, conversation_id, LockPurpose.INBOX) as held:
-        yield InboxClaim(engine, conversation_id) if held else None
+    async with try_hold_connection(engine, conversation_id, LockPurpose.INBOX) as held:
+        yield InboxClaim(engine, conversation_id, held) if held is not None else None
 
 
 async def backlog(session: AsyncSession) -> InboxBacklog:
-    pending = InboxEvent.processed_at.is_(None)
+    waiting = InboxEvent.processed_at.is_(None)
+    failed = InboxEvent.outcome == "failed"
+    event, reply = InboxEvent.kind != REPLY, InboxEvent.kind == REPLY
+
+    def age(rows: Any) -> Any:
+        return func.now() - func.min(InboxEvent.received_at).filter(rows)
+
     row = (
         await session.execute(
             select(
-                func.count().filter(pending),
-                func.count().filter(InboxEvent.outcome == "failed"),
-                func.extract("epoch", func.now() - func.min(InboxEvent.received_at).filter(pending)),
+                func.count().filter(waiting & event),
+                func.count().filter(failed & event),
+                func.extract("epoch", age(waiting & event)),
+                func.count().filter(waiting & reply),
+                func.count().filter(failed & reply),
+                func.extract("epoch", age(waiting & reply)),
             ).prefix_with("/* multi-shard: inbox-health */")
         )
     ).one()
-    oldest = float(row[2]) if row[2] is not None else None
-    return InboxBacklog(int(row[0]), int(row[1]), oldest)
+
+    def seconds(value: Any) -> float | None:
+        return float(value) if value is not None else None
+
+    return InboxBacklog(int(row[0]), int(row[1]), seconds(row[2]), int(row[3]), int(row[4]), seconds(row[5]))
+
+
+async def ready_replies(session: AsyncSession, platforms: Sequence[str], limit: int) -> list[tuple[ConversationRef, int, int]]:
+    """Reply rows of ``platforms`` ready to post (conversation, its id, the row id), oldest first: the
+    outbox's discovery read across conversations, like the inbox's own; each row is then
+    taken by a statement pinned to its conversation (``take_reply``)."""
+    rows = await session.execute(
+        select(
+            Conversation.platform, Conversation.workspace_id, Conversation.channel_id, InboxEvent.conversation_id, InboxEvent.id
+        )
+        .prefix_with("/* multi-shard: inbox-ready */")
+        .join(Conversation, Conversation.id == InboxEvent.conversation_id)
+        .where(
+            InboxEvent.processed_at.is_(None),
+            InboxEvent.kind == REPLY,
+            (InboxEvent.not_before.is_(None)) | (InboxEvent.not_before <= func.now()),
+            Conversation.platform.in_(list(platforms)),
+        )
+        .order_by(InboxEvent.id)
+        .limit(limit)
+    )
+    return [(ConversationRef(p, w, c), conversation_id, row_id) for p, w, c, conversation_id, row_id in rows]
+
+
+async def take_reply(
+    session: AsyncSession, conversation: ConversationRef, conversation_id: int, row_id: int, lease: timedelta
+) -> OutboxItem | None:
+    """Take a ready reply row for ``lease`` (None when another process took it first)."""
+    row = (
+        await session.execute(
+            update(InboxEvent)
+            .where(
+                InboxEvent.conversation_id == conversation_id,
+                InboxEvent.id == row_id,
+                InboxEvent.processed_at.is_(None),
+                (InboxEvent.not_before.is_(None)) | (InboxEvent.not_before <= func.now()),
+            )
+            .values(not_before=func.now() + lease)
+            .returning(
+                InboxEvent.event_id,
+                InboxEvent.kind,
+                InboxEvent.payload,
+                InboxEvent.attempts,
+                func.extract("epoch", func.now() - InboxEvent.received_at),
+            )
+        )
+    ).one_or_none()
+    if row is None:
+        return None
+    event_id, kind, payload, attempts, age = row
+    return OutboxItem(conversation, conversation_id, InboxItem(row_id, event_id, kind, payload or {}, attempts), float(age))
+
+
+async def settle_reply(session: AsyncSession, taken: OutboxItem, error: str | None, retry_in: timedelta | None) -> None:
+    """Posted (``error`` None: done, payload cleared), to be tried again after
+    ``retry_in``, or given up (``failed``, payload kept for an operator)."""
+    mine = (InboxEvent.conversation_id == taken.conversation_id) & (InboxEvent.id == taken.item.id)
+    values: dict[str, Any]
+    if error is None:
+        values = {"processed_at": func.now(), "outcome": "done", "error": None, "payload": None}
+    elif retry_in is not None:
+        values = {"attempts": taken.item.attempts + 1, "error": error, "not_before": func.now() + retry_in}
+    else:
+        values = {"processed_at": func.now(), "outcome": "failed", "error": error, "attempts": taken.item.attempts + 1}
+    await session.execute(update(InboxEvent).where(mine).values(**values))
 
 
 async def prune(session: AsyncSession, older_than: timedelta) -> int:

@@ -26,7 +26,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from sqlalchemy import Connection, text
-from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
 
 # The migration lock's single bigint key (kept as it was, so that processes of
 # different versions still exclude each other).
@@ -69,13 +69,24 @@ async def try_hold(engine: AsyncEngine, conversation_id: int, purpose: LockPurpo
     (whether it was taken). It is held by a transaction left open on a connection of its
     own, so that work done meanwhile may commit as it goes; the lock goes when the block
     ends or, if this process dies, when its connection does."""
+    async with try_hold_connection(engine, conversation_id, purpose) as connection:
+        yield connection is not None
+
+
+@asynccontextmanager
+async def try_hold_connection(
+    engine: AsyncEngine, conversation_id: int, purpose: LockPurpose
+) -> AsyncIterator[AsyncConnection | None]:
+    """``try_hold``, yielding the connection whose transaction holds the lock (None: not
+    taken). Reading through it proves the lock is still held: if the server restarted,
+    the connection is gone and so is the lock (another process may have taken it)."""
     key = {"conversation": int(conversation_id), "purposes": [int(purpose)]}
     async with engine.connect() as connection:
         await connection.execute(_MAKE, key)
         await connection.commit()
         held = bool((await connection.execute(_TRY_LOCK, key)).all())
         try:
-            yield held
+            yield connection if held else None
         finally:
             if not connection.closed and connection.in_transaction():
                 await connection.rollback()
