@@ -75,6 +75,8 @@ TABLE: dict[str, tuple[set[str], str | None]] = {
     "inbox_claim": (WORK, None),
     "inbox_backlog": (WORK, None),
     "inbox_prune": (WORK, None),
+    "outbox_take": (WORK, None),
+    "outbox_settle": (WORK, None),
     "claim_work": (WORK, None),
     "renew_claim": (WORK, None),
     "release_claim": (WORK, None),
@@ -93,6 +95,8 @@ ELSEWHERE = {
     "inbox_conversations",
     "inbox_backlog",
     "inbox_prune",
+    "outbox_take",
+    "outbox_settle",
     "citus_plan",
     "claim_work",
     "renew_claim",
@@ -110,6 +114,7 @@ Call = Callable[[Memory, ConversationRef, Principal], Awaitable[Any]]
 
 
 def _calls(n: int, fresh: ConversationRef, trace: int, held: api.Claim) -> dict[str, Call]:
+    unposted = api.OutboxItem(fresh, 0, api.InboxItem(0, "door", "reply", {}, 0), 0.0)  # no such row: settles nothing
     """One call of each command; ``n`` makes message ids unique per call, ``fresh`` is a
     conversation of its own for the command that drops one."""
     message = validate_message({"id": f"new-{n}", "author": "ann", "text": "I moved to Lisbon.", "ts": T0.isoformat()})
@@ -149,6 +154,8 @@ def _calls(n: int, fresh: ConversationRef, trace: int, held: api.Claim) -> dict[
         "inbox_claim": _claim,
         "inbox_backlog": lambda m, r, p: api.inbox_backlog(m, principal=p),
         "inbox_prune": lambda m, r, p: api.inbox_prune(m, timedelta(days=30), principal=p),
+        "outbox_take": lambda m, r, p: api.outbox_take(m, ["door-test"], principal=p),
+        "outbox_settle": lambda m, r, p: api.outbox_settle(m, unposted, principal=p),
         "claim_work": lambda m, r, p: api.claim_work(m, 0, f"door-{n}", "test", 30, principal=p),
         "renew_claim": lambda m, r, p: api.renew_claim(m, held, 30, principal=p),
         "release_claim": lambda m, r, p: api.release_claim(m, held, "ok", {}, principal=p),
