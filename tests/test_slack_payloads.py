@@ -6,6 +6,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from connectors.events import (
     ChannelDeleted,
@@ -167,3 +169,44 @@ def test_a_reply_renders_the_answer_line_numbered_sources_with_dates_and_permali
         "_note: rerank unavailable_",
         "_answer 7_",
     ]
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.sampled_from(["type", "text", "elements", "fields"]), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+@given(blocks=JSON, attachments=JSON)
+def test_any_blocks_or_attachments_a_bot_sends_read_as_text_without_raising(blocks: object, attachments: object) -> None:
+    message = {"type": "message", "subtype": "bot_message", "bot_id": "B1", "text": "", "ts": "1.0"}
+    text = payloads.message_text(
+        {**message, "blocks": blocks, "attachments": attachments if isinstance(attachments, list) else []}
+    )
+    assert isinstance(text, str) and text == text.strip()
+
+
+def test_a_persons_link_unfurl_is_not_an_edit() -> None:
+    said = {"type": "message", "user": "U1", "text": "see <https://x.test>", "ts": "1.0"}
+    unfurled = {**said, "attachments": [{"from_url": "https://x.test", "title": "X", "text": "The X site"}]}
+    body = envelope({"type": "message", "subtype": "message_changed", "message": unfurled, "previous_message": said})
+    assert payloads.to_events(body) == []
+    assert payloads.message_text(unfurled) == "see <https://x.test>"
+
+
+def test_a_delete_naming_no_message_is_refused_by_name() -> None:
+    with pytest.raises(ValidationError, match="deleted_ts"):
+        payloads.to_events(envelope({"type": "message", "subtype": "message_deleted", "ts": "2.0"}))
+    [deleted] = payloads.to_events(
+        envelope({"type": "message", "subtype": "message_deleted", "ts": "2.0", "previous_message": {"ts": "1.0"}})
+    )
+    assert isinstance(deleted, MessageDeleted) and deleted.message_id == "1.0"
+
+
+@pytest.mark.parametrize("kind", ["im", "mpim"])
+def test_direct_messages_are_refused_whole(kind: str) -> None:
+    assert payloads.refusal(envelope({"type": "message", "channel_type": kind})) == payloads.DIRECT_REFUSAL
+    assert payloads.refusal(envelope({"type": "message", "channel_type": "channel"})) is None

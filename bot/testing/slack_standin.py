@@ -339,7 +339,7 @@ class SlackStandIn:
 
     def next_ts(self) -> str:
         """A new message time: now, and always after the last one (ts are unique)."""
-        self._last = max(time.time(), self._last + 0.001)
+        self._last = max(time.time(), self._last + 0.000001)  # never far ahead of the clock (backfill reads up to now)
         return f"{self._last:.6f}"
 
     def _event_id(self) -> str:

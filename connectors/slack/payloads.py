@@ -75,19 +75,20 @@ def bot_user_id(body: Payload) -> str | None:
     return None
 
 
+def _listed(value: Any) -> list[Any]:
+    """A field that should be a list of objects, as one (anything else: nothing). Pure."""
+    return [item for item in value if isinstance(item, Mapping)] if isinstance(value, list) else []
+
+
 def _files(message: Payload) -> list[Payload]:
-    files = message.get("files") or ([message["file"]] if isinstance(message.get("file"), Mapping) else [])
-    return [f for f in files if isinstance(f, Mapping)]
+    single = message.get("file")
+    return _listed(message.get("files")) or ([single] if isinstance(single, Mapping) else [])
 
 
 def _attachment_parts(attachment: Payload) -> list[str]:
     """A legacy attachment's readable text: pretext, title, text and ``title: value``
     fields; its ``fallback`` (the plain summary) only when it has none of those."""
-    fields = [
-        ": ".join(str(f.get(k)).strip() for k in ("title", "value") if f.get(k))
-        for f in attachment.get("fields") or ()
-        if isinstance(f, Mapping)
-    ]
+    fields = [": ".join(str(f.get(k)).strip() for k in ("title", "value") if f.get(k)) for f in _listed(attachment.get("fields"))]
     parts = [str(attachment.get(k) or "").strip() for k in ("pretext", "title", "text")] + fields
     parts = [p for p in parts if p]
     return parts or [str(attachment.get("fallback") or "").strip()]
@@ -99,10 +100,11 @@ def _block_parts(value: Any) -> list[str]:
         return [part for item in value for part in _block_parts(item)]
     if not isinstance(value, Mapping):
         return []
-    if value.get("type") in ("plain_text", "mrkdwn", "text", "link") and isinstance(value.get("text"), str):
+    kind = value.get("type") if isinstance(value.get("type"), str) else None
+    if kind in ("plain_text", "mrkdwn", "text", "link") and isinstance(value.get("text"), str):
         return [value["text"]]
     parts = [part for key in ("text", "fields", "elements") for part in _block_parts(value.get(key))]
-    if value.get("type") in RICH_TEXT_RUNS:  # one sentence split into styled runs
+    if kind in RICH_TEXT_RUNS:  # one sentence split into styled runs
         return ["".join(parts)]
     return parts
 
@@ -118,9 +120,8 @@ def message_text(message: Payload) -> str:
     if message.get("bot_id") or message.get("subtype") == BOT_SUBTYPE:
         if not parts[0]:
             parts += _block_parts(message.get("blocks"))
-        for attachment in message.get("attachments") or ():
-            if isinstance(attachment, Mapping):
-                parts += _attachment_parts(attachment)
+        for attachment in _listed(message.get("attachments")):
+            parts += _attachment_parts(attachment)
     text = "\n".join(dict.fromkeys(p.strip() for p in parts if p and p.strip()))
     names = [str(f.get("name") or f.get("title")) for f in _files(message) if f.get("name") or f.get("title")]
     if names:
