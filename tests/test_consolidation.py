@@ -11,7 +11,6 @@ from sqlalchemy import select
 
 import memory as api
 from memory.api import Principal
-from memory.consolidation.context_store import in_order, load_context
 from memory.consolidation.extraction import (
     Chunk,
     Extraction,
@@ -20,9 +19,10 @@ from memory.consolidation.extraction import (
 )
 from memory.core import Memory
 from memory.episodes.append import validate_message
-from memory.forgetting.commands import remove_episode
+from memory.forgetting.apply import remove_episode
 from memory.params import MemoryParams
 from memory.store.conversations import ConversationRef
+from memory.store.rolling_context import in_order, load_context
 from memory.store.schema import (
     Checkpoint,
     Entity,

@@ -1,4 +1,4 @@
-"""The rolling context's row writes (memory.consolidation.context_store.context_writes), with
+"""The rolling context's row writes (memory.store.rolling_context.context_writes), with
 hypothesis properties: the rows read back as the context, and a row is written only when
 its entry changed or had to move."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from memory.consolidation.context_store import context_writes
 from memory.consolidation.rolling_context import entry, merge_context
+from memory.store.rolling_context import context_writes
 
 entries = st.lists(
     st.builds(entry, st.integers(1, 12), st.just("n"), st.sampled_from(["a", "b"]), st.frozensets(st.integers(1, 5))),

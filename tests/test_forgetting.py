@@ -7,15 +7,16 @@ from datetime import datetime, timedelta, timezone
 
 from sqlalchemy import select
 
-from memory.consolidation.context_store import in_order, load_context, save_context
 from memory.core import Memory
 from memory.episodes.append import append_messages, validate_message
-from memory.forgetting.commands import ANSWER_WITHDRAWN, apply_decision, delete_episode, edit_episode
+from memory.forgetting.apply import ANSWER_WITHDRAWN, apply_decision
+from memory.forgetting.commands import delete_episode, edit_episode
 from memory.forgetting.policies import delete_by_policy
 from memory.forgetting.rules import Decision
 from memory.graph.wording import EntityWitness
 from memory.graph.writes import create_entity, create_relation, supersede_relation
 from memory.store.documents import Document, upsert_documents
+from memory.store.rolling_context import in_order, load_context, save_context
 from memory.store.schema import (
     AnswerEvidence,
     AnswerTrace,

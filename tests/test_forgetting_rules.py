@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memory.forgetting.rules import (
+    KINDS,
     Decision,
     EntityFacts,
     RelationFacts,
@@ -15,7 +16,11 @@ from memory.forgetting.rules import (
     decide_cascade,
     decide_deletion,
     decide_episode_only,
+    graph_steps,
     prune_rolling_context,
+)
+from memory.forgetting.rules import (
+    POLICIES as POLICY_NAMES,
 )
 
 
@@ -170,3 +175,52 @@ def test_rolling_context_loses_the_episode(supports: list, episode: int, gone: f
         if survives:
             assert episode not in by_id[e]["episode_ids"]
             assert (by_id[e]["name"], by_id[e]["text"]) == ((f"m{e}", f"new {e}") if rewritten else (f"n{e}", f"old {e}"))
+
+
+@given(worlds(), st.booleans(), st.sampled_from(sorted(POLICY_NAMES)))
+def test_the_write_plan_applies_exactly_the_decision_in_the_schemas_order(
+    case: tuple[World, list[int]], edit: bool, policy: str
+) -> None:
+    world, order = case
+    episode = order[0]
+    decision = POLICY_NAMES[policy](world.graph, episode)
+    steps = graph_steps(decision, episode if edit else None)
+    assert all(step.kind in KINDS and (step.ids or step.entities) for step in steps)
+    records = [(s.kind, s.action) for s in steps if s.kind != "documents"]
+    assert len(set(records)) == len(records), "one step per writer and action"
+    at = {(s.kind, s.action, s.document_kind): i for i, s in enumerate(steps)}
+    changes = {
+        ("relations", "delete", "relation"): decision.relations_removed,
+        ("entities", "anchor", "entity"): decision.entities_anchored,
+        ("entities", "delete", "entity"): decision.entities_removed,
+        ("communities", "dirty", "community"): decision.communities_dirtied,
+    }
+    for (kind, action, document_kind), ids in changes.items():
+        index = at.get((kind, action, ""))
+        assert (index is not None) == bool(ids)
+        if index is not None:
+            assert set(steps[index].ids) == ids
+            documents = steps[index - 1]  # the records' search documents go just before them
+            assert (documents.kind, documents.action, documents.document_kind) == ("documents", "remove", document_kind)
+            assert documents.ids == steps[index].ids
+    restored = at.get(("relations", "restore", ""))
+    assert (restored is not None) == bool(decision.relations_restored)
+    noted = at.get(("communities", "note_changed", ""))
+    assert set(steps[noted].ids if noted is not None else ()) == decision.relations_removed | decision.relations_restored
+    unlinked = at.get(("relations", "unlink_superseders", ""))
+    assert (unlinked is not None) == bool(decision.relations_removed or decision.entities_removed)
+    for going in (at.get(("relations", "delete", "")), at.get(("entities", "delete", ""))):
+        if going is not None:  # the community state reads the removed rows; no key may name what goes
+            assert all(first is None or first < going for first in (noted, restored, unlinked))
+    if edit:  # the episode row stays, so its provenance goes first, by itself
+        assert (steps[0].kind, steps[0].ids) == ("provenance", (episode,))
+    else:
+        assert all(s.kind != "provenance" for s in steps)
+
+
+def test_deleting_an_episode_nothing_rests_on_plans_no_graph_write() -> None:
+    graph = _pair({1, 2}, {1})
+    assert graph_steps(decide_deletion(graph, 7)) == ()
+    assert [(s.kind, s.action, s.ids) for s in graph_steps(decide_deletion(graph, 7), 7)] == [
+        ("provenance", "drop_episode", (7,))
+    ]

@@ -21,7 +21,7 @@ never recorded:
 Partial indexes serve the deletion path's look-ups of links that still carry wording.
 
 The rolling context moves out of the checkpoint row into ``rolling_context_entries``,
-one row per entry (memory.consolidation.context_store): inside the checkpoint row it was
+one row per entry (memory.store.rolling_context): inside the checkpoint row it was
 copied whole, with every message's words in it, at every consolidation chunk.
 
 Revision ID: 0003

@@ -21,7 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from memory.audit.forgotten import ACTIONS
 from memory.audit.messages import MessageRef, message_columns, message_ref
 from memory.errors import ValidationError
-from memory.forgetting.commands import ANSWER_WITHDRAWN
+from memory.forgetting.apply import ANSWER_WITHDRAWN
 from memory.store.conversations import ConversationRef
 from memory.store.schema import EPISODE_SPEAKER, AnswerTrace, AuditEntry, Community, Entity, Episode, Relation, Speaker
 

@@ -1,7 +1,7 @@
 """``provenance(message_id)``: everything derived from one message, and a dry run of its
 deletion.
 
-The dry run is the deletion's own planning step (memory.forgetting.commands
+The dry run is the deletion's own planning step (memory.forgetting.plan
 ``plan_retraction``: the same loader and the same rules, ``decide_deletion``), run in a
 read-only snapshot that is rolled back, so what it predicts is what ``forget`` would
 report now: removed, kept, anchored, restored, dirtied, withdrawn.
@@ -19,7 +19,7 @@ from sqlalchemy.orm import aliased
 from memory.audit.messages import MessageRef, message_columns, message_ref
 from memory.core import Memory
 from memory.errors import ValidationError
-from memory.forgetting.commands import Retraction, documents_to_remove, plan_retraction
+from memory.forgetting.plan import Retraction, documents_to_remove, plan_retraction
 from memory.store.conversations import ConversationRef
 from memory.store.schema import (
     EPISODE_SPEAKER,

@@ -10,24 +10,24 @@
   whose place in the graph changed since the last build passes ``community_rebuild_share``,
   a full build runs instead: entities new since then, the ends of relations new since
   then, of relations superseded since then, and of relations a deletion removed or
-  restored since then (recorded by ``note_changed_relations``, as a removed relation
-  leaves no row to find).
+  restored since then (recorded by ``memory.store.communities.note_changed_relations``,
+  as a removed relation leaves no row to find).
 - **Regeneration**: a dirty community is re-summarised from its surviving members and
   their active relations, or dissolved when fewer than two named members survive.
 
 Reads take the conversation's GRAPH lock briefly so that the ids they see cover every
 committed consolidation; label propagation and summaries (LLM, embeddings) run outside
-any transaction; writes take the lock again and re-check what they read.
+any transaction; writes take the lock again and re-check what they read, and go through
+memory.store.communities (and memory.store.documents for the search documents).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from sqlalchemy import BigInteger, cast, delete, func, insert, or_, select, text, union, update
+from sqlalchemy import BigInteger, cast, func, or_, select, union
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -47,7 +47,9 @@ from memory.communities.summary import (
     offline_summary,
 )
 from memory.core import Memory
-from memory.store.documents import Document, remove_documents, upsert_documents
+from memory.store import communities as store
+from memory.store import documents
+from memory.store.documents import Document
 from memory.store.ledger import Usage, record_usage
 from memory.store.locks import LockPurpose, lock_conversation
 from memory.store.schema import (
@@ -130,26 +132,10 @@ async def _memberships(session: AsyncSession, conversation_id: int) -> dict[int,
     return {c: frozenset(m) for c, m in members.items()}
 
 
-async def _save_state(
-    session: AsyncSession, conversation_id: int, top_entity: int, top_relation: int, built: frozenset[int] | None
-) -> None:
-    """Record what a pass saw; ``built``: a full build's, with the changed entities it
-    accounted for (those recorded since its read stay for the next threshold check)."""
-    state = await session.get(CommunityState, conversation_id, with_for_update=True)
-    if state is None:
-        state = CommunityState(conversation_id=conversation_id, changed_entity_ids=[])
-        session.add(state)
-    if built is not None:
-        state.built_at, state.built_entity_id, state.built_relation_id = func.now(), top_entity, top_relation
-        state.changed_entity_ids = sorted(set(state.changed_entity_ids or ()) - built)
-    state.seen_entity_id = max(state.seen_entity_id or 0, top_entity)
-    state.seen_relation_id = max(state.seen_relation_id or 0, top_relation)
-
-
 async def _drop_communities(session: AsyncSession, conversation_id: int, ids: list[int]) -> None:
     if ids:
-        await remove_documents(session, conversation_id, "community", ids)
-        await session.execute(delete(Community).where(Community.conversation_id == conversation_id, Community.id.in_(ids)))
+        await documents.remove_documents(session, conversation_id, "community", ids)
+        await store.delete_communities(session, conversation_id, ids)
 
 
 async def build(memory: Memory, conversation_id: int) -> CommunityReport:
@@ -172,36 +158,11 @@ async def build(memory: Memory, conversation_id: int) -> CommunityReport:
             surviving = sorted(members & alive)  # an entity deleted since the graph was read is left out
             if len(surviving) < 2:
                 continue
-            community_id = (
-                await session.execute(
-                    insert(Community).values(conversation_id=conversation_id, dirty=True).returning(Community.id)
-                )
-            ).scalar_one()
-            await session.execute(
-                insert(CommunityMember),
-                [{"community_id": community_id, "entity_id": e, "conversation_id": conversation_id} for e in surviving],
-            )
+            await store.create_community(session, conversation_id, surviving)
             report.created += 1
         report.replaced = len(existing) - len(unchanged)
-        await _save_state(session, conversation_id, graph.top_entity, graph.top_relation, built=graph.changed)
+        await store.save_state(session, conversation_id, graph.top_entity, graph.top_relation, built=graph.changed)
     return report
-
-
-_NOTE_CHANGED = text(
-    "UPDATE community_state s SET changed_entity_ids = ARRAY("
-    "SELECT x FROM unnest(s.changed_entity_ids) AS x "
-    "UNION SELECT subject_id FROM relations WHERE conversation_id = :c AND id = ANY(:ids) "
-    "UNION SELECT object_id FROM relations WHERE conversation_id = :c AND id = ANY(:ids) ORDER BY 1) "
-    "WHERE s.conversation_id = :c"
-)
-
-
-async def note_changed_relations(session: AsyncSession, conversation_id: int, relation_ids: Iterable[int]) -> None:
-    """Before a deletion removes (or restores) these relations: their ends count as
-    changed for the next rebuild threshold. Nothing to note before a first build."""
-    ids = sorted(set(relation_ids))
-    if ids:
-        await session.execute(_NOTE_CHANGED, {"c": conversation_id, "ids": ids})
 
 
 async def _changed_share(session: AsyncSession, conversation_id: int, state: CommunityState) -> tuple[int, int]:
@@ -262,15 +223,10 @@ async def _join(session: AsyncSession, conversation_id: int, state: CommunitySta
     joined = join_communities(newcomers, edges, membership)
     if not joined:
         return
-    await session.execute(
-        insert(CommunityMember),
-        [{"community_id": c, "entity_id": e, "conversation_id": conversation_id} for e, c in sorted(joined.items())],
-    )
+    await store.add_members(session, conversation_id, [(c, e) for e, c in sorted(joined.items())])
     dirtied = sorted(set(joined.values()))
-    await session.execute(
-        update(Community).where(Community.conversation_id == conversation_id, Community.id.in_(dirtied)).values(dirty=True)
-    )
-    await remove_documents(session, conversation_id, "community", dirtied)
+    await store.mark_dirty(session, conversation_id, dirtied, clear_summary=False)
+    await documents.remove_documents(session, conversation_id, "community", dirtied)
     report.joined += len(joined)
 
 
@@ -285,7 +241,7 @@ async def update_membership(memory: Memory, conversation_id: int, rebuild_share:
         rebuild = state is None or rebuild_due(*await _changed_share(session, conversation_id, state), share)
         if state is not None and not rebuild:
             await _join(session, conversation_id, state, report)
-            await _save_state(session, conversation_id, *await _tops(session, conversation_id), built=None)
+            await store.save_state(session, conversation_id, *await _tops(session, conversation_id), built=None)
     return await build(memory, conversation_id) if rebuild else report
 
 
@@ -367,12 +323,9 @@ async def _regenerate_one(memory: Memory, conversation_id: int, community_id: in
             await _drop_communities(session, conversation_id, [community_id])
             report.dissolved += 1
         else:
-            await session.execute(
-                update(Community)
-                .where(Community.conversation_id == conversation_id, Community.id == community_id)
-                .values(label=summary.label, summary=summary.text, dirty=False, updated_at=func.now())
-            )
-            await upsert_documents(session, conversation_id, [Document("community", community_id, summary.document_text, vector)])
+            await store.set_summary(session, conversation_id, community_id, summary.label, summary.text)
+            shown = Document("community", community_id, summary.document_text, vector)
+            await documents.upsert_documents(session, conversation_id, [shown])
             report.regenerated += 1
             report.llm_fallbacks += summary.fallback is not None
 

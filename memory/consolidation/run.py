@@ -27,12 +27,10 @@ from typing import Any, cast
 from pgvector import Vector
 from pydantic import BaseModel, Field
 from sqlalchemy import Select, func, select, text
-from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memory.consolidation.checkpoints import CheckpointUpdate, changed_since_read, next_checkpoint
 from memory.consolidation.chunking import Cut, cut_chunks, within
-from memory.consolidation.context_store import in_order, load_context, save_context
 from memory.consolidation.extraction import (
     Chunk,
     ChunkLine,
@@ -71,8 +69,10 @@ from memory.graph.wording import EntityWitness, FactWording
 from memory.models.tokens import count_tokens, truncate_tokens
 from memory.params import MemoryParams
 from memory.prompts import COMPRESS_SYSTEM, RESOLVE_SYSTEM, SUMMARY_SYSTEM
+from memory.store import checkpoints
 from memory.store.ledger import Usage, record_usage
 from memory.store.locks import LockPurpose, lock_conversation
+from memory.store.rolling_context import in_order, load_context, save_context
 from memory.store.schema import EPISODE_SPEAKER, Checkpoint, Entity, Episode, Relation, Speaker
 
 FACTS_PER_CONTEXT_ENTRY = 3
@@ -216,7 +216,7 @@ async def _compress(memory: Memory, entries: list[dict[str, Any]], usage: list[U
 
 async def _ensure_checkpoint(memory: Memory, conversation_id: int) -> None:
     async with memory.sessions.begin() as session:
-        await session.execute(insert(Checkpoint).values(conversation_id=conversation_id).on_conflict_do_nothing())
+        await checkpoints.ensure_checkpoint(session, conversation_id)
 
 
 def _episode_query(conversation_id: int) -> Select[int, str, str, str, str, datetime, datetime | None]:
@@ -652,19 +652,8 @@ async def _save(
 async def _write_checkpoint(
     session: AsyncSession, checkpoint: Checkpoint, update: CheckpointUpdate, rolling: list[dict[str, Any]]
 ) -> None:
-    checkpoint.last_episode_id = update.last_episode_id
-    checkpoint.pending_episode_ids = update.pending_episode_ids
-    if update.summary_stale:
-        checkpoint.summary_dirty = True
-    checkpoint.summary = update.summary
-    checkpoint.summary_episode_ids = update.summary_episode_ids
     await save_context(session, checkpoint.conversation_id, await load_context(session, checkpoint.conversation_id), rolling)
-    checkpoint.entity_count = (
-        await session.execute(
-            select(func.count()).select_from(Entity).where(Entity.conversation_id == checkpoint.conversation_id)
-        )
-    ).scalar_one()
-    checkpoint.updated_at = func.now()
+    await checkpoints.save_chunk(session, checkpoint, update)
 
 
 async def _next_summary(

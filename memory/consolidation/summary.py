@@ -19,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from memory.core import Memory
 from memory.models.tokens import count_tokens, truncate_tokens
 from memory.prompts import SUMMARY_SYSTEM
+from memory.store import checkpoints
 from memory.store.ledger import record_usage
 from memory.store.schema import EPISODE_SPEAKER, Checkpoint, Episode, Speaker
 
@@ -97,6 +98,4 @@ async def rebuild_summary(memory: Memory, session: AsyncSession, conversation_id
         text, ids = await llm_summary(memory, session, conversation_id, lines)
     else:
         text, ids = offline_summary(lines, memory.params.offline_summary_tokens)
-    checkpoint.summary = text
-    checkpoint.summary_episode_ids = ids
-    checkpoint.summary_dirty = False
+    checkpoints.set_summary(checkpoint, text, ids)

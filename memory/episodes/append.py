@@ -9,8 +9,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, or_, select, text, update
-from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy import and_, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memory.episodes.exchange_vectors import (
@@ -19,6 +18,7 @@ from memory.episodes.exchange_vectors import (
 )
 from memory.errors import ValidationError
 from memory.models.embedder import Embedder
+from memory.store import episodes
 from memory.store.conversations import ROLES, ensure_speakers
 from memory.store.documents import Document, episode_document_text, upsert_documents
 from memory.store.ledger import Usage, record_usage
@@ -106,12 +106,7 @@ async def link_into_chain(
     """Place an episode between its neighbours by message time (caller holds the chain
     lock); returns the episodes now before and after it (the latter's predecessor changed)."""
     before, after = await _neighbours(session, conversation_id, episode_id, at)
-    mine = Episode.conversation_id == conversation_id
-    await session.execute(update(Episode).where(mine, Episode.id == episode_id).values(prev_id=before, next_id=after))
-    if before is not None:
-        await session.execute(update(Episode).where(mine, Episode.id == before).values(next_id=episode_id))
-    if after is not None:
-        await session.execute(update(Episode).where(mine, Episode.id == after).values(prev_id=episode_id))
+    await episodes.place(session, conversation_id, episode_id, before, after)
     return before, after
 
 
@@ -167,29 +162,24 @@ async def append_messages(
     for message, vector in zip(messages, vectors, strict=True):
         own_vector.setdefault(message.platform_message_id, vector)
     candidates = [m for m in messages if m.platform_message_id not in refused]
-    inserted: dict[str, int] = {}
-    if candidates:
-        rows = await session.execute(  # rows as parameters: the statement is compiled once per process
-            insert(Episode)
-            .on_conflict_do_nothing(constraint="uq_episode_platform_message")
-            .returning(Episode.platform_message_id, Episode.id),
-            [
-                {
-                    "conversation_id": conversation_id,
-                    "speaker_id": speakers[(m.speaker_id, m.speaker_name, m.role)],
-                    "role": m.role,
-                    "text": m.text,
-                    "message_time": m.message_time,
-                    "platform_message_id": m.platform_message_id,
-                    "reply_to": m.reply_to,
-                    "thread_id": m.thread_id,
-                    "edited_at": m.edited_at,
-                    "embedding": list(own_vector[m.platform_message_id]),
-                }
-                for m in candidates
-            ],
-        )
-        inserted = {message_id: episode_id for message_id, episode_id in rows}
+    inserted = await episodes.insert_episodes(
+        session,
+        [
+            {
+                "conversation_id": conversation_id,
+                "speaker_id": speakers[(m.speaker_id, m.speaker_name, m.role)],
+                "role": m.role,
+                "text": m.text,
+                "message_time": m.message_time,
+                "platform_message_id": m.platform_message_id,
+                "reply_to": m.reply_to,
+                "thread_id": m.thread_id,
+                "edited_at": m.edited_at,
+                "embedding": list(own_vector[m.platform_message_id]),
+            }
+            for m in candidates
+        ],
+    )
     results: list[AppendResult] = []
     documents: list[Document] = []
     new_links: list[tuple[datetime, int]] = []
@@ -238,20 +228,7 @@ async def _link_new(
     if tail is not None and tail.message_time > new[0][0]:
         links = {episode_id: await link_into_chain(session, conversation_id, episode_id, at) for at, episode_id in new}
         return {e: before for e, (before, _) in links.items()}, [after for _, after in links.values() if after is not None]
-    chain = ([tail.id] if tail is not None else []) + ids
-    prevs = [None, *chain[:-1]]
-    nexts = [*chain[1:], None]
-    start = 1 if tail is not None else 0
-    await session.execute(
-        text(
-            "UPDATE episodes SET prev_id = v.prev, next_id = v.next "
-            "FROM unnest(CAST(:ids AS bigint[]), CAST(:prevs AS bigint[]), CAST(:nexts AS bigint[])) AS v(id, prev, next) "
-            "WHERE episodes.conversation_id = :c AND episodes.id = v.id"
-        ),
-        {"c": conversation_id, "ids": chain[start:], "prevs": prevs[start:], "nexts": nexts[start:]},
-    )
-    if tail is not None:
-        await session.execute(
-            update(Episode).where(Episode.conversation_id == conversation_id, Episode.id == tail.id).values(next_id=ids[0])
-        )
-    return dict(zip(ids, prevs[start:], strict=True)), []
+    tail_id = tail.id if tail is not None else None
+    prevs: list[int | None] = [tail_id, *ids[:-1]]
+    await episodes.extend_chain(session, conversation_id, tail_id, ids, prevs)
+    return dict(zip(ids, prevs, strict=True)), []

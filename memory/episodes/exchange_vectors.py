@@ -22,27 +22,20 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
-from sqlalchemy import select, text
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from memory.store import documents
 from memory.store.schema import Episode
 
 # Chosen on LoCoMo (0.5 and 1.0 tried; 0.5 found as much evidence with fewer tokens). A
 # change needs a migration that recomputes every episode's vector, as 0002 does.
 PREVIOUS_SHARE = 0.5
-_REFRESH = text(
-    "UPDATE search_documents d SET embedding = CASE WHEN p.embedding IS NULL THEN e.embedding "
-    "ELSE e.embedding + p.embedding * "
-    "CAST(array_fill(CAST(:share AS real), ARRAY[vector_dims(p.embedding)]) AS vector) END "
-    "FROM episodes e LEFT JOIN episodes p ON p.conversation_id = :c AND p.id = e.prev_id "
-    "WHERE e.conversation_id = :c AND e.id = ANY(:ids) AND e.embedding IS NOT NULL "
-    "AND d.conversation_id = :c AND d.kind = 'episode' AND d.ref_id = e.id"
-)
 
 
 def exchange_vector(own: Sequence[float], previous: Sequence[float] | None) -> list[float]:
     """``own + PREVIOUS_SHARE * previous`` (just ``own`` for the first message). Pure;
-    ``_REFRESH`` computes the same in SQL."""
+    ``memory.store.documents.refresh_exchange_vectors`` computes the same in SQL."""
     if previous is None:
         return list(own)
     combined = np.asarray(own, dtype=np.float64) + PREVIOUS_SHARE * np.asarray(previous, dtype=np.float64)
@@ -67,6 +60,4 @@ async def exchange_vectors_of(
 async def refresh_exchange_vectors(session: AsyncSession, conversation_id: int, episode_ids: Iterable[int]) -> None:
     """Recompute the searched vector of these episodes from their current predecessor
     in the chain (one statement; the caller holds the chain lock)."""
-    ids = sorted(set(episode_ids))
-    if ids:
-        await session.execute(_REFRESH, {"c": conversation_id, "ids": ids, "share": PREVIOUS_SHARE})
+    await documents.refresh_exchange_vectors(session, conversation_id, episode_ids, PREVIOUS_SHARE)

@@ -12,15 +12,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memory.core import Memory
 from memory.episodes.exchange_vectors import refresh_exchange_vectors
+from memory.store import episodes, settings
 from memory.store.documents import episode_document_text
 from memory.store.ledger import Usage, record_usage
 from memory.store.locks import LockPurpose, lock_conversation
-from memory.store.schema import Episode, StoreSetting
+from memory.store.schema import Episode
 
 STALE_VECTORS = "episode_vectors"
 BATCH = 256
@@ -28,7 +29,7 @@ BATCH = 256
 
 async def vectors_are_stale(session: AsyncSession) -> bool:
     """Were episode vectors embedded from text that is no longer what is indexed?"""
-    return (await session.execute(select(StoreSetting.value).where(StoreSetting.key == STALE_VECTORS))).scalar() is not None
+    return await settings.is_set(session, STALE_VECTORS)
 
 
 async def reindex_episodes(
@@ -62,11 +63,7 @@ async def reindex_episodes(
             )
             changed = [(i, v) for (i, body), v in zip(rows, embedded.vectors, strict=True) if texts.get(i) == body]
             for episode_id, vector in changed:
-                await session.execute(
-                    update(Episode)
-                    .where(Episode.conversation_id == conversation_id, Episode.id == episode_id)
-                    .values(embedding=list(vector))
-                )
+                await episodes.set_embedding(session, conversation_id, episode_id, vector)
             ids = [i for i, _ in changed]
             following = (
                 await session.execute(
@@ -84,4 +81,4 @@ async def reindex_episodes(
 
 async def clear_stale_mark(memory: Memory) -> None:
     async with memory.sessions.begin() as session:
-        await session.execute(delete(StoreSetting).where(StoreSetting.key == STALE_VECTORS))
+        await settings.clear(session, STALE_VECTORS)

@@ -15,7 +15,8 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memory.core import Memory
-from memory.forgetting.commands import DeletionReport, apply_decision, remove_episode
+from memory.forgetting.apply import apply_decision, remove_episode
+from memory.forgetting.commands import DeletionReport
 from memory.forgetting.rules import POLICIES, EntityFacts, RelationFacts, SupplyGraph
 from memory.store.locks import LockPurpose, lock_conversation
 from memory.store.schema import (

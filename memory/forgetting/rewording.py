@@ -1,14 +1,16 @@
 """Re-rendering the records a deleted or edited message still leaves standing, in the
-deleting transaction (the rule is memory.graph.wording's; this module loads and writes).
+deleting transaction (the rule is memory.graph.wording's; this module loads and plans).
 
 For the relations and entities that lost the episode but keep other support, each record
 is rendered from the witnesses that decide it, leaving out the episode and every wording
 drawn from it (``plan_rewording``: reads only, so the audit's dry run can report it);
 then those wordings are cleared (they may quote it) and each record whose text changed
-is rewritten with its search document (``write_rewording``). A changed text needs a vector: a relation takes its chosen witness's
-stored sentence vector; an entity whose summary went keeps its stored name vector (as
-its document's); anything else new (a structural fact, another name form or summary) is
-embedded here, under the locks, in one call. That happens only when the deleted message
+is rewritten with its search document (``write_rewording``, through the writers of
+provenance, entities, relations and search documents in memory.store). A changed text
+needs a vector: a relation takes its chosen witness's stored sentence vector; an entity
+whose summary went keeps its stored name vector (as its document's); anything else new
+(a structural fact, another name form or summary) is embedded here, under the locks, in
+one call. That happens only when the deleted message
 was the one whose words a record showed and the others said it differently.
 """
 
@@ -18,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import BigInteger, bindparam, text, update
+from sqlalchemy import BigInteger, bindparam, text
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -33,21 +35,11 @@ from memory.graph.wording import (
 )
 from memory.graph.writes import entity_document_text, relation_document_text
 from memory.models.embedder import Embedder
-from memory.store.documents import Document, upsert_documents
+from memory.store import documents, entities, provenance, relations
+from memory.store.documents import Document
 from memory.store.ledger import Usage, record_usage
-from memory.store.schema import Entity, Relation
 
 _IDS = (bindparam("ids", type_=ARRAY(BigInteger)), bindparam("episode", type_=BigInteger), bindparam("cid", type_=BigInteger))
-
-CLEAR_RELATION_WORDING = text(
-    """UPDATE relation_provenance SET fact = '', valid_from = NULL, embedding = NULL, sources = '{}'
-       WHERE conversation_id = :cid AND relation_id = ANY(:ids) AND episode_id <> :episode AND :episode = ANY(sources)"""
-).bindparams(*_IDS)
-CLEAR_ENTITY_SUMMARY = text(
-    """UPDATE entity_provenance SET summary = '', summary_sources = '{}'
-       WHERE conversation_id = :cid AND entity_id = ANY(:ids) AND episode_id <> :episode AND summary <> ''
-         AND :episode = ANY(summary_sources)"""
-).bindparams(*_IDS)
 # The only witnesses render_entity reads (tests/test_wording.py shows they suffice): the
 # earliest, and the latest with a summary, through the (entity_id, episode_id) indexes,
 # since a hub entity may have thousands.
@@ -134,40 +126,32 @@ async def write_rewording(
 ) -> None:
     """Clear every wording drawn from the episode and write the planned renderings,
     embedding the texts no stored vector covers."""
-    values = {"cid": conversation_id, "episode": episode_id}
-    for statement, owners in ((CLEAR_ENTITY_SUMMARY, plan.kept_entities), (CLEAR_RELATION_WORDING, plan.kept_relations)):
-        if owners:
-            await session.execute(statement, {**values, "ids": list(owners)})
+    await provenance.clear_wordings_from(session, conversation_id, episode_id, plan.kept_entities, plan.kept_relations)
     needed = [c.rendered.name for c in plan.entities if c.name_vector is None]
     needed += [c.document_text for c in plan.entities if c.rendered.summary]
     needed += [c.fact for c in plan.relations if c.wording is None or c.wording.embedding is None]
     vectors = await _embed(session, conversation_id, embedder, list(dict.fromkeys(needed)))
-    documents = []
+    shown = []
     for change in plan.entities:
         name_vector = change.name_vector or vectors[change.rendered.name]
         rendered = change.rendered
-        await session.execute(
-            update(Entity)
-            .where(Entity.conversation_id == conversation_id, Entity.id == change.entity_id)
-            .values(
-                name=rendered.name,
-                type=rendered.type,
-                summary=rendered.summary,
-                embedding=name_vector,
-                attributes={"summary_episode_ids": sorted(rendered.summary_sources)} if rendered.summary else {},
-            )
+        await entities.set_rendering(
+            session,
+            conversation_id,
+            change.entity_id,
+            name=rendered.name,
+            type_=rendered.type,
+            summary=rendered.summary,
+            embedding=name_vector,
+            attributes={"summary_episode_ids": sorted(rendered.summary_sources)} if rendered.summary else {},
         )
         document_vector = vectors.get(change.document_text, name_vector)
-        documents.append(Document("entity", change.entity_id, change.document_text, document_vector))
+        shown.append(Document("entity", change.entity_id, change.document_text, document_vector))
     for fact in plan.relations:
         valid_from = fact.wording.valid_from if fact.wording else None
         stored = fact.wording.embedding if fact.wording else None
-        await session.execute(
-            update(Relation)
-            .where(Relation.conversation_id == conversation_id, Relation.id == fact.relation_id)
-            .values(fact=fact.fact, valid_from=valid_from)
-        )
-        documents.append(
+        await relations.set_fact(session, conversation_id, fact.relation_id, fact.fact, valid_from)
+        shown.append(
             Document(
                 "relation",
                 fact.relation_id,
@@ -177,7 +161,7 @@ async def write_rewording(
                 fact.is_current,
             )
         )
-    await upsert_documents(session, conversation_id, documents)
+    await documents.upsert_documents(session, conversation_id, shown)
 
 
 async def _embed(session: AsyncSession, conversation_id: int, embedder: Embedder, texts: list[str]) -> dict[str, list[float]]:

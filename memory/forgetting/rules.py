@@ -2,8 +2,9 @@
 
 ``decide_deletion`` is what Stashbird does; ``decide_episode_only`` and ``decide_cascade``
 are the two comparison policies of the forgetting benchmark. None of them touches the
-database: memory/forgetting/commands.py loads the affected subgraph, asks for a decision and
-writes it.
+database: memory.forgetting.subgraph loads the affected subgraph, the rules decide, and
+``graph_steps`` turns a decision into the ordered writes that apply it, each for one
+record kind's writer (memory.forgetting.apply runs them).
 
 Where Algorithm 1 is silent, the rules below decide, and why:
 
@@ -135,6 +136,55 @@ def decide_cascade(graph: SupplyGraph, episode_id: int) -> Decision:
 
 
 POLICIES = {"stashbird": decide_deletion, "episode-only": decide_episode_only, "cascade": decide_cascade}
+
+KINDS = ("provenance", "communities", "relations", "documents", "entities")
+
+
+@dataclass(frozen=True)
+class Step:
+    """One write of a deletion: ``kind`` names the record kind whose writer runs it
+    (memory.store.<kind>), ``action`` what it does to the records ``ids``. A
+    ``documents`` step removes the search documents of records of ``document_kind``;
+    ``unlink_superseders`` also covers the relations that deleting ``entities`` takes
+    with them."""
+
+    kind: str
+    action: str
+    ids: tuple[int, ...]
+    document_kind: str = ""
+    entities: tuple[int, ...] = ()
+
+
+def _ids(values: Iterable[int]) -> tuple[int, ...]:
+    return tuple(sorted(values))
+
+
+def graph_steps(decision: Decision, edited: int | None = None) -> tuple[Step, ...]:
+    """The writes that apply ``decision``, in the order the schema needs (no step for
+    nothing to do). ``edited``: the episode of an edit, whose row stays, so its
+    provenance links are dropped here (a deletion's go with the row, ON DELETE CASCADE).
+
+    Why this order: the community state reads the ends of removed relations from their
+    rows, so it goes first; a restored relation is current before its superseder goes;
+    every ``superseded_by`` naming a relation about to go is cleared before it goes (the
+    key has no ON DELETE action, migration 0010); a record's search document goes before
+    the record changes, so no document outlives what it shows."""
+    d = decision
+    planned = [
+        Step("provenance", "drop_episode", (edited,)) if edited is not None else None,
+        Step("communities", "note_changed", _ids(d.relations_removed | d.relations_restored)),
+        Step("relations", "restore", _ids(d.relations_restored)),
+        Step("relations", "unlink_superseders", _ids(d.relations_removed), entities=_ids(d.entities_removed)),
+        Step("documents", "remove", _ids(d.relations_removed), "relation"),
+        Step("relations", "delete", _ids(d.relations_removed)),
+        Step("documents", "remove", _ids(d.entities_anchored), "entity"),
+        Step("entities", "anchor", _ids(d.entities_anchored)),
+        Step("documents", "remove", _ids(d.entities_removed), "entity"),
+        Step("entities", "delete", _ids(d.entities_removed)),
+        Step("documents", "remove", _ids(d.communities_dirtied), "community"),
+        Step("communities", "dirty", _ids(d.communities_dirtied)),
+    ]
+    return tuple(step for step in planned if step is not None and (step.ids or step.entities))
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """Writing the provenance graph: entities and relations with their supporting episodes
-and their search documents. The reconciliation and deletion rules decide *what* to
-write; this module only knows *how*, inside the caller's transaction."""
+and their search documents, inside the caller's transaction. The reconciliation and
+deletion rules decide *what* to write; this module composes the writers of each kind
+(memory.store.entities, .relations, .provenance, .documents) and writes nothing itself."""
 
 from __future__ import annotations
 
@@ -8,19 +9,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Iterable, Mapping, Sequence
 
-from sqlalchemy import update
-from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memory.graph.wording import EntityWitness, FactWording
-from memory.store.documents import Document, upsert_documents
-from memory.store.schema import (
-    Entity,
-    EntityProvenance,
-    Relation,
-    RelationProvenance,
-    SearchDocument,
-)
+from memory.store import documents, entities, provenance, relations
+from memory.store.documents import Document
 
 
 def entity_document_text(name: str, type_: str, summary: str) -> str:
@@ -57,20 +50,6 @@ class NewRelation:
     embedding: Sequence[float]
     wordings: Mapping[int, FactWording]
     valid_from: datetime | None = None
-
-
-async def _add_support(
-    session: AsyncSession,
-    link: type[EntityProvenance] | type[RelationProvenance],
-    conversation_id: int,
-    rows: Iterable[dict[str, Any]],
-) -> None:
-    """The one provenance writer, one statement for any number of links: a link per
-    (owner, episode) with that episode's wording. Adding an episode twice keeps the
-    first link (provenance is a set)."""
-    values = [{"conversation_id": conversation_id, **row} for row in rows]
-    if values:
-        await session.execute(insert(link).on_conflict_do_nothing(), values)
 
 
 def _entity_links(entity_id: int, witnesses: Iterable[EntityWitness]) -> list[dict[str, Any]]:
@@ -113,7 +92,7 @@ async def add_entities_support(
 ) -> None:
     """``add_entity_support`` for several entities (by id) in one statement."""
     rows = [row for entity_id, said in witnesses.items() for row in _entity_links(entity_id, said)]
-    await _add_support(session, EntityProvenance, conversation_id, rows)
+    await provenance.add_entity_links(session, conversation_id, rows)
 
 
 async def add_relation_support(
@@ -128,7 +107,7 @@ async def add_relations_support(
 ) -> None:
     """``add_relation_support`` for several relations (by id) in one statement."""
     rows = [row for relation_id, said in wordings.items() for row in _relation_links(relation_id, said)]
-    await _add_support(session, RelationProvenance, conversation_id, rows)
+    await provenance.add_relation_links(session, conversation_id, rows)
 
 
 def same_wording(name: str, type_: str, summary: str, episode_ids: Iterable[int]) -> list[EntityWitness]:
@@ -137,21 +116,13 @@ def same_wording(name: str, type_: str, summary: str, episode_ids: Iterable[int]
     return [EntityWitness(e, name, type_, summary, episodes if summary else frozenset()) for e in episodes]
 
 
-async def _inserted(session: AsyncSession, model: type[Entity] | type[Relation], rows: list[dict[str, Any]]) -> list[int]:
-    """Insert rows in one statement (rows as parameters: compiled once per process) and
-    return their ids in the rows' order."""
-    result = await session.execute(insert(model).returning(model.id, sort_by_parameter_order=True), rows)
-    return list(result.scalars())
-
-
-async def create_entities(session: AsyncSession, conversation_id: int, entities: Sequence[NewEntity]) -> list[int]:
+async def create_entities(session: AsyncSession, conversation_id: int, new: Sequence[NewEntity]) -> list[int]:
     """New entities with their provenance and search documents: one statement per table
     whatever their number. Returns their ids, in order."""
-    if not entities:
+    if not new:
         return []
-    ids = await _inserted(
+    ids = await entities.insert_entities(
         session,
-        Entity,
         [
             {
                 "conversation_id": conversation_id,
@@ -161,16 +132,16 @@ async def create_entities(session: AsyncSession, conversation_id: int, entities:
                 "embedding": list(e.embedding),
                 "attributes": dict(e.attributes),
             }
-            for e in entities
+            for e in new
         ],
     )
-    pairs = list(zip(ids, entities, strict=True))
+    pairs = list(zip(ids, new, strict=True))
     await add_entities_support(session, conversation_id, {i: e.witnesses for i, e in pairs})
-    documents = [
+    shown = [
         Document("entity", i, entity_document_text(e.name, e.type, e.summary), e.document_embedding or e.embedding)
         for i, e in pairs
     ]
-    await upsert_documents(session, conversation_id, documents)
+    await documents.upsert_documents(session, conversation_id, shown)
     return ids
 
 
@@ -194,14 +165,13 @@ async def create_entity(
     return (await create_entities(session, conversation_id, [entity]))[0]
 
 
-async def create_relations(session: AsyncSession, conversation_id: int, relations: Sequence[NewRelation]) -> list[int]:
+async def create_relations(session: AsyncSession, conversation_id: int, new: Sequence[NewRelation]) -> list[int]:
     """New active relations with their provenance and search documents: one statement
     per table whatever their number. Returns their ids, in order."""
-    if not relations:
+    if not new:
         return []
-    ids = await _inserted(
+    ids = await relations.insert_relations(
         session,
-        Relation,
         [
             {
                 "conversation_id": conversation_id,
@@ -212,13 +182,13 @@ async def create_relations(session: AsyncSession, conversation_id: int, relation
                 "valid_from": r.valid_from,
                 "status": "active",
             }
-            for r in relations
+            for r in new
         ],
     )
-    pairs = list(zip(ids, relations, strict=True))
+    pairs = list(zip(ids, new, strict=True))
     await add_relations_support(session, conversation_id, {i: r.wordings for i, r in pairs})
-    documents = [Document("relation", i, relation_document_text(r.fact), r.embedding, r.valid_from) for i, r in pairs]
-    await upsert_documents(session, conversation_id, documents)
+    shown = [Document("relation", i, relation_document_text(r.fact), r.embedding, r.valid_from) for i, r in pairs]
+    await documents.upsert_documents(session, conversation_id, shown)
     return ids
 
 
@@ -244,25 +214,30 @@ async def create_relation(
     return (await create_relations(session, conversation_id, [relation]))[0]
 
 
+async def set_currency(
+    session: AsyncSession,
+    conversation_id: int,
+    ids: Iterable[int],
+    superseded_by: int | None = None,
+    invalid_at: datetime | None = None,
+) -> None:
+    """Supersede relations (``superseded_by`` given: kept as history, with when and by
+    what) or make them current again (a deletion took their superseder's support); their
+    search documents follow, not current while superseded, so retrieval prefers the fact
+    that replaced them. The one place a relation's status and its document's flag change."""
+    ids = sorted(ids)
+    if not ids:
+        return
+    status = "active" if superseded_by is None else "superseded"
+    await relations.set_status(session, conversation_id, ids, status, superseded_by, invalid_at)
+    await documents.set_current(session, conversation_id, "relation", ids, superseded_by is None)
+
+
 async def supersede_relation(
     session: AsyncSession, conversation_id: int, relation_id: int, replaced_by: int, invalid_at: datetime | None
 ) -> None:
-    """Keep the old relation as history: superseded, with when and by what; its search
-    document stays but is marked not current so retrieval prefers the new fact."""
-    await session.execute(
-        update(Relation)
-        .where(Relation.conversation_id == conversation_id, Relation.id == relation_id)
-        .values(status="superseded", superseded_by=replaced_by, invalid_at=invalid_at)
-    )
-    await session.execute(
-        update(SearchDocument)
-        .where(
-            SearchDocument.conversation_id == conversation_id,
-            SearchDocument.kind == "relation",
-            SearchDocument.ref_id == relation_id,
-        )
-        .values(is_current=False)
-    )
+    """Keep the old relation as history, superseded by ``replaced_by`` (``set_currency``)."""
+    await set_currency(session, conversation_id, [relation_id], replaced_by, invalid_at)
 
 
 async def update_entity_summary(
@@ -277,16 +252,9 @@ async def update_entity_summary(
     """Replace an entity's summary and its search document; ``summary_episode_ids`` (in
     ``attributes``) are the episodes the summary was written from, so that deleting one
     of them can clear it."""
-    row = (
-        await session.execute(
-            update(Entity)
-            .where(Entity.id == entity_id, Entity.conversation_id == conversation_id)
-            .values(summary=summary, attributes={"summary_episode_ids": sorted(set(summary_episode_ids))})
-            .returning(Entity.name, Entity.type)
-        )
-    ).one()
-    await upsert_documents(
+    name, type_ = await entities.set_summary(session, conversation_id, entity_id, summary, summary_episode_ids)
+    await documents.upsert_documents(
         session,
         conversation_id,
-        [Document("entity", entity_id, entity_document_text(row.name, row.type, summary), document_embedding)],
+        [Document("entity", entity_id, entity_document_text(name, type_, summary), document_embedding)],
     )

@@ -30,7 +30,6 @@ from datetime import datetime, timezone
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, Field
-from sqlalchemy import insert
 
 from memory.core import Memory
 from memory.errors import StashbirdError
@@ -48,10 +47,10 @@ from memory.retrieval.llm_steps import decompose, needs_decomposition, rerank
 from memory.retrieval.pipeline import Retrieval, retrieve, speaker_names
 from memory.retrieval.reading import corrections_of, question_cues, read_seen
 from memory.retrieval.selection import DEFAULT_WEIGHTS, Choice, SelectionWeights, choose
+from memory.store.answers import store_trace
 from memory.store.audit import write_audit
 from memory.store.conversations import ConversationRef
 from memory.store.ledger import Usage, record_usage
-from memory.store.schema import AnswerEvidence, AnswerTrace
 
 log = logging.getLogger(__name__)
 
@@ -457,28 +456,16 @@ def trace_retrieval(result: Answer) -> dict[str, Any]:
 async def _store_trace(memory: Memory, conversation_id: int, principal: Principal, result: Answer) -> int:
     items, usages = result.evidence, result.usage
     episode_ids = sorted({e.episode_id for item in items for e in item.episodes})
+    trace = {
+        "principal": str(principal),
+        "question": result.question,
+        "sub_queries": result.sub_queries,
+        "answer": result.answer,
+        "usage": usage_summary(usages),
+        "retrieval": trace_retrieval(result),
+    }
     async with memory.sessions.begin() as session:
-        trace_id = (
-            await session.execute(
-                insert(AnswerTrace)
-                .values(
-                    conversation_id=conversation_id,
-                    principal=str(principal),
-                    question=result.question,
-                    sub_queries=result.sub_queries,
-                    answer=result.answer,
-                    usage=usage_summary(usages),
-                    retrieval=trace_retrieval(result),
-                )
-                .returning(AnswerTrace.id)
-            )
-        ).scalar_one()
-        if episode_ids:
-            await session.execute(
-                insert(AnswerEvidence).values(
-                    [{"trace_id": trace_id, "episode_id": e, "conversation_id": conversation_id} for e in episode_ids]
-                )
-            )
+        trace_id = await store_trace(session, conversation_id, trace, episode_ids)
         details = {"trace_id": trace_id, "evidence_items": len(items), "evidence_episodes": len(episode_ids)}
         await write_audit(session, conversation_id, str(principal), "answer", details)
         for usage in usages:

@@ -1,5 +1,6 @@
-"""Search documents: one row per retrievable thing, so removal from the index is a row
-that is gone."""
+"""The writer of search documents: one row per retrievable thing, so removal from the
+index is a row that is gone. The only module that inserts, updates or deletes them
+(tests/test_writers.py); the lifecycle modules say which documents change."""
 
 from __future__ import annotations
 
@@ -7,13 +8,21 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import delete
+from sqlalchemy import delete, text, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memory.store.schema import SearchDocument
 
 KINDS = ("episode", "entity", "relation", "community")
+_REFRESH_EXCHANGE = text(
+    "UPDATE search_documents d SET embedding = CASE WHEN p.embedding IS NULL THEN e.embedding "
+    "ELSE e.embedding + p.embedding * "
+    "CAST(array_fill(CAST(:share AS real), ARRAY[vector_dims(p.embedding)]) AS vector) END "
+    "FROM episodes e LEFT JOIN episodes p ON p.conversation_id = :c AND p.id = e.prev_id "
+    "WHERE e.conversation_id = :c AND e.id = ANY(:ids) AND e.embedding IS NOT NULL "
+    "AND d.conversation_id = :c AND d.kind = 'episode' AND d.ref_id = e.id"
+)
 
 
 @dataclass(frozen=True)
@@ -66,6 +75,26 @@ async def remove_documents(session: AsyncSession, conversation_id: int, kind: st
         )
     )
     return int(getattr(result, "rowcount", 0) or 0)
+
+
+async def set_current(session: AsyncSession, conversation_id: int, kind: str, ref_ids: Iterable[int], current: bool) -> None:
+    """Mark documents current or not (a superseded relation's stays, not current, so
+    retrieval prefers the fact that replaced it)."""
+    ids = list(ref_ids)
+    if ids:
+        await session.execute(
+            update(SearchDocument)
+            .where(SearchDocument.conversation_id == conversation_id, SearchDocument.kind == kind, SearchDocument.ref_id.in_(ids))
+            .values(is_current=current)
+        )
+
+
+async def refresh_exchange_vectors(session: AsyncSession, conversation_id: int, episode_ids: Iterable[int], share: float) -> None:
+    """Recompute the searched vector of these episodes' documents from their own vector
+    and ``share`` of their current predecessor's (memory.episodes.exchange_vectors)."""
+    ids = sorted(set(episode_ids))
+    if ids:
+        await session.execute(_REFRESH_EXCHANGE, {"c": conversation_id, "ids": ids, "share": share})
 
 
 def episode_document_text(text: str) -> str:

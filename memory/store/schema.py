@@ -260,7 +260,7 @@ class Checkpoint(Base):
 
     ``summary_episode_ids`` are the episodes the running summary drew on, so that a
     deletion can clear what rested on the deleted message. The rolling context is in
-    ``RollingContextEntry`` rows (memory.consolidation.context_store).
+    ``RollingContextEntry`` rows (memory.store.rolling_context).
     """
 
     __tablename__ = "checkpoints"

@@ -1,6 +1,7 @@
-"""Where the rolling context lives: one row per entry (``rolling_context_entries``), in
+"""The writer of the rolling context: one row per entry (``rolling_context_entries``), in
 the order of their ``position``, so that a consolidation chunk rewrites only the entries
-it changed.
+it changed. The only module that inserts, updates or deletes them (tests/test_writers.py);
+what the entries say is memory.consolidation.rolling_context's (pure).
 
 Why: Postgres writes a whole new row version on every UPDATE and leaves the old one in
 the table file (README, "What a deletion guarantees"). Kept inside the checkpoint row,

@@ -1,0 +1,84 @@
+"""The writer of communities, their members and the conversation's community state: the
+only module that inserts, updates or deletes ``communities``, ``community_members`` and
+``community_state`` rows (tests/test_writers.py). memory.communities.run decides."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from sqlalchemy import delete, func, insert, text, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from memory.store.schema import Community, CommunityMember, CommunityState
+
+_NOTE_CHANGED = text(
+    "UPDATE community_state s SET changed_entity_ids = ARRAY("
+    "SELECT x FROM unnest(s.changed_entity_ids) AS x "
+    "UNION SELECT subject_id FROM relations WHERE conversation_id = :c AND id = ANY(:ids) "
+    "UNION SELECT object_id FROM relations WHERE conversation_id = :c AND id = ANY(:ids) ORDER BY 1) "
+    "WHERE s.conversation_id = :c"
+)
+
+
+async def note_changed_relations(session: AsyncSession, conversation_id: int, relation_ids: Iterable[int]) -> None:
+    """Before a deletion removes (or restores) these relations: their ends count as
+    changed for the next rebuild threshold. Nothing to note before a first build."""
+    ids = sorted(set(relation_ids))
+    if ids:
+        await session.execute(_NOTE_CHANGED, {"c": conversation_id, "ids": ids})
+
+
+async def mark_dirty(session: AsyncSession, conversation_id: int, ids: Iterable[int], *, clear_summary: bool) -> None:
+    """To be regenerated; ``clear_summary`` also clears label and summary (a deletion:
+    they may quote the deleted message)."""
+    values: dict[str, Any] = {"dirty": True, **({"label": "", "summary": ""} if clear_summary else {})}
+    await session.execute(
+        update(Community).where(Community.conversation_id == conversation_id, Community.id.in_(sorted(ids))).values(**values)
+    )
+
+
+async def delete_communities(session: AsyncSession, conversation_id: int, ids: Iterable[int]) -> None:
+    """Their memberships go with them (ON DELETE CASCADE)."""
+    await session.execute(delete(Community).where(Community.conversation_id == conversation_id, Community.id.in_(list(ids))))
+
+
+async def create_community(session: AsyncSession, conversation_id: int, members: Iterable[int]) -> int:
+    """A new dirty community of these entities (its summary comes from regeneration)."""
+    community_id = (
+        await session.execute(insert(Community).values(conversation_id=conversation_id, dirty=True).returning(Community.id))
+    ).scalar_one()
+    await add_members(session, conversation_id, [(community_id, e) for e in members])
+    return int(community_id)
+
+
+async def add_members(session: AsyncSession, conversation_id: int, pairs: Iterable[tuple[int, int]]) -> None:
+    """(community, entity) memberships."""
+    rows = [{"community_id": c, "entity_id": e, "conversation_id": conversation_id} for c, e in pairs]
+    if rows:
+        await session.execute(insert(CommunityMember), rows)
+
+
+async def set_summary(session: AsyncSession, conversation_id: int, community_id: int, label: str, summary: str) -> None:
+    """Regenerated: label and summary, no longer dirty."""
+    await session.execute(
+        update(Community)
+        .where(Community.conversation_id == conversation_id, Community.id == community_id)
+        .values(label=label, summary=summary, dirty=False, updated_at=func.now())
+    )
+
+
+async def save_state(
+    session: AsyncSession, conversation_id: int, top_entity: int, top_relation: int, built: frozenset[int] | None
+) -> None:
+    """Record what a pass saw; ``built``: a full build's, with the changed entities it
+    accounted for (those recorded since its read stay for the next threshold check)."""
+    state = await session.get(CommunityState, conversation_id, with_for_update=True)
+    if state is None:
+        state = CommunityState(conversation_id=conversation_id, changed_entity_ids=[])
+        session.add(state)
+    if built is not None:
+        state.built_at, state.built_entity_id, state.built_relation_id = func.now(), top_entity, top_relation
+        state.changed_entity_ids = sorted(set(state.changed_entity_ids or ()) - built)
+    state.seen_entity_id = max(state.seen_entity_id or 0, top_entity)
+    state.seen_relation_id = max(state.seen_relation_id or 0, top_relation)

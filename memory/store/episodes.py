@@ -1,0 +1,106 @@
+"""The writer of episodes and tombstones: the only module that inserts, updates or
+deletes their rows (tests/test_writers.py holds every writer to its tables).
+
+Lifecycle modules (the fast path, forgetting, reindexing) decide what changes and call
+these functions inside their own transaction, holding the conversation's chain lock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import BigInteger, bindparam, text, update
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from memory.store.schema import Episode
+
+_JOIN_NEIGHBOURS = text(
+    "UPDATE episodes SET next_id = CASE WHEN id = :prev THEN :next WHEN next_id = :id THEN NULL ELSE next_id END, "
+    "prev_id = CASE WHEN id = :next THEN :prev WHEN prev_id = :id THEN NULL ELSE prev_id END "
+    "WHERE conversation_id = :conversation AND (id IN (:prev, :next) OR prev_id = :id OR next_id = :id)"
+).bindparams(bindparam("prev", type_=BigInteger), bindparam("next", type_=BigInteger), bindparam("id", type_=BigInteger))
+_DROP_EPISODE = text("DELETE FROM episodes WHERE conversation_id = :conversation AND id = :id")
+_TOMBSTONE = text(
+    "INSERT INTO tombstones (conversation_id, platform_message_id) VALUES (:conversation, :message) ON CONFLICT DO NOTHING"
+)
+_EXTEND_CHAIN = text(
+    "UPDATE episodes SET prev_id = v.prev, next_id = v.next "
+    "FROM unnest(CAST(:ids AS bigint[]), CAST(:prevs AS bigint[]), CAST(:nexts AS bigint[])) AS v(id, prev, next) "
+    "WHERE episodes.conversation_id = :c AND episodes.id = v.id"
+)
+
+
+async def insert_episodes(session: AsyncSession, rows: Sequence[dict[str, Any]]) -> dict[str, int]:
+    """Insert episode rows (a message already stored is skipped); returns the ids of
+    those inserted by platform message id. Rows as parameters: compiled once per process."""
+    if not rows:
+        return {}
+    result = await session.execute(
+        insert(Episode)
+        .on_conflict_do_nothing(constraint="uq_episode_platform_message")
+        .returning(Episode.platform_message_id, Episode.id),
+        list(rows),
+    )
+    return {message_id: episode_id for message_id, episode_id in result}
+
+
+async def place(session: AsyncSession, conversation_id: int, episode_id: int, before: int | None, after: int | None) -> None:
+    """Link an episode between ``before`` and ``after``, and them to it."""
+    mine = Episode.conversation_id == conversation_id
+    await session.execute(update(Episode).where(mine, Episode.id == episode_id).values(prev_id=before, next_id=after))
+    if before is not None:
+        await session.execute(update(Episode).where(mine, Episode.id == before).values(next_id=episode_id))
+    if after is not None:
+        await session.execute(update(Episode).where(mine, Episode.id == after).values(prev_id=episode_id))
+
+
+async def extend_chain(
+    session: AsyncSession, conversation_id: int, tail: int | None, ids: Sequence[int], prevs: Sequence[int | None]
+) -> None:
+    """Link ``ids`` (new episodes, in order, with their predecessors ``prevs``) after the
+    chain's current ``tail``: one statement for the new episodes, one for the tail."""
+    nexts = [*ids[1:], None]
+    await session.execute(_EXTEND_CHAIN, {"c": conversation_id, "ids": list(ids), "prevs": list(prevs), "nexts": nexts})
+    if tail is not None:
+        await session.execute(
+            update(Episode).where(Episode.conversation_id == conversation_id, Episode.id == tail).values(next_id=ids[0])
+        )
+
+
+async def remove_episode(
+    session: AsyncSession, conversation_id: int, episode_id: int, prev_id: int | None, next_id: int | None
+) -> None:
+    """Join the episode's neighbours (and clear any other link to it: the chain's keys
+    have no ON DELETE action since migration 0010, so a link left behind would fail the
+    deletion), then drop its row. Separate statements, not one with modifying CTEs,
+    which Citus would not route to the conversation's shard."""
+    keys = {"conversation": conversation_id, "id": episode_id}
+    await session.execute(_JOIN_NEIGHBOURS, {**keys, "prev": prev_id, "next": next_id})
+    await session.execute(_DROP_EPISODE, keys)
+
+
+async def leave_tombstone(session: AsyncSession, conversation_id: int, platform_message_id: str) -> None:
+    """Refuse the message if it is ever delivered (again)."""
+    await session.execute(_TOMBSTONE, {"conversation": conversation_id, "message": platform_message_id})
+
+
+async def replace_text(
+    session: AsyncSession, conversation_id: int, episode_id: int, text: str, embedding: Sequence[float], edited_at: datetime
+) -> None:
+    """An edit: the new text and its own vector, in place (chain position and time kept)."""
+    await session.execute(
+        update(Episode)
+        .where(Episode.conversation_id == conversation_id, Episode.id == episode_id)
+        .values(text=text, embedding=list(embedding), edited_at=edited_at)
+    )
+
+
+async def set_embedding(session: AsyncSession, conversation_id: int, episode_id: int, embedding: Sequence[float]) -> None:
+    await session.execute(
+        update(Episode)
+        .where(Episode.conversation_id == conversation_id, Episode.id == episode_id)
+        .values(embedding=list(embedding))
+    )
