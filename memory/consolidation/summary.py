@@ -1,8 +1,8 @@
 """The running conversation summary kept in the checkpoint.
 
 With an LLM the summary is rewritten by the extraction call of each chunk (see
-memory/consolidation/extraction/llm.py) and, when it must be regenerated (after a deletion), from
-the newest surviving consolidated episodes that fit the summary window
+memory/consolidation/extraction/llm.py) and, when it must be regenerated (after a
+deletion), from the newest surviving consolidated episodes that fit the summary window
 (``summary_tokens``, 15K by default). Without an LLM the summary is extractive: the
 newest lines that fit ``offline_summary_tokens``, so it only ever holds surviving text.
 ``summary_episode_ids`` always names the episodes the summary drew on.

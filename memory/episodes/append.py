@@ -180,27 +180,38 @@ async def append_messages(
             for m in candidates
         ],
     )
-    results: list[AppendResult] = []
-    documents: list[Document] = []
-    new_links: list[tuple[datetime, int]] = []
-    for message, vector in zip(messages, vectors, strict=True):
-        message_id = message.platform_message_id
-        if message_id in refused:
-            results.append(AppendResult(message_id, "tombstoned", None))
-        elif message_id in inserted:  # the first of repeated ids in one batch is the one stored
-            episode_id = inserted.pop(message_id)
-            documents.append(Document("episode", episode_id, message.document_text, vector, message.message_time))
-            new_links.append((message.message_time, episode_id))
-            results.append(AppendResult(message_id, "stored", episode_id))
-        else:
-            results.append(AppendResult(message_id, "duplicate", None))
-    prev_of, successors = await _link_new(session, conversation_id, sorted(new_links))
+    results, documents, new_links = _outcomes(messages, vectors, refused, inserted)
+    prev_of, successors = await _link_new(session, conversation_id, new_links)
     # Each document is written once, with the vector it is searched by: an index entry
     # per write is most of what a write costs.
     searched = await exchange_vectors_of(session, conversation_id, {d.ref_id: d.embedding for d in documents}, prev_of)
     await upsert_documents(session, conversation_id, [replace(d, embedding=searched[d.ref_id]) for d in documents])
     await refresh_exchange_vectors(session, conversation_id, successors)
     return results
+
+
+def _outcomes(
+    messages: Sequence[Message], vectors: Sequence[Sequence[float]], refused: set[str], inserted: dict[str, int]
+) -> tuple[list[AppendResult], list[Document], list[tuple[datetime, int]]]:
+    """One result per message; for those stored, their search documents (with their own
+    vectors) and (time, id) in chain order, to link. The first of repeated ids in one
+    batch is the one stored. Pure."""
+    results: list[AppendResult] = []
+    documents: list[Document] = []
+    links: list[tuple[datetime, int]] = []
+    stored = dict(inserted)
+    for message, vector in zip(messages, vectors, strict=True):
+        message_id = message.platform_message_id
+        if message_id in refused:
+            results.append(AppendResult(message_id, "tombstoned", None))
+        elif message_id in stored:
+            episode_id = stored.pop(message_id)
+            documents.append(Document("episode", episode_id, message.document_text, vector, message.message_time))
+            links.append((message.message_time, episode_id))
+            results.append(AppendResult(message_id, "stored", episode_id))
+        else:
+            results.append(AppendResult(message_id, "duplicate", None))
+    return results, documents, sorted(links)
 
 
 async def _link_new(
