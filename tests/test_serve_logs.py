@@ -13,6 +13,7 @@ import time
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from memory import ConversationRef, LocalEmbedder, Principal, ingest, open_memory, validate_message
@@ -51,7 +52,6 @@ async def test_serve_without_tokens_logs_what_an_operator_needs(new_database: Ca
     environment |= {
         "DATABASE_URL": url,
         "STASHBIRD_HTTP_HOST": "127.0.0.1",
-        "STASHBIRD_JOBS_INTERVAL": "0.5",
         "STASHBIRD_CONSOLIDATE_IDLE_SECONDS": "0",
     }
     process = await asyncio.create_subprocess_exec(
@@ -74,3 +74,27 @@ async def test_serve_without_tokens_logs_what_an_operator_needs(new_database: Ca
     ours = {"memory", "connectors", "jobs", "bot"}
     assert all(e["logger"].split(".")[0] in ours or e["level"] in {"warning", "error"} for e in entries), lines
     assert all(e["level"] != "debug" for e in entries)
+
+
+async def test_serve_on_the_embedded_server_says_only_what_matters(tmp_path: Path) -> None:
+    """The first start of the embedded server (initdb, migrations) and idle jobs print
+    nothing: the lines are the missing connector's and the port's."""
+    environment = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "DISCORD_", "STASHBIRD_", "DATABASE_"))}
+    environment |= {
+        "STASHBIRD_DATA_DIR": str(tmp_path / "pg"),
+        "STASHBIRD_HTTP_HOST": "127.0.0.1",
+    }
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bot.cli", "serve", "--port", "0", env=environment, stderr=asyncio.subprocess.PIPE
+    )
+    assert process.stderr is not None
+    try:
+        lines = await _lines_until(process.stderr, lambda e: e["message"].startswith("serving on port"), 180)
+        lines += await _lines_until(process.stderr, lambda e: False, 3)  # idle jobs: nothing more
+    finally:
+        process.terminate()
+        await process.wait()
+    entries = [json.loads(line) for line in lines]  # every line is JSON: no initdb or command-line output
+    assert len(entries) == 2, lines
+    assert entries[0]["message"].startswith("no chat connector configured: set SLACK_BOT_TOKEN"), lines
+    assert entries[1]["message"].startswith("serving on port"), lines
