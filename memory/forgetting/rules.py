@@ -117,8 +117,9 @@ def decide_deletion(graph: SupplyGraph, episode_id: int) -> Decision:
     )
 
 
-def decide_episode_only(graph: SupplyGraph, episode_id: int) -> Decision:
-    """Comparison policy: delete the episode and its document, nothing else."""
+def decide_episode_only(_graph: SupplyGraph, _episode_id: int) -> Decision:
+    """Comparison policy: delete the episode and its document, nothing else (the arguments
+    are the policies' shared signature)."""
     return Decision()
 
 

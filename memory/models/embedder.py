@@ -219,7 +219,7 @@ class OpenAIEmbedder:
         self._client = AsyncOpenAI(base_url=self.base_url, api_key=self.api_key, timeout=self.timeout, max_retries=0)
 
     async def _embed_batch(self, chunk: list[str]) -> tuple[list[list[float]], int]:
-        async def attempt(n: int) -> Any:
+        async def attempt(_n: int) -> Any:  # the attempt number: every try is the same call
             return await openai_call(self._client.embeddings.create(model=self.model, input=chunk), self.timeout)
 
         def failed(attempts: int, cause: str, retried: bool) -> ModelUnavailable:
