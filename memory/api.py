@@ -169,7 +169,7 @@ async def drop_conversation(memory: Memory, conversation: ConversationRef, *, pr
     """Remove a conversation and everything stored for it (its audit log too: the
     door's log line is what remains of it); False when there was none."""
     async with door(memory, "drop_conversation", principal, conversation, must_exist=False) as call:
-        async with memory.sessions.begin() as session:
+        async with memory._sessions.begin() as session:
             dropped = await delete_conversation(session, conversation)
         call.note(dropped=dropped)
         call.gone()
@@ -190,7 +190,7 @@ async def stored_messages(
 
     async with door(memory, "stored_messages", principal, conversation) as call:
         assert call.conversation_id is not None
-        async with memory.sessions() as session:
+        async with memory._sessions() as session:
             found = await _stored_messages(session, call.conversation_id, since, thread_id)
         call.note(found=len(found))
     return found
@@ -199,7 +199,7 @@ async def stored_messages(
 async def conversations(memory: Memory, *, principal: Principal, platform: str | None = None) -> list[ConversationRef]:
     """The conversations in memory (of one platform), in creation order."""
     async with door(memory, "conversations", principal) as call:
-        async with memory.sessions() as session:
+        async with memory._sessions() as session:
             found = await list_conversations(session, platform)
         call.note(found=len(found))
     return found

@@ -27,8 +27,11 @@ from memory.store.database import (
 
 @dataclass
 class Memory:
-    engine: AsyncEngine
-    sessions: async_sessionmaker[AsyncSession]
+    """The handle every command takes. The database handles are private: code outside
+    memory/ reaches the tables through the core's commands only (tests/test_public_imports.py)."""
+
+    _engine: AsyncEngine
+    _sessions: async_sessionmaker[AsyncSession]
     embedder: Embedder
     llm: LLMClient | None = None
     params: MemoryParams = field(default_factory=MemoryParams)
@@ -38,7 +41,7 @@ class Memory:
     def database_url(self) -> str:
         """The database's URL, password included: for a part that keeps tables of its own
         in the same database (the Slack installation store), never the core's tables."""
-        return self.engine.url.render_as_string(hide_password=False)
+        return self._engine.url.render_as_string(hide_password=False)
 
     async def on_this_loop(self) -> Memory:
         """The same memory with a connection pool of its own, for another thread's event
@@ -49,11 +52,11 @@ class Memory:
 
     async def close_database(self) -> None:
         """Close the database pool only."""
-        await self.engine.dispose()
+        await self._engine.dispose()
 
     async def close(self) -> None:
         """Close the database pool, the embedder and the LLM client."""
-        await self.engine.dispose()
+        await self._engine.dispose()
         await self.embedder.close()
         if self.llm is not None:
             await self.llm.close()

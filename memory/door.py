@@ -55,7 +55,7 @@ class Call:
 
 async def resolve(memory: Memory, conversation: ConversationRef, *, create: bool = False) -> int:
     """The conversation's id; an unknown one is created when ``create``, else refused."""
-    async with memory.sessions.begin() as session:
+    async with memory._sessions.begin() as session:
         if create:
             return await ensure_conversation(session, conversation)
         found = await find_conversation(session, conversation)
@@ -97,7 +97,7 @@ async def door(
         _log(logging.WARNING, operation, where, principal, began, f"failed: {type(error).__name__}: {error}", {})
         raise
     if rule.audit is Audit.DOOR and call.conversation_id is not None:
-        async with memory.sessions.begin() as session:
+        async with memory._sessions.begin() as session:
             details = {"query": operation, "arguments": arguments, "result": call.fields}
             await write_audit(session, call.conversation_id, str(principal), rule.action or operation, details)
     level = logging.DEBUG if rule.audit is Audit.NONE else logging.INFO
@@ -107,7 +107,7 @@ async def door(
 async def _find(memory: Memory, conversation: ConversationRef, create: bool, must_exist: bool) -> int | None:
     if create or must_exist:
         return await resolve(memory, conversation, create=create)
-    async with memory.sessions() as session:
+    async with memory._sessions() as session:
         return await find_conversation(session, conversation)
 
 
@@ -122,7 +122,7 @@ async def _refused(
     """Write the refusal to the conversation's audit log, when there is one."""
     if conversation is None:
         return
-    async with memory.sessions.begin() as session:
+    async with memory._sessions.begin() as session:
         conversation_id = await find_conversation(session, conversation)
         if conversation_id is not None:
             details = {"query": operation, "arguments": arguments}

@@ -132,7 +132,7 @@ async def integrity(memory: Memory, conversation: ConversationRef) -> Integrity:
     from memory.store.integrity import check_integrity
 
     conversation_id = await resolve(memory, conversation)
-    async with memory.sessions() as session:
+    async with memory._sessions() as session:
         return await check_integrity(session, conversation_id)
 
 
@@ -142,7 +142,7 @@ async def residue(memory: Memory, pattern: str) -> dict[str, set[str]]:
     survives nowhere."""
     from memory.store.residue import find_tokens
 
-    async with memory.sessions() as session:
+    async with memory._sessions() as session:
         return await find_tokens(session, pattern)
 
 
@@ -154,7 +154,7 @@ async def word_residue(
     from memory.store.residue import word_residue as _word_residue
 
     conversation_id = await resolve(memory, conversation)
-    async with memory.sessions() as session:
+    async with memory._sessions() as session:
         return await _word_residue(session, conversation_id, gone_texts, ignore)
 
 
@@ -223,62 +223,62 @@ _MARK = text(
 async def drop_vector_index(memory: Memory) -> None:
     """Drop the search documents' vector index: exact search, so that a latency figure
     does not depend on the approximate index's build."""
-    async with memory.engine.begin() as connection:
+    async with memory._engine.begin() as connection:
         await connection.execute(text("DROP INDEX IF EXISTS ix_search_documents_embedding"))
 
 
 async def mark_consolidated(memory: Memory, conversation: ConversationRef) -> None:
     """Checkpoint the conversation at its last message, as a served one would be."""
     conversation_id = await resolve(memory, conversation)
-    async with memory.engine.begin() as connection:
+    async with memory._engine.begin() as connection:
         await connection.execute(_MARK, {"c": conversation_id})
 
 
 async def server_pids(memory: Memory) -> list[int]:
     """The server processes serving this database (for their CPU time)."""
-    async with memory.engine.connect() as connection:
+    async with memory._engine.connect() as connection:
         rows = await connection.execute(text("SELECT pid FROM pg_stat_activity WHERE datname = current_database()"))
         return [int(pid) for pid in rows.scalars()]
 
 
 async def backend_pid(memory: Memory) -> int:
     """The server process of one connection (its parent is the postmaster)."""
-    async with memory.engine.connect() as connection:
+    async with memory._engine.connect() as connection:
         return int((await connection.execute(text("SELECT pg_backend_pid()"))).scalar_one())
 
 
 async def consolidation_lags(memory: Memory, conversation_id: int, after: int) -> list[tuple[int, float]]:
     """(message id, seconds since it was ingested) of the consolidated messages past ``after``."""
-    async with memory.engine.connect() as connection:
+    async with memory._engine.connect() as connection:
         rows = await connection.execute(_CONSOLIDATED, {"c": conversation_id, "w": after})
         return [(int(episode), float(lag)) for episode, lag in rows]
 
 
 async def dirty_among(memory: Memory, conversation_id: int, community_ids: list[int]) -> set[int]:
     """Which of these communities are still dirty."""
-    async with memory.engine.connect() as connection:
+    async with memory._engine.connect() as connection:
         return set((await connection.execute(_DIRTY, {"c": conversation_id, "ids": community_ids})).scalars())
 
 
 async def deletable_messages(memory: Memory, conversation_id: int, limit: int = 20) -> list[str]:
     """Consolidated messages that support an entity of a clean community."""
-    async with memory.engine.connect() as connection:
+    async with memory._engine.connect() as connection:
         return list((await connection.execute(_DELETABLE, {"c": conversation_id, "n": limit})).scalars())
 
 
 async def waiting_ages(memory: Memory, conversation_id: int) -> list[float]:
     """Seconds since each message still waiting for consolidation was ingested."""
-    async with memory.engine.connect() as connection:
+    async with memory._engine.connect() as connection:
         return [float(age) for age in (await connection.execute(_WAITING, {"c": conversation_id})).scalars()]
 
 
 async def job_runs(memory: Memory) -> list[dict[str, Any]]:
     """Every run in the scheduler's run log, oldest first."""
-    async with memory.engine.connect() as connection:
+    async with memory._engine.connect() as connection:
         return [dict(row._mapping) for row in await connection.execute(_RUNS)]
 
 
 async def consolidated_messages(memory: Memory) -> int:
     """How many messages the checkpoints cover, over the whole store."""
-    async with memory.engine.connect() as connection:
+    async with memory._engine.connect() as connection:
         return int((await connection.execute(_COVERED)).scalar_one())

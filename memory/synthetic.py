@@ -86,7 +86,7 @@ async def supply_graph(
 ) -> SuppliedIds:
     """Store the messages with their given vectors and the graph with its supports, in
     one transaction; each entity, relation and community takes the next of ``vectors``."""
-    async with memory.sessions.begin() as session:
+    async with memory._sessions.begin() as session:
         results = await append_messages(session, memory.embedder, conversation_id, messages, message_vectors)
         episodes = {r.platform_message_id: r.episode_id for r in results if r.episode_id is not None}
         entities: dict[str, int] = {}
@@ -169,11 +169,11 @@ async def bulk_messages(
     """Messages of one speaker a minute apart, numbered ``s0``, ``s1``..., each batch of
     (texts, vectors) in one statement; then the chain, and fresh planner statistics as
     autovacuum would gather after such a load."""
-    async with memory.sessions.begin() as session:
+    async with memory._sessions.begin() as session:
         speaker_id = await ensure_speaker(session, conversation_id, "synthetic", speaker, "user")
     start = 0
     for texts, vectors in batches:
-        async with memory.sessions.begin() as session:
+        async with memory._sessions.begin() as session:
             numbers = list(range(start, start + len(texts)))
             stored = await session.execute(
                 _BULK_EPISODES, {"c": conversation_id, "s": speaker_id, "texts": list(texts), "numbers": numbers}
@@ -188,9 +188,9 @@ async def bulk_messages(
                 },
             )
         start += len(texts)
-    async with memory.engine.begin() as connection:
+    async with memory._engine.begin() as connection:
         await connection.execute(_CHAIN_ALL, {"c": conversation_id})
-    async with memory.engine.begin() as connection:
+    async with memory._engine.begin() as connection:
         await connection.execute(text("ANALYZE search_documents"))
 
 
@@ -294,7 +294,7 @@ async def bulk_graph(memory: Memory, conversation_id: int, size: int) -> None:
     messages with a relation to each topic, a community per 20 topics; search documents
     for all of them with random vectors. Vacuumed at the end: a steady state, with no
     autovacuum mid-run."""
-    async with memory.sessions.begin() as session:
+    async with memory._sessions.begin() as session:
         s0 = await ensure_speaker(session, conversation_id, "u0", "Speaker 0", "user")
         s1 = await ensure_speaker(session, conversation_id, "u1", "Speaker 1", "user")
         values = {
@@ -309,7 +309,7 @@ async def bulk_graph(memory: Memory, conversation_id: int, size: int) -> None:
         for statement in _bulk_graph_statements():
             typed = [bindparam(k, type_=t) for k, t in _BULK_TYPES.items() if f":{k}" in statement]
             await session.execute(text(statement).bindparams(*typed), values)
-    async with memory.engine.connect() as connection:
+    async with memory._engine.connect() as connection:
         await connection.execution_options(isolation_level="AUTOCOMMIT")
         for table in _VACUUMED:
             await connection.execute(text(f'VACUUM ANALYZE "{table}"'))

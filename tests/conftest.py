@@ -115,7 +115,7 @@ def conversation_ref() -> ConversationRef:
 
 @pytest.fixture
 async def conversation_id(memory: Memory, conversation_ref: ConversationRef) -> int:
-    async with memory.sessions.begin() as session:
+    async with memory._sessions.begin() as session:
         return await ensure_conversation(session, conversation_ref)
 
 

@@ -44,7 +44,7 @@ async def _chat(memory: Memory, ref: ConversationRef) -> dict[str, int]:
         for i, (who, role, body) in enumerate(CHAT)
     ]
     await api.ingest(memory, ref, messages, principal=OPERATOR)
-    async with memory.sessions() as session:
+    async with memory._sessions() as session:
         rows = await session.execute(
             select(Episode.platform_message_id, Episode.id).where(
                 Episode.platform_message_id.in_([m.platform_message_id for m in messages]),
@@ -102,7 +102,7 @@ async def test_trace_usage_and_audit_are_stored(memory: Memory, conversation_ref
         memory, conversation_ref, "Who has a cat?", principal=Principal.user("U123"), date=T0 + timedelta(days=1), k=3
     )
     assert len(result.evidence) == 3
-    async with memory.sessions() as session:
+    async with memory._sessions() as session:
         trace = (await session.execute(select(AnswerTrace).where(AnswerTrace.id == result.trace_id))).scalar_one()
         linked = set(
             (await session.execute(select(AnswerEvidence.episode_id).where(AnswerEvidence.trace_id == trace.id))).scalars()
@@ -171,7 +171,7 @@ async def test_llm_path_decomposes_reranks_answers_and_records_usage(
     assert [(c.episode_id, c.platform_message_id) for c in result.citations] == [(episodes["m1"], "m1")]
     rerank_prompt = scripted_llm.chat_requests("rerank")[0].user
     assert "Where did Tom move and where is lunch?" in rerank_prompt
-    async with llm_memory.sessions() as session:
+    async with llm_memory._sessions() as session:
         ledger = {
             op: (calls, prompt, completion)
             for op, calls, prompt, completion in await session.execute(

@@ -174,7 +174,7 @@ async def test_about_shows_a_correction_and_its_restoration(memory: Memory, conv
         "operator",
         [old.id],
     )
-    async with memory.sessions() as session:
+    async with memory._sessions() as session:
         assert marker not in await find_tokens(session, "zq[0-9a-f]{10}")  # nor anywhere in the store
 
 
@@ -203,7 +203,7 @@ async def test_about_caps_relations_and_messages_and_counts_them_all(memory: Mem
     ids = await load_supplied(memory, conversation_ref, messages, vectors[:count], graph, iter(vectors[count:]))
     conversation_id = await resolve_conversation(memory, conversation_ref, principal=OPERATOR)
     superseded = set(ids.relations[-8:])  # the newest, so the older current ones must pass them
-    async with memory.sessions.begin() as session:
+    async with memory._sessions.begin() as session:
         await session.execute(
             text("UPDATE relations SET status = 'superseded' WHERE conversation_id = :c AND id = ANY(:ids)"),
             {"c": conversation_id, "ids": sorted(superseded)},
@@ -243,7 +243,7 @@ async def test_a_non_admin_is_refused_by_every_query_and_logged(memory: Memory, 
     with pytest.raises(AccessDenied):
         await audit_conversations(memory, principal=Principal.user("U-admin", "admin"))
     conversation_id = await resolve_conversation(memory, conversation_ref, principal=OPERATOR)
-    async with memory.sessions() as session:
+    async with memory._sessions() as session:
         refused = (
             await session.execute(
                 select(AuditEntry.principal, AuditEntry.details["query"].astext).where(

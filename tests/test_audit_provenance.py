@@ -60,7 +60,7 @@ class Consolidated:
 async def _communities(memory: Memory, ref: ConversationRef) -> None:
     """Communities of consecutive entities (the detection itself is another module's)."""
     conversation_id = await resolve_conversation(memory, ref, principal=OPERATOR)
-    async with memory.sessions.begin() as session:
+    async with memory._sessions.begin() as session:
         entities = (
             (await session.execute(select(Entity.id).where(Entity.conversation_id == conversation_id).order_by(Entity.id)))
             .scalars()
@@ -105,12 +105,12 @@ async def test_provenance_predicts_what_forget_reports(memory: Memory, consolida
     message_id = data.draw(st.sampled_from(consolidated.turns) | st.sampled_from(consolidated.corrections), label="message")
     predicted = await provenance(memory, consolidated.ref, message_id, principal=OPERATOR)
     assert predicted.status == "stored"
-    async with memory.engine.connect() as connection:
+    async with memory._engine.connect() as connection:
         outer = await connection.begin()
         try:
             inside = dataclasses.replace(
                 memory,
-                sessions=async_sessionmaker(bind=connection, expire_on_commit=False, join_transaction_mode="create_savepoint"),
+                _sessions=async_sessionmaker(bind=connection, expire_on_commit=False, join_transaction_mode="create_savepoint"),
             )
             report = await forget(inside, consolidated.ref, message_id, principal=OPERATOR)
             still_there = (

@@ -30,7 +30,7 @@ LOCOMO_30 = shared_file("locomo/30.json")
 
 
 async def test_the_migrated_schema_keeps_the_rules(memory: Memory) -> None:
-    async with memory.engine.connect() as connection:
+    async with memory._engine.connect() as connection:
         assert await catalogue_violations(connection) == []
         catalogue = await read_catalogue(connection)
     distributed = {name for name in catalogue.tables if catalogue.distributed(name)}
@@ -86,7 +86,7 @@ EXPECTED = {
 
 async def test_the_checker_reports_every_kind_of_break(memory: Memory) -> None:
     schema = f"citus_check_{uuid.uuid4().hex[:8]}"
-    async with memory.engine.connect() as connection:
+    async with memory._engine.connect() as connection:
         await connection.execute(text(f"CREATE SCHEMA {schema}"))
         try:
             for statement in BAD_SCHEMA.format(s=schema).split(";\n"):
@@ -111,7 +111,7 @@ ON_DELETE = {"a": None, "c": "CASCADE"}
 
 
 async def test_the_orm_declares_the_keys_the_migrations_create(memory: Memory) -> None:
-    async with memory.engine.connect() as connection:
+    async with memory._engine.connect() as connection:
         rows = (await connection.execute(text(KEYS))).all()
     tables = Base.metadata.tables
     in_database = {(kind, table, parent, tuple(columns), ON_DELETE.get(action)) for kind, table, parent, columns, action in rows}
@@ -124,7 +124,7 @@ async def test_the_orm_declares_the_keys_the_migrations_create(memory: Memory) -
 
 
 async def _snapshot(memory: Memory) -> dict[str, int]:
-    async with memory.engine.connect() as connection:
+    async with memory._engine.connect() as connection:
         return {
             table: (await connection.execute(text(f"SELECT count(*) FROM {table}"))).scalar_one()
             for table in (
@@ -152,20 +152,20 @@ async def test_a_consolidated_conversation_survives_downgrade_and_upgrade(new_da
         before = await ask(handle, ref, question, principal=OPERATOR)
         counts = await _snapshot(handle)
         assert min(counts.values()) > 0
-        await downgrade(handle.engine, "0004")
-        async with handle.engine.connect() as connection:
+        await downgrade(handle._engine, "0004")
+        async with handle._engine.connect() as connection:
             old = await catalogue_violations(connection)
         # what 0010 fixes: 15 unique keys and 14 foreign keys without the column, 3 SET NULL, the nullable ledger
         assert len(old) == 33 and "usage_ledger.conversation_id is nullable" in old
         assert await _snapshot(handle) == counts
-        async with handle.engine.begin() as connection:  # usage without a conversation: 0010 deletes it
+        async with handle._engine.begin() as connection:  # usage without a conversation: 0010 deletes it
             await connection.execute(
                 text(
                     "INSERT INTO usage_ledger (conversation_id, phase, operation, model)"
                     " VALUES (NULL, 'ingestion', 'orphan', 'm')"
                 )
             )
-        await upgrade(handle.engine, embedder.dim)
+        await upgrade(handle._engine, embedder.dim)
         assert await _snapshot(handle) == counts
         after = await ask(handle, ref, question, principal=OPERATOR)
         assert after.answer == before.answer

@@ -30,7 +30,7 @@ from memory.store.citus import (
 
 
 async def test_reference_tables_first_then_parents_before_children_all_co_located(memory: Memory) -> None:
-    async with memory.engine.connect() as connection:
+    async with memory._engine.connect() as connection:
         catalogue = await read_catalogue(connection)
         plan = await read_plan(connection)
     assert plan.citus is None and plan.violations == []
@@ -69,7 +69,7 @@ METHOD = {"reference": "n", "distributed": "h"}  # pg_dist_partition.partmethod
 
 async def test_a_second_run_does_nothing_the_first_did(memory: Memory) -> None:
     schema = f"citus_standin_{uuid.uuid4().hex[:8]}"
-    async with memory.engine.connect() as connection:
+    async with memory._engine.connect() as connection:
         try:
             await connection.execute(text(f"CREATE SCHEMA {schema}"))
             for statement in STAND_INS.format(s=schema).split(";\n"):

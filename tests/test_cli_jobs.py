@@ -35,7 +35,7 @@ async def test_a_dirty_community_is_regenerated_by_run_once(
 ) -> None:
     marker = "qz" + uuid.uuid4().hex[:10]
     ids = await two_groups(memory, conversation_id, marker)
-    async with memory.sessions.begin() as session:  # the hand-made graph stands for consolidation's
+    async with memory._sessions.begin() as session:  # the hand-made graph stands for consolidation's
         top = (await session.execute(select(func.max(Episode.id)).where(Episode.conversation_id == conversation_id))).scalar_one()
         session.add(Checkpoint(conversation_id=conversation_id, last_episode_id=top))
     await api.build_communities(memory, conversation_ref, principal=OPERATOR)
@@ -56,5 +56,5 @@ async def test_a_dirty_community_is_regenerated_by_run_once(
     assert ("community_regeneration", "ok") in jobs
     text = (await community_documents(memory, conversation_id))[touched]
     assert "Ann cooks with Bob" in text and marker not in text.lower()
-    async with memory.sessions() as session:
+    async with memory._sessions() as session:
         assert await find_tokens(session, marker) == {}

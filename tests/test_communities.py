@@ -22,7 +22,7 @@ OPERATOR = api.Principal.operator("test")
 
 
 async def community_documents(memory: Memory, cid: int) -> dict[int, str]:
-    async with memory.sessions() as session:
+    async with memory._sessions() as session:
         rows = await session.execute(
             select(SearchDocument.ref_id, SearchDocument.text).where(
                 SearchDocument.conversation_id == cid, SearchDocument.kind == "community"
@@ -32,7 +32,7 @@ async def community_documents(memory: Memory, cid: int) -> dict[int, str]:
 
 
 async def members(memory: Memory, cid: int) -> dict[int, set[int]]:
-    async with memory.sessions() as session:
+    async with memory._sessions() as session:
         rows = await session.execute(
             select(CommunityMember.community_id, CommunityMember.entity_id).where(CommunityMember.conversation_id == cid)
         )
@@ -48,7 +48,7 @@ async def two_groups(memory: Memory, cid: int, marker: str) -> dict[str, int]:
     m1, m2, m3, m4 = await add_messages(
         memory, cid, [f"Ann and I went to {marker}", "Ann cooks with Bob", "Cat, Dan and Eve sail", "Fay"]
     )
-    async with memory.sessions.begin() as session:
+    async with memory._sessions.begin() as session:
         ids = {
             "ann": await entity(session, cid, "Ann", [m1, m2]),
             "bob": await entity(session, cid, "Bob", [m2]),
@@ -94,7 +94,7 @@ async def test_new_entities_join_incrementally_and_a_large_change_rebuilds(
     await api.build_communities(memory, conversation_ref, principal=OPERATOR)
     sailing = next(c for c, m in (await members(memory, cid)).items() if ids["cat"] in m)
     (m5,) = await add_messages(memory, cid, ["Gil sails with Cat and Dan"], prefix="n")
-    async with memory.sessions.begin() as session:
+    async with memory._sessions.begin() as session:
         gil = await entity(session, cid, "Gil", [m5])
         await relation(session, cid, gil, ids["cat"], "Gil sails with Cat", [m5])
         await relation(session, cid, gil, ids["fay"], "Gil knows Fay", [m5])
@@ -110,7 +110,7 @@ async def test_new_entities_join_incrementally_and_a_large_change_rebuilds(
     assert (await api.update_communities(memory, conversation_ref, principal=OPERATOR, rebuild_share=0.5)).joined == 0
 
     (m6,) = await add_messages(memory, cid, ["Hal and Ivy"], prefix="o")
-    async with memory.sessions.begin() as session:
+    async with memory._sessions.begin() as session:
         hal, ivy = await entity(session, cid, "Hal", [m6]), await entity(session, cid, "Ivy", [m6])
         await relation(session, cid, hal, ivy, "Hal knows Ivy", [m6])
     report = await api.update_communities(memory, conversation_ref, principal=OPERATOR, rebuild_share=0.2)
@@ -137,7 +137,7 @@ async def test_removed_and_superseded_relations_count_in_the_rebuild_share(
     assert await update(0.3)
     assert not await update(0.0)  # the rebuild accounted for them
     (m5,) = await add_messages(memory, cid, ["Cat sails with Fay now"], prefix="n")
-    async with memory.sessions.begin() as session:
+    async with memory._sessions.begin() as session:
         newer = await relation(session, cid, ids["cat"], ids["fay"], "Cat sails with Fay", [m5])
         dan = select(Relation.id).where(Relation.conversation_id == cid, Relation.fact == "Cat sails with Dan")
         old = (await session.execute(dan)).scalar_one()
@@ -161,7 +161,7 @@ async def test_deleting_a_supporting_message_dirties_then_regeneration_drops_wha
     assert report.regenerated == 1
     text = (await community_documents(memory, cid))[annbob]
     assert "Ann cooks with Bob" in text and marker not in text.lower()
-    async with memory.sessions() as session:
+    async with memory._sessions() as session:
         assert await find_tokens(session, marker) == {}
 
 
@@ -170,14 +170,14 @@ async def test_a_community_left_with_one_member_is_dissolved(
 ) -> None:
     cid = conversation_id
     m1, m2 = await add_messages(memory, cid, ["Jo got a cat named Kit", "Jo here"])
-    async with memory.sessions.begin() as session:
+    async with memory._sessions.begin() as session:
         jo, kit = await entity(session, cid, "Jo", [m1, m2]), await entity(session, cid, "Kit", [m1])
         await relation(session, cid, jo, kit, "Jo owns Kit", [m1])
     assert (await api.build_communities(memory, conversation_ref, principal=OPERATOR)).regenerated == 1
     await api.forget(memory, conversation_ref, "m1", principal=OPERATOR)
     report = await api.regenerate_communities(memory, conversation_ref, principal=OPERATOR)
     assert report.dissolved == 1
-    async with memory.sessions() as session:
+    async with memory._sessions() as session:
         assert (await session.execute(select(Community.id).where(Community.conversation_id == cid))).all() == []
     assert await community_documents(memory, cid) == {}
 
@@ -193,7 +193,7 @@ async def test_llm_summaries_are_one_call_per_community_and_recorded_as_communit
     prompt = scripted_llm.chat_requests("summarize_community")[0].user
     assert "Members:" in prompt and "Facts:" in prompt
     assert set((await community_documents(llm_memory, conversation_id)).values()) == {"The sailors: They sail together."}
-    async with llm_memory.sessions() as session:
+    async with llm_memory._sessions() as session:
         rows = (
             await session.execute(
                 select(UsageEntry.operation, UsageEntry.calls).where(
@@ -226,6 +226,6 @@ async def test_a_community_item_cites_the_messages_behind_its_members_relations(
     await api.build_communities(memory, conversation_ref, principal=OPERATOR)
     sailing = next(c for c, m in (await members(memory, conversation_id)).items() if ids["cat"] in m)
     candidate = Candidate("community", sailing, "sailors", None, True, 1.0, 1.0, 0.0)
-    async with memory.sessions() as session:
+    async with memory._sessions() as session:
         (item,) = await assemble(session, conversation_id, [candidate], 5)
     assert [e.text for e in item.supporting] == ["Cat, Dan and Eve sail"]

@@ -171,7 +171,7 @@ async def test_a_deleted_message_is_never_cited_and_leaves_no_text_in_the_inbox(
     await service.drain()
     assert "m1" not in {c.message_id for c in platform.replies[1].citations}
     assert marker not in platform.replies[1].text
-    async with memory.sessions() as session:
+    async with memory._sessions() as session:
         assert marker not in await find_tokens(session, "zq[0-9a-f]{8}7")
 
 

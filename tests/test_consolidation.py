@@ -55,7 +55,7 @@ def messages(rows: list[tuple[str, str, str]], start: int = 0) -> list:
 
 
 async def episode_ids(memory: Memory, conversation_id: int) -> dict[str, int]:
-    async with memory.sessions() as session:
+    async with memory._sessions() as session:
         rows = await session.execute(
             select(Episode.platform_message_id, Episode.id).where(Episode.conversation_id == conversation_id)
         )
@@ -64,7 +64,7 @@ async def episode_ids(memory: Memory, conversation_id: int) -> dict[str, int]:
 
 async def graph_state(memory: Memory, conversation_id: int) -> dict:
     """Entities by name with provenance; relations with status and provenance."""
-    async with memory.sessions() as session:
+    async with memory._sessions() as session:
         entities = {
             e.id: e.name
             for e in (await session.execute(select(Entity).where(Entity.conversation_id == conversation_id))).scalars()
@@ -226,7 +226,7 @@ async def test_crash_and_resume_loses_and_duplicates_nothing(
     crashing = CrashOnSecondChunk(OfflineExtractor())
     with pytest.raises(RuntimeError):
         await api.consolidate(small, conversation_ref, principal=OPERATOR, extractor=crashing)
-    async with memory.sessions() as session:
+    async with memory._sessions() as session:
         after_crash = (await session.get(Checkpoint, conversation_id)).last_episode_id
     first_pass = await graph_state(memory, conversation_id)
     assert 0 < after_crash < max((await episode_ids(memory, conversation_id)).values())
@@ -251,7 +251,7 @@ class DeleteDuring:
 
     async def extract(self, chunk: Chunk) -> Extraction:
         extraction = await self.inner.extract(chunk)
-        async with self.memory.sessions.begin() as session:  # the episode row's part of a deletion
+        async with self.memory._sessions.begin() as session:  # the episode row's part of a deletion
             episode = (await session.execute(select(Episode).where(Episode.id == self.episode_id))).scalar_one()
             await remove_episode(session, episode.conversation_id, episode)
         return extraction
@@ -313,7 +313,7 @@ async def test_edited_episodes_pending_are_consolidated_again(
     )
     await api.consolidate(memory, conversation_ref, principal=OPERATOR)
     ids = await episode_ids(memory, conversation_id)
-    async with memory.sessions.begin() as session:  # what an edit leaves for consolidation
+    async with memory._sessions.begin() as session:  # what an edit leaves for consolidation
         episode = await session.get(Episode, (conversation_id, ids["e1"]))
         episode.text, episode.edited_at = "I adopted Luna.", T0 + timedelta(days=1)
         checkpoint = await session.get(Checkpoint, conversation_id)

@@ -40,7 +40,7 @@ def extract_citing_every_line(request: ChatRequest) -> dict:
 
 
 async def ledger(memory: Memory, conversation_id: int, operation: str) -> tuple[int, int]:
-    async with memory.sessions() as session:
+    async with memory._sessions() as session:
         rows = (
             await session.execute(
                 select(UsageEntry.calls, UsageEntry.prompt_tokens).where(
@@ -94,7 +94,7 @@ async def test_llm_failure_keeps_episodes_and_checkpoint_for_the_next_run(
     await api.ingest(llm_memory, conversation_ref, messages(ROWS), principal=OPERATOR)
     with pytest.raises(LLMError):
         await api.consolidate(llm_memory, conversation_ref, principal=OPERATOR)
-    async with llm_memory.sessions() as session:
+    async with llm_memory._sessions() as session:
         checkpoint = await session.get(Checkpoint, conversation_id)
         relations = (await session.execute(select(Relation).where(Relation.conversation_id == conversation_id))).all()
     assert checkpoint.last_episode_id == 0 and relations == []

@@ -58,6 +58,6 @@ async def test_a_reply_rate_limited_past_discord_py_s_five_tries_is_still_posted
     assert "April" in reply["content"] and len(env.standin.posted) == 1
     assert len(env.standin.limited) == 7 and env.standin.early_retries == 0
     asked = f"{reply['message_reference']['message_id']}:create"
-    async with memory.sessions() as session:
+    async with memory._sessions() as session:
         outcomes = (await session.execute(select(InboxEvent.outcome).where(InboxEvent.event_id == asked))).scalars().all()
     assert outcomes == ["done"]

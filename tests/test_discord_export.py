@@ -162,7 +162,7 @@ async def test_an_imported_edit_time_is_stored_with_the_message(memory: Memory) 
     await drop_conversation(memory, contents.conversation, principal=IMPORT)
     await store(memory, contents.conversation, contents.messages, IMPORT)
     conversation_id = await resolve_conversation(memory, contents.conversation, principal=IMPORT)
-    async with memory.sessions() as session:
+    async with memory._sessions() as session:
         rows = await session.execute(
             select(Episode.platform_message_id, Episode.edited_at).where(Episode.conversation_id == conversation_id)
         )

@@ -124,7 +124,7 @@ async def test_backfill_reads_bot_embeds_forwards_and_edit_times_as_the_live_str
     conversation_id = await resolve_conversation(
         memory, conversation(env.guild, env.general), principal=Principal.operator("test")
     )
-    async with memory.sessions() as session:
+    async with memory._sessions() as session:
         edit = await session.scalar(
             select(Episode.edited_at).where(
                 Episode.conversation_id == conversation_id, Episode.platform_message_id == page[2]["id"]

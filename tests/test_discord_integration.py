@@ -50,7 +50,7 @@ async def test_mention_answered_citing_links_then_deleted_source_is_never_cited_
     again = await env.ask(env.general, env.carol, "where is the team offsite?")
     assert link not in again["content"] and marker not in again["content"]
     assert source["id"] not in await env.stored(env.general)
-    async with memory.sessions() as session:
+    async with memory._sessions() as session:
         assert marker not in await find_tokens(session, marker)
 
 
@@ -95,7 +95,7 @@ async def test_a_burst_of_create_edit_delete_stores_nothing(discord_env: Discord
     await env.standin.delete(env.general, burst["id"])
     await env.settle()
     assert list(await env.stored(env.general)) == [keep["id"]]
-    async with memory.sessions() as session:
+    async with memory._sessions() as session:
         assert not await find_tokens(session, f"{first}|{second}")
 
 
@@ -133,7 +133,7 @@ async def test_an_interaction_replayed_after_a_resume_is_neither_answered_nor_ru
     await env.settle()
     assert env.standin.resumes == 1 and env.standin.refused_callbacks == []
     assert [r["type"] for r in env.standin.interaction_replies if r["interaction_id"] == interaction] == [5, "edit"]
-    async with memory.sessions() as session:
+    async with memory._sessions() as session:
         rows = (await session.execute(select(InboxEvent.outcome).where(InboxEvent.event_id == f"{interaction}:command"))).all()
     assert [tuple(row) for row in rows] == [("done",)]
 

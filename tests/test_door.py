@@ -178,7 +178,7 @@ def test_the_table_covers_every_command_that_takes_a_principal() -> None:
 
 async def _audit_rows(memory: Memory, ref: ConversationRef) -> Counter[tuple[str, str]]:
     conversation_id = await api.resolve_conversation(memory, ref, principal=PRINCIPALS["operator"])
-    async with memory.sessions() as session:
+    async with memory._sessions() as session:
         rows = await session.execute(
             select(AuditEntry.principal, AuditEntry.action).where(AuditEntry.conversation_id == conversation_id)
         )

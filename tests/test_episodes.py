@@ -60,10 +60,10 @@ def test_parse_time_accepts_slack_ts_iso_and_naive() -> None:
 
 async def test_append_is_idempotent_on_platform_id(memory: Memory, conversation_id: int) -> None:
     for _ in range(2):
-        async with memory.sessions.begin() as session:
+        async with memory._sessions.begin() as session:
             results = await append_messages(session, memory.embedder, conversation_id, [msg("a", 0)])
     assert [r.status for r in results] == ["duplicate"]
-    async with memory.sessions() as session:
+    async with memory._sessions() as session:
         count = await session.scalar(select(func.count()).where(Episode.conversation_id == conversation_id))
     assert count == 1
 
@@ -72,7 +72,7 @@ async def test_out_of_order_arrival_keeps_time_order(memory: Memory, conversatio
     arrivals = [msg("m3", 3), msg("m1", 1), msg("m5", 5), msg("m2", 2), msg("m4", 4), msg("m0", 0)]
     for message in arrivals:  # one at a time, as a platform would deliver them
         await api.ingest(memory, conversation_ref, [message], principal=OPERATOR)
-    async with memory.sessions() as session:
+    async with memory._sessions() as session:
         ordered = await api.messages(memory, conversation_ref, principal=OPERATOR)
         ids = [e["id"] for e in ordered]
         rows = (await session.execute(select(Episode).where(Episode.id.in_(ids)))).scalars().all()
@@ -104,7 +104,7 @@ async def test_same_time_messages_keep_arrival_order(memory: Memory, conversatio
 
 async def test_each_episode_has_a_search_document_and_usage(memory: Memory, conversation_ref: ConversationRef) -> None:
     await api.ingest(memory, conversation_ref, [msg("a", 0, text="The zebra migration starts in May")], principal=OPERATOR)
-    async with memory.sessions() as session:
+    async with memory._sessions() as session:
         ordered = await api.messages(memory, conversation_ref, principal=OPERATOR)
         episode_id = ordered[0]["id"]
         document = (
@@ -136,16 +136,16 @@ async def test_bot_messages_are_stored_with_their_role(memory: Memory, conversat
 
 
 async def test_tombstoned_message_is_refused(memory: Memory, conversation_id: int) -> None:
-    async with memory.sessions.begin() as session:
+    async with memory._sessions.begin() as session:
         session.add(Tombstone(conversation_id=conversation_id, platform_message_id="gone"))
-    async with memory.sessions.begin() as session:
+    async with memory._sessions.begin() as session:
         results = await append_messages(session, memory.embedder, conversation_id, [msg("gone", 0), msg("kept", 1)])
     assert [r.status for r in results] == ["tombstoned", "stored"]
 
 
 async def test_database_refuses_empty_text(memory: Memory, conversation_id: int) -> None:
     """The schema backs the validation: even a raw insert of empty text fails."""
-    async with memory.sessions() as session:
+    async with memory._sessions() as session:
         with pytest.raises(Exception, match="ck_episode_text"):
             await session.execute(
                 text(

@@ -26,7 +26,7 @@ def files_holding(root: Path, marker: bytes) -> list[str]:
 
 async def checkpoint(memory: Memory) -> None:
     """Write the shared buffers out, so the files show what the tables hold."""
-    async with memory.engine.connect() as connection:
+    async with memory._engine.connect() as connection:
         await connection.execution_options(isolation_level="AUTOCOMMIT")
         await connection.execute(text("CHECKPOINT"))
 
@@ -39,7 +39,7 @@ async def test_erase_leaves_no_byte_of_a_deleted_message_in_the_table_files(
     when = datetime(2026, 3, 1, tzinfo=timezone.utc)
     message = validate_message({"id": "e1", "author": "Ann", "text": f"My locker code is {marker} tonight.", "ts": when})
     await api.ingest(memory, conversation_ref, [message], principal=OPERATOR)
-    async with memory.engine.connect() as connection:  # the planner's statistics copy column values too
+    async with memory._engine.connect() as connection:  # the planner's statistics copy column values too
         await connection.execution_options(isolation_level="AUTOCOMMIT")
         await connection.execute(text("ANALYZE episodes"))
     assert (await api.forget(memory, conversation_ref, "e1", principal=OPERATOR)).status == "deleted"

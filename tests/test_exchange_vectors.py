@@ -30,7 +30,7 @@ def _message(message_id: str, minute: int, body: str) -> object:
 
 async def _vectors(memory: Memory, conversation_id: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Searched and own vector of every episode, by platform message id."""
-    async with memory.sessions() as session:
+    async with memory._sessions() as session:
         rows = await session.execute(
             select(Episode.platform_message_id, SearchDocument.embedding, Episode.embedding)
             .join(SearchDocument, (SearchDocument.kind == "episode") & (SearchDocument.ref_id == Episode.id))

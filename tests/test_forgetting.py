@@ -41,7 +41,7 @@ async def add_messages(memory: Memory, conversation_id: int, texts: list[str], p
         validate_message({"id": f"{prefix}{i}", "author": "ann", "text": t, "ts": T0 + timedelta(minutes=i)})
         for i, t in enumerate(texts, start=1)
     ]
-    async with memory.sessions.begin() as session:
+    async with memory._sessions.begin() as session:
         results = await append_messages(session, memory.embedder, conversation_id, messages, [VECTOR] * len(messages))
     return [r.episode_id for r in results]
 
@@ -66,7 +66,7 @@ async def community(session, cid: int, members: list[int], summary: str) -> int:
 
 
 async def documents(memory: Memory, kind: str, ids: list[int]) -> set[int]:
-    async with memory.sessions() as session:
+    async with memory._sessions() as session:
         rows = await session.execute(
             select(SearchDocument.ref_id).where(SearchDocument.kind == kind, SearchDocument.ref_id.in_(ids))
         )
@@ -78,7 +78,7 @@ async def test_every_branch_of_one_deletion(memory: Memory, conversation_id: int
     e1, e2, e3 = await add_messages(
         memory, cid, ["Ann moved to Boston, loves Paris", "Ann was in Paris with her cat", "Ann again"]
     )
-    async with memory.sessions.begin() as session:
+    async with memory._sessions.begin() as session:
         ann = await entity(session, cid, "Ann", [e1, e2, e3], summary="Ann moved to Boston")
         boston = await entity(session, cid, "Boston", [e1])
         paris = await entity(session, cid, "Paris", [e1])
@@ -107,7 +107,7 @@ async def test_every_branch_of_one_deletion(memory: Memory, conversation_id: int
     assert r.relations_removed == [lives] and r.relations_kept == [visited]
     assert r.entities_removed == [boston] and r.entities_anchored == [paris] and r.entities_kept == [ann, bob]
     assert r.communities_dirtied == [with_ann]
-    async with memory.sessions() as session:
+    async with memory._sessions() as session:
         relations = dict(
             (await session.execute(select(Relation.id, Relation.status).where(Relation.conversation_id == cid))).all()
         )
@@ -140,7 +140,7 @@ async def test_every_branch_of_one_deletion(memory: Memory, conversation_id: int
 async def test_anchor_is_deleted_when_its_last_relation_goes(memory: Memory, conversation_id: int) -> None:
     cid = conversation_id
     e1, e2 = await add_messages(memory, cid, ["Ann visited Paris", "Paris trip again"])
-    async with memory.sessions.begin() as session:
+    async with memory._sessions.begin() as session:
         ann = await entity(session, cid, "Ann", [e2])
         paris = await entity(session, cid, "Paris", [e1])
         visited = await relation(session, cid, ann, paris, "Ann visited Paris", [e1, e2])
@@ -149,7 +149,7 @@ async def test_anchor_is_deleted_when_its_last_relation_goes(memory: Memory, con
     second = await delete_episode(memory, cid, "m2", principal="test")
     assert second.retraction.relations_removed == [visited]
     assert set(second.retraction.entities_removed) == {ann, paris}
-    async with memory.sessions() as session:
+    async with memory._sessions() as session:
         assert (await session.execute(select(Entity.id).where(Entity.conversation_id == cid))).all() == []
 
 
@@ -158,7 +158,7 @@ async def test_chain_is_reconnected_at_middle_head_and_tail(memory: Memory, conv
     ids = await add_messages(memory, cid, ["one", "two", "three", "four", "five"])
 
     async def links() -> dict[int, tuple[int | None, int | None]]:
-        async with memory.sessions() as session:
+        async with memory._sessions() as session:
             rows = await session.execute(
                 select(Episode.id, Episode.prev_id, Episode.next_id).where(Episode.conversation_id == cid)
             )
@@ -179,7 +179,7 @@ async def test_tombstones_and_no_ops(memory: Memory, conversation_id: int) -> No
     again = await delete_episode(memory, cid, "late", principal="test")
     assert again.status == "already_deleted"
     late = validate_message({"id": "late", "author": "bob", "text": "I arrive late", "ts": T0})
-    async with memory.sessions.begin() as session:
+    async with memory._sessions.begin() as session:
         [result] = await append_messages(session, memory.embedder, cid, [late], [VECTOR])
     assert result.status == "tombstoned"
 
@@ -187,7 +187,7 @@ async def test_tombstones_and_no_ops(memory: Memory, conversation_id: int) -> No
     assert (await delete_episode(memory, cid, "m1", principal="test")).status == "deleted"
     assert (await delete_episode(memory, cid, "m1", principal="test")).status == "already_deleted"
     redelivered = validate_message({"id": "m1", "author": "ann", "text": "kept for a moment", "ts": T0})
-    async with memory.sessions.begin() as session:
+    async with memory._sessions.begin() as session:
         [result] = await append_messages(session, memory.embedder, cid, [redelivered], [VECTOR])
     assert result.status == "tombstoned"  # a redelivered event cannot resurrect it
 
@@ -195,7 +195,7 @@ async def test_tombstones_and_no_ops(memory: Memory, conversation_id: int) -> No
 async def test_deleting_a_correction_restores_the_corrected_fact(memory: Memory, conversation_id: int) -> None:
     cid = conversation_id
     e1, e2 = await add_messages(memory, cid, ["Ann lives in Boston", "Actually Ann moved to Denver"])
-    async with memory.sessions.begin() as session:
+    async with memory._sessions.begin() as session:
         ann = await entity(session, cid, "Ann", [e1, e2])
         boston = await entity(session, cid, "Boston", [e1])
         denver = await entity(session, cid, "Denver", [e2])
@@ -204,7 +204,7 @@ async def test_deleting_a_correction_restores_the_corrected_fact(memory: Memory,
         await supersede_relation(session, cid, old, new, T0)
     report = await delete_episode(memory, cid, "m2", principal="test")
     assert report.retraction.relations_restored == [old] and report.retraction.relations_removed == [new]
-    async with memory.sessions() as session:
+    async with memory._sessions() as session:
         row = (await session.execute(select(Relation).where(Relation.id == old))).scalar_one()
         current = (
             await session.execute(
@@ -217,7 +217,7 @@ async def test_deleting_a_correction_restores_the_corrected_fact(memory: Memory,
 async def _superseded_pair(memory: Memory, cid: int, prefix: str) -> tuple[int, int, int]:
     """Ann lives in Boston (m1), superseded by Ann lives in Denver (m2); returns old, new, Denver."""
     e1, e2 = await add_messages(memory, cid, ["Ann lives in Boston", "Actually Ann moved to Denver"], prefix)
-    async with memory.sessions.begin() as session:
+    async with memory._sessions.begin() as session:
         ann = await entity(session, cid, "Ann", [e1])
         boston = await entity(session, cid, "Boston", [e1])
         denver = await entity(session, cid, "Denver", [e2])
@@ -228,7 +228,7 @@ async def _superseded_pair(memory: Memory, cid: int, prefix: str) -> tuple[int, 
 
 
 async def _link(memory: Memory, relation_id: int) -> tuple[str, int | None]:
-    async with memory.sessions() as session:
+    async with memory._sessions() as session:
         row = await session.execute(select(Relation.status, Relation.superseded_by).where(Relation.id == relation_id))
         status, superseded_by = row.one()
         return status, superseded_by
@@ -242,17 +242,17 @@ async def test_a_superseder_that_goes_unrestored_leaves_no_link(memory: Memory, 
     await delete_by_policy(memory, conversation_id, "p2", "cascade")  # the cascade policy restores nothing
     assert await _link(memory, old) == ("superseded", None)
     old, new, denver = await _superseded_pair(memory, conversation_id, "q")
-    async with memory.sessions.begin() as session:
+    async with memory._sessions.begin() as session:
         await apply_decision(session, conversation_id, Decision(entities_removed=frozenset({denver})))
     assert await _link(memory, old) == ("superseded", None)
-    async with memory.sessions() as session:
+    async with memory._sessions() as session:
         assert (await session.execute(select(Relation.id).where(Relation.id == new))).first() is None
 
 
 async def test_checkpoint_answers_and_audit_lose_the_episode(memory: Memory, conversation_id: int) -> None:
     cid = conversation_id
     e1, e2 = await add_messages(memory, cid, ["Ann adopted a parrot named Kiwi", "Ann likes tea"])
-    async with memory.sessions.begin() as session:
+    async with memory._sessions.begin() as session:
         ann = await entity(session, cid, "Ann", [e1, e2])
         kiwi = await entity(session, cid, "Kiwi", [e1])
         session.add(
@@ -286,7 +286,7 @@ async def test_checkpoint_answers_and_audit_lose_the_episode(memory: Memory, con
     r = report.retraction
     assert (r.context_entries_dropped, r.context_entries_pruned, r.summary_cleared) == (1, 1, True)
     assert r.answers_withdrawn == [trace.id]
-    async with memory.sessions() as session:
+    async with memory._sessions() as session:
         checkpoint = (await session.execute(select(Checkpoint).where(Checkpoint.conversation_id == cid))).scalar_one()
         answers = dict(
             (await session.execute(select(AnswerTrace.id, AnswerTrace.answer).where(AnswerTrace.conversation_id == cid))).all()
@@ -313,12 +313,12 @@ async def test_checkpoint_answers_and_audit_lose_the_episode(memory: Memory, con
 async def test_edit_retracts_the_old_version_and_queues_the_new(memory: Memory, conversation_id: int) -> None:
     cid = conversation_id
     e1, e2, e3 = await add_messages(memory, cid, ["Ann lives in Boston", "Ann likes tea", "bye"])
-    async with memory.sessions.begin() as session:
+    async with memory._sessions.begin() as session:
         ann = await entity(session, cid, "Ann", [e1, e2])
         boston = await entity(session, cid, "Boston", [e1])
         lives = await relation(session, cid, ann, boston, "Ann lives in Boston", [e1])
         session.add(Checkpoint(conversation_id=cid, last_episode_id=e3))
-    async with memory.sessions() as session:
+    async with memory._sessions() as session:
         before = (await session.execute(select(Episode).where(Episode.id == e1))).scalar_one()
     edited_at = T0 + timedelta(days=1)
 
@@ -326,7 +326,7 @@ async def test_edit_retracts_the_old_version_and_queues_the_new(memory: Memory, 
 
     assert report.status == "edited" and report.retraction.relations_removed == [lives]
     assert report.retraction.entities_removed == [boston] and report.retraction.entities_kept == [ann]
-    async with memory.sessions() as session:
+    async with memory._sessions() as session:
         after = (await session.execute(select(Episode).where(Episode.id == e1))).scalar_one()
         document = (
             await session.execute(

@@ -48,13 +48,13 @@ async def ingest(memory: Memory, ref: ConversationRef, texts: list[str]) -> None
 
 
 async def scan(memory: Memory, tokens: list[str]) -> dict[str, set[str]]:
-    async with memory.sessions() as session:
+    async with memory._sessions() as session:
         found = await find_tokens(session, "zq[0-9a-f]{8}[0-9]")
     return {t: found[t] for t in tokens if t in found}
 
 
 async def test_the_scan_covers_every_text_like_column(memory: Memory) -> None:
-    async with memory.sessions() as session:
+    async with memory._sessions() as session:
         columns = set(await text_columns(session))
     expected = {
         ("episodes", "text"),
@@ -83,7 +83,7 @@ async def test_deleted_markers_survive_nowhere(memory: Memory, conversation_ref:
         ],
     )
     await api.consolidate(memory, conversation_ref, principal=OPERATOR)
-    async with memory.sessions.begin() as session:
+    async with memory._sessions.begin() as session:
         cid = await find_conversation(session, conversation_ref)
         episodes = dict(
             (await session.execute(select(Episode.platform_message_id, Episode.id).where(Episode.conversation_id == cid))).all()
@@ -106,7 +106,7 @@ async def test_deleted_markers_survive_nowhere(memory: Memory, conversation_ref:
 
     after = await scan(memory, [gone1, gone2, gone3, kept])
     assert set(after) == {kept}, after  # the kept marker proves the scan still sees text
-    async with memory.sessions() as session:
+    async with memory._sessions() as session:
         unsupported = (
             await session.execute(
                 select(Relation.id).where(
@@ -131,7 +131,7 @@ async def test_an_edit_leaves_no_trace_of_the_old_text_and_keeps_what_it_still_s
     await api.consolidate(memory, conversation_ref, principal=OPERATOR)
 
     facts: dict[str, set[str]] = {}
-    async with memory.sessions() as session:
+    async with memory._sessions() as session:
         cid = await find_conversation(session, conversation_ref)
         rows = await session.execute(
             select(Relation.fact, Episode.platform_message_id)

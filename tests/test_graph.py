@@ -38,7 +38,7 @@ async def test_relation_lifecycle_writes(memory: Memory, conversation_id: int) -
         validate_message({"id": f"m{i}", "author": "ann", "text": f"fact {i}", "ts": T0 + timedelta(minutes=i)}) for i in range(3)
     ]
     vector = [1.0] + [0.0] * 383
-    async with memory.sessions.begin() as session:
+    async with memory._sessions.begin() as session:
         e1, e2, e3 = [r.episode_id for r in await append_messages(session, memory.embedder, conversation_id, messages)]
         ann = await create_entity(
             session, conversation_id, name="Ann", type_="person", summary="", embedding=vector, episode_ids=[e1]
@@ -69,7 +69,7 @@ async def test_relation_lifecycle_writes(memory: Memory, conversation_id: int) -
             episode_ids=[e3],
         )
         await supersede_relation(session, conversation_id, old, new, T0)
-    async with memory.sessions() as session:
+    async with memory._sessions() as session:
         support = set(
             (await session.execute(select(RelationProvenance.episode_id).where(RelationProvenance.relation_id == old))).scalars()
         )
@@ -95,7 +95,7 @@ async def test_facts_list_their_supporting_messages_and_conversations_delete_who
     messages = [
         validate_message({"id": f"m{i}", "author": "ann", "text": f"fact {i}", "ts": T0 + timedelta(minutes=i)}) for i in range(2)
     ]
-    async with memory.sessions.begin() as session:
+    async with memory._sessions.begin() as session:
         cid = await ensure_conversation(session, conversation_ref)
         e1, e2 = [r.episode_id for r in await append_messages(session, memory.embedder, cid, messages)]
         ann = await create_entity(session, cid, name="Ann", type_="person", summary="", embedding=vector, episode_ids=[e1])
@@ -110,14 +110,14 @@ async def test_facts_list_their_supporting_messages_and_conversations_delete_who
             embedding=vector,
             episode_ids=[e1, e2],
         )
-    async with memory.sessions() as session:
+    async with memory._sessions() as session:
         facts = await list_facts(session, cid)
     assert [(f["subject"], f["object"], f["status"], f["messages"]) for f in facts] == [("Ann", "Oslo", "active", ["m0", "m1"])]
 
-    async with memory.sessions.begin() as session:
+    async with memory._sessions.begin() as session:
         assert await delete_conversation(session, conversation_ref)
         assert not await delete_conversation(session, conversation_ref)
-    async with memory.sessions() as session:
+    async with memory._sessions() as session:
         assert await find_conversation(session, conversation_ref) is None
         left = [
             (await session.execute(select(table.id).where(table.conversation_id == cid))).all()

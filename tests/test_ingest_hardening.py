@@ -49,7 +49,7 @@ async def test_a_message_the_database_refuses_costs_the_others_nothing(
         for i in range(200)
     ]
     constraint = f"test_poison_{conversation_id}"
-    async with memory.engine.begin() as connection:
+    async with memory._engine.begin() as connection:
         await connection.execute(
             text(
                 f"ALTER TABLE episodes ADD CONSTRAINT {constraint} "
@@ -59,7 +59,7 @@ async def test_a_message_the_database_refuses_costs_the_others_nothing(
     try:
         report = await ingest(memory, conversation_ref, lines, principal=OPERATOR)
     finally:
-        async with memory.engine.begin() as connection:
+        async with memory._engine.begin() as connection:
             await connection.execute(text(f"ALTER TABLE episodes DROP CONSTRAINT {constraint}"))
     assert (report.stored, report.duplicate) == (198, 0)
     assert [(r.index, r.platform_message_id) for r in report.rejected] == [(99, "m99"), (150, "m150")]
@@ -109,7 +109,7 @@ async def test_chat_events_use_the_same_ids_and_refuse_what_the_inbox_cannot_hol
     assert [m["message_id"] for m in await messages(memory, ref, principal=OPERATOR)] == ["m1", "q1"]
     await service.accept(MessageDeleted(ref, "ev-del", "q1"))
     await service.drain()
-    async with memory.sessions() as session:
+    async with memory._sessions() as session:
         places = (await find_tokens(session, "zq[0-9a-f]{8}8")).get(marker, set())
     assert not {place for place in places if place.startswith("inbox_events.")}, places
     with pytest.raises(ValidationError, match="NUL"):

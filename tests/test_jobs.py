@@ -24,7 +24,7 @@ NOW = JobSettings(consolidate_tokens=0, interval_seconds=3600, lease_seconds=30)
 
 
 async def run_rows(memory: Memory, cid: int, job: str) -> list[tuple[str, str, dict[str, Any]]]:
-    async with memory.engine.connect() as connection:
+    async with memory._engine.connect() as connection:
         rows = await connection.execute(
             text("SELECT owner, status, result FROM job_runs WHERE conversation_id = :c AND job = :j ORDER BY id"),
             {"c": cid, "j": job},
@@ -161,14 +161,14 @@ async def test_the_summary_job_rebuilds_a_running_summary_a_deletion_left_dirty(
     rows = [("s1", "Ann", "Ann moved to Quito."), ("s2", "Bob", "Bob stays in Lima.")]
     await api.ingest(memory, conversation_ref, messages(rows), principal=OPERATOR)
     await api.consolidate(memory, conversation_ref, principal=OPERATOR)
-    async with memory.sessions.begin() as session:  # as a deletion whose own rebuild did not finish leaves it
+    async with memory._sessions.begin() as session:  # as a deletion whose own rebuild did not finish leaves it
         checkpoint = await session.get(Checkpoint, conversation_id)
         assert checkpoint is not None
         checkpoint.summary, checkpoint.summary_episode_ids, checkpoint.summary_dirty = "", [], True
     scheduler = Scheduler(memory, NOW, only=frozenset({conversation_id}))
     (result,) = await scheduler.run_job("summary")
     assert result.status == "ok" and result.result == {"rebuilt": True}
-    async with memory.sessions() as session:
+    async with memory._sessions() as session:
         checkpoint = await session.get(Checkpoint, conversation_id)
         assert checkpoint is not None and not checkpoint.summary_dirty and "Quito" in checkpoint.summary
     assert await scheduler.run_job("summary") == []

@@ -58,7 +58,7 @@ async def ready(process: asyncio.subprocess.Process, word: bytes = b"running") -
 
 
 async def runs(memory: Memory) -> list[dict[str, Any]]:
-    async with memory.engine.connect() as connection:
+    async with memory._engine.connect() as connection:
         rows = await connection.execute(
             text("SELECT conversation_id, job, owner, status, result, started_at, finished_at FROM job_runs ORDER BY id")
         )

@@ -64,9 +64,9 @@ async def test_usage_goes_into_the_ledger(
 ) -> None:
     scripted_llm.on("extract", lambda request: FACTS)
     result = await extract(llm_client)
-    async with memory.sessions.begin() as session:
+    async with memory._sessions.begin() as session:
         await record_usage(session, conversation_id, result.usage)
-    async with memory.sessions.begin() as session:
+    async with memory._sessions.begin() as session:
         (row,) = await usage_totals(session, conversation_id)
     assert row == {
         "phase": "ingestion",

@@ -14,7 +14,7 @@ from memory.store.locks import LockPurpose, lock_conversation, try_hold
 
 async def _blocked(memory: Memory, conversation_id: int, *purposes: LockPurpose) -> bool:
     """Whether taking ``purposes`` now would wait (a short lock_timeout says so)."""
-    async with memory.sessions() as session:
+    async with memory._sessions() as session:
         await session.execute(text("SET LOCAL lock_timeout = '200ms'"))
         try:
             await lock_conversation(session, conversation_id, *purposes)
@@ -27,7 +27,7 @@ async def _blocked(memory: Memory, conversation_id: int, *purposes: LockPurpose)
 
 
 async def test_a_lock_excludes_its_purpose_only_until_the_transaction_ends(memory: Memory, conversation_id: int) -> None:
-    async with memory.sessions() as holder:
+    async with memory._sessions() as holder:
         await lock_conversation(holder, conversation_id, LockPurpose.CHAIN)  # first use: the row is made
         assert await _blocked(memory, conversation_id, LockPurpose.CHAIN)
         assert await _blocked(memory, conversation_id, LockPurpose.CHAIN, LockPurpose.GRAPH)
@@ -37,27 +37,27 @@ async def test_a_lock_excludes_its_purpose_only_until_the_transaction_ends(memor
 
 
 async def test_other_conversations_are_not_held(memory: Memory, conversation_id: int) -> None:
-    async with memory.sessions() as holder:
+    async with memory._sessions() as holder:
         await lock_conversation(holder, conversation_id, LockPurpose.CHAIN, LockPurpose.GRAPH)
-        async with memory.sessions.begin() as session:
+        async with memory._sessions.begin() as session:
             other = await ensure_conversation(session, ConversationRef("test", "", f"other-{conversation_id}"))
         assert not await _blocked(memory, other, LockPurpose.CHAIN, LockPurpose.GRAPH)
         await holder.rollback()
 
 
 async def test_a_held_lock_is_not_taken_twice_and_goes_with_its_holder(memory: Memory, conversation_id: int) -> None:
-    async with try_hold(memory.engine, conversation_id, LockPurpose.INBOX) as first:
+    async with try_hold(memory._engine, conversation_id, LockPurpose.INBOX) as first:
         assert first
-        async with try_hold(memory.engine, conversation_id, LockPurpose.INBOX) as second:
+        async with try_hold(memory._engine, conversation_id, LockPurpose.INBOX) as second:
             assert not second
         assert not await _blocked(memory, conversation_id, LockPurpose.CHAIN)  # another purpose
-    async with try_hold(memory.engine, conversation_id, LockPurpose.INBOX) as again:
+    async with try_hold(memory._engine, conversation_id, LockPurpose.INBOX) as again:
         assert again
 
 
 @pytest.mark.parametrize("purpose", list(LockPurpose))
 async def test_every_purpose_locks_a_new_conversation(memory: Memory, conversation_id: int, purpose: LockPurpose) -> None:
-    async with memory.sessions() as holder:
+    async with memory._sessions() as holder:
         await lock_conversation(holder, conversation_id, purpose)
         assert await _blocked(memory, conversation_id, purpose)
         await holder.rollback()

@@ -32,9 +32,9 @@ async def test_migration_0004_and_reindex(new_database, embedder) -> None:
         ]
         await ingest(memory, ref, messages, principal=OPERATOR)
         # The state before 0004: prefixed documents, vectors embedded from them.
-        await downgrade(memory.engine, "0009")
+        await downgrade(memory._engine, "0009")
         old = (await embedder.embed([f"{who}: {body}" for who, body in said])).vectors
-        async with memory.engine.begin() as connection:
+        async with memory._engine.begin() as connection:
             for i, vector in enumerate(old):
                 await connection.execute(
                     text("UPDATE episodes SET embedding = CAST(:v AS vector) WHERE platform_message_id = :m"),
@@ -43,8 +43,8 @@ async def test_migration_0004_and_reindex(new_database, embedder) -> None:
             texts = (await connection.execute(DOCUMENT_TEXTS)).scalars().all()
         assert texts == ["Priya: Tom moved to Kettleburg last month.", "Tom: Yes, I like it there."]
 
-        await upgrade(memory.engine, embedder.dim)
-        async with memory.sessions() as session:
+        await upgrade(memory._engine, embedder.dim)
+        async with memory._sessions() as session:
             assert await vectors_are_stale(session)
             texts = (await session.execute(DOCUMENT_TEXTS)).scalars().all()
             lexemes = (await session.execute(DOCUMENT_LEXEMES)).scalars().all()
@@ -53,7 +53,7 @@ async def test_migration_0004_and_reindex(new_database, embedder) -> None:
 
         assert await reindex(memory, None, principal=OPERATOR) == {str(ref): 2}
         new = (await embedder.embed([body for _, body in said])).vectors
-        async with memory.sessions() as session:
+        async with memory._sessions() as session:
             assert not await vectors_are_stale(session)
             own = (await session.execute(text("SELECT embedding::text FROM episodes ORDER BY id"))).scalars().all()
             searched = (await session.execute(DOCUMENT_VECTORS)).scalars().all()

@@ -34,21 +34,21 @@ async def _store(memory: Memory, conversation_id: int, texts=TEXTS, prefix: str 
         validate_message({"id": f"{prefix}{i}", "author": who, "text": body, "ts": T0 + timedelta(hours=i)})
         for i, (who, body) in enumerate(texts)
     ]
-    async with memory.sessions.begin() as session:
+    async with memory._sessions.begin() as session:
         return [r.episode_id for r in await append_messages(session, memory.embedder, conversation_id, messages)]
 
 
 async def test_search_never_leaves_its_conversation(memory: Memory, conversation_id: int) -> None:
     mine = await _store(memory, conversation_id)
-    async with memory.sessions.begin() as session:
+    async with memory._sessions.begin() as session:
         other = await ensure_conversation(session, ConversationRef("test", "", f"other-{conversation_id}"))
     theirs = await _store(memory, other, prefix="x")
     vector = (await memory.embedder.embed(["Ann puppy Biscuit"])).vectors[0]
-    async with memory.sessions.begin() as session:
+    async with memory._sessions.begin() as session:
         await create_entity(
             session, other, name="Biscuit", type_="animal", summary="Ann's puppy", embedding=vector, episode_ids=[theirs[0]]
         )
-    async with memory.sessions.begin() as session:
+    async with memory._sessions.begin() as session:
         found = await search(session, conversation_id, [QueryVariant("Ann puppy Biscuit", vector)])
         scopes = {
             (d.kind, d.ref_id): d.conversation_id
@@ -66,7 +66,7 @@ async def test_search_never_leaves_its_conversation(memory: Memory, conversation
 async def test_current_fact_outranks_superseded_unless_past(memory: Memory, conversation_id: int) -> None:
     episodes = await _store(memory, conversation_id, [("ann", "I live in Boston."), ("ann", "I moved to Berlin!")])
     vector = (await memory.embedder.embed(["Ann lives in a city"])).vectors[0]
-    async with memory.sessions.begin() as session:
+    async with memory._sessions.begin() as session:
         ann = await create_entity(
             session, conversation_id, name="Ann", type_="person", summary="", embedding=vector, episode_ids=episodes
         )
@@ -98,7 +98,7 @@ async def test_current_fact_outranks_superseded_unless_past(memory: Memory, conv
     variant = QueryVariant("Where does Ann live?", vector)
 
     async def relation_scores(prefer_current: bool) -> dict[int, float]:
-        async with memory.sessions.begin() as session:
+        async with memory._sessions.begin() as session:
             found = await search(
                 session, conversation_id, [variant], SearchConfig(kinds=("relation",)), SearchHints(prefer_current=prefer_current)
             )
@@ -117,7 +117,7 @@ async def test_current_fact_outranks_superseded_unless_past(memory: Memory, conv
 async def test_evidence_carries_speaker_time_and_supporting_episodes(memory: Memory, conversation_id: int) -> None:
     episodes = await _store(memory, conversation_id)
     vector = (await memory.embedder.embed(["Biscuit is Ann's puppy"])).vectors[0]
-    async with memory.sessions.begin() as session:
+    async with memory._sessions.begin() as session:
         dog = await create_entity(
             session,
             conversation_id,
@@ -138,7 +138,7 @@ async def test_evidence_carries_speaker_time_and_supporting_episodes(memory: Mem
             episode_ids=[episodes[0]],
         )
     retrieval = await retrieve(memory, conversation_id, "Who is Biscuit?", T0 + timedelta(days=1))
-    async with memory.sessions() as session:
+    async with memory._sessions() as session:
         items = await assemble(session, conversation_id, retrieval.candidates, 30)
     by_kind = {item.kind: item for item in reversed(items)}
     assert by_kind["relation"].text == "Biscuit is Ann's puppy"
@@ -156,7 +156,7 @@ async def test_time_expression_boosts_messages_of_that_day(memory: Memory, conve
         validate_message({"id": f"r{i}", "author": who, "text": body, "ts": T0 + timedelta(days=i)})
         for i, (who, body) in enumerate(texts)
     ]
-    async with memory.sessions.begin() as session:
+    async with memory._sessions.begin() as session:
         park, river = [r.episode_id for r in await append_messages(session, memory.embedder, conversation_id, messages)]
     asked = T0 + timedelta(days=1, hours=5)
     today = await retrieve(memory, conversation_id, "Where did Ann go for a run today?", asked)
@@ -205,7 +205,7 @@ async def test_best_hits_bring_their_surroundings_once(memory: Memory, conversat
     ]
     episodes = await _store(memory, conversation_id, chat)
     retrieval = await retrieve(memory, conversation_id, "Did Ann go to the pottery class?", T0 + timedelta(days=1))
-    async with memory.sessions() as session:
+    async with memory._sessions() as session:
         items = await assemble(session, conversation_id, retrieval.candidates, 1)
     (top,) = items
     assert top.episode.episode_id == episodes[0]
@@ -215,12 +215,12 @@ async def test_best_hits_bring_their_surroundings_once(memory: Memory, conversat
     text = format_evidence(items)
     assert text.splitlines()[0] == "2024-05-01 (Wednesday):"
     assert "[E1.2] ann: I made a blue bowl and a small cup." in text
-    async with memory.sessions() as session:
+    async with memory._sessions() as session:
         all_items = await assemble(session, conversation_id, retrieval.candidates, 4)
     shown = [e.episode_id for item in all_items for e in item.episodes]
     assert sorted(shown) == sorted(set(shown)) == sorted(episodes)
     # The surroundings stay within their token budget: here room for the reply only.
-    async with memory.sessions() as session:
+    async with memory._sessions() as session:
         (bounded,) = await assemble(session, conversation_id, retrieval.candidates, 1, context_tokens=16)
     assert [e.episode_id for e in bounded.context] == [episodes[1]]
 
@@ -236,7 +236,7 @@ ATLAS = [
 
 async def _text_search(memory: Memory, conversation_id: int, question: str) -> list[int]:
     vector = (await memory.embedder.embed([question])).vectors[0]
-    async with memory.sessions.begin() as session:
+    async with memory._sessions.begin() as session:
         found = await search(
             session, conversation_id, [QueryVariant(question, vector)], SearchConfig(kinds=("episode",), methods=("text",))
         )
@@ -248,7 +248,7 @@ async def test_hyphenated_words_are_searched_whole(memory: Memory, conversation_
     and count as a rare term, not be dropped or split again."""
     cuts = [("tom", "We cut the budget for Atlas."), ("ann", "Cut the cake at noon."), ("bob", "I cut my hair.")]
     ids = await _store(memory, conversation_id, cuts + ATLAS)
-    async with memory.sessions() as session:
+    async with memory._sessions() as session:
         shares, sampled = await term_shares(session, conversation_id, "the cut-over", TERM_SAMPLE)
     assert sampled == len(ids) and shares["cut-ov"] == 1 / len(ids) and shares["cut"] == 4 / len(ids)
     assert (await _text_search(memory, conversation_id, "When is the Atlas cut-over?"))[0] == ids[5]
@@ -265,7 +265,7 @@ async def test_named_time_brings_its_messages_beyond_the_top_lists(memory: Memor
     question = "What did Ann say about her running shoes?"
     vector = (await memory.embedder.embed([question])).vectors[0]
     hour = TimeRange(T0 + timedelta(hours=3), T0 + timedelta(hours=4), "at noon")
-    async with memory.sessions.begin() as session:
+    async with memory._sessions.begin() as session:
         config = SearchConfig(top=1, methods=("vector",), kinds=("episode",))
         plain = await search(session, conversation_id, [QueryVariant(question, vector)], config)
         dated = await search(session, conversation_id, [QueryVariant(question, vector)], config, SearchHints(time_ranges=(hour,)))
@@ -286,9 +286,9 @@ async def test_two_connections_find_what_one_finds(memory: Memory, conversation_
     await _store(memory, conversation_id)
     question = "What did Biscuit chew?"
     vector = (await memory.embedder.embed([question])).vectors[0]
-    async with memory.sessions.begin() as session:
+    async with memory._sessions.begin() as session:
         alone = await search(session, conversation_id, [QueryVariant(question, vector)], SearchConfig(chain_share=0.15))
-    async with memory.sessions.begin() as session, memory.sessions() as text_session:
+    async with memory._sessions.begin() as session, memory._sessions() as text_session:
         side_by_side = await search(
             session, conversation_id, [QueryVariant(question, vector)], SearchConfig(chain_share=0.15), text_session=text_session
         )
@@ -300,9 +300,9 @@ async def test_search_sizes_are_the_planners_estimates(memory: Memory, conversat
     """The plan's sizes come from EXPLAIN of statements pinned to the conversation (under
     Citus, planned on its shard), not from pg_stats."""
     await _store(memory, conversation_id, [("ann", f"note {i} about gardening") for i in range(40)])
-    async with memory.engine.begin() as connection:
+    async with memory._engine.begin() as connection:
         await connection.execute(text("ANALYZE search_documents"))
-    async with memory.sessions() as session:
+    async with memory._sessions() as session:
         index_rows, planned = await planned_sizes(session, conversation_id, ["episode", "community"])
     assert index_rows >= planned["episode"] >= 1
     assert planned["community"] >= 1  # the planner never estimates below one row

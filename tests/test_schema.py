@@ -38,7 +38,7 @@ async def test_the_schema_declares_every_table_and_column_the_migrations_create(
 ) -> None:
     memory = await open_memory(new_database(), embedder)  # a fresh database, migrated to head: nothing else made tables
     try:
-        async with memory.sessions() as session:
+        async with memory._sessions() as session:
             migrated = {(table, column) for table, column in await session.execute(text(COLUMNS))}
     finally:
         await memory.close_database()

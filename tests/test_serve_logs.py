@@ -47,7 +47,7 @@ async def test_serve_without_tokens_logs_what_an_operator_needs(new_database: Ca
         message = validate_message({"id": "m1", "author": "ann", "text": "I adopted a cat.", "ts": datetime.now(UTC).isoformat()})
         await ingest(memory, ref, [message], principal=Principal.operator("test"))
     finally:
-        await memory.engine.dispose()
+        await memory._engine.dispose()
     environment = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "DISCORD_", "STASHBIRD_"))}
     environment |= {
         "DATABASE_URL": url,

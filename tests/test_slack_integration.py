@@ -98,7 +98,7 @@ async def test_end_to_end_mentions_deletes_edits_redelivery(served: Running, sla
     await settle(memory, served, [c])
     after = answers(slack, c)[-1]["text"]
     assert slack.permalink(c, venue) not in after and "Porto" not in after
-    async with memory.sessions() as session:
+    async with memory._sessions() as session:
         assert marker not in await find_tokens(session, "zq[0-9a-f]{8}5")
     assert await stored(memory, c) == slack.history(c)
 
@@ -161,7 +161,7 @@ async def test_serve_schedules_the_sweep_with_the_core_jobs(served: Running, sla
 
 
 async def last_vacuum(memory: Memory) -> object:
-    async with memory.engine.connect() as connection:
+    async with memory._engine.connect() as connection:
         query = "SELECT last_vacuum FROM pg_stat_user_tables WHERE relname = 'episodes'"
         return (await connection.exec_driver_sql(query)).scalar()
 

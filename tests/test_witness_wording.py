@@ -46,7 +46,7 @@ async def scenario(memory: Memory, ref: ConversationRef) -> int:
         message = validate_message({"id": message_id, "author": author, "text": text, "ts": T0 + timedelta(minutes=minute)})
         await api.ingest(memory, ref, [message], principal=OPERATOR)
         await api.consolidate(memory, ref, principal=OPERATOR, extractor=extractor)
-    async with memory.sessions() as session:
+    async with memory._sessions() as session:
         cid = await find_conversation(session, ref)
     assert cid is not None
     return cid
@@ -54,7 +54,7 @@ async def scenario(memory: Memory, ref: ConversationRef) -> int:
 
 async def shown(memory: Memory, cid: int) -> tuple[list[str], list[str], list[str]]:
     """Relation facts, entity names, and search document texts of the graph."""
-    async with memory.sessions() as session:
+    async with memory._sessions() as session:
         facts = list((await session.execute(select(Relation.fact).where(Relation.conversation_id == cid))).scalars())
         names = list((await session.execute(select(Entity.name).where(Entity.conversation_id == cid))).scalars())
         documents = list(
@@ -73,7 +73,7 @@ async def test_a_deleted_witness_leaves_no_word_and_the_answer_credits_only_zack
     cid = await scenario(memory, conversation_ref)
     facts, names, _ = await shown(memory, cid)
     assert facts == ["Yara moved to Brindlemere Quay, next to the Quenchwick brewery"] and "Brindlemere Quay" in names
-    async with memory.sessions() as session:  # the scan sees f1's words while f1 is the record's wording
+    async with memory._sessions() as session:  # the scan sees f1's words while f1 is the record's wording
         only_f1 = unique_words([F1], [F2, "Yara", "Zack"])
         before = await find_words(session, cid, only_f1, [F2, "Yara", "Zack"])
     assert {"quenchwick", "brewery", "quay"} <= set(before) and "relations.fact" in before["quenchwick"], before
@@ -86,14 +86,14 @@ async def test_a_deleted_witness_leaves_no_word_and_the_answer_credits_only_zack
     assert facts == ["Yara lives in Brindlemere Quays"]
     assert "Brindlemere Quays" in names and "Brindlemere Quay" not in names
     assert "Yara lives in Brindlemere Quays" in documents
-    async with memory.sessions() as session:
+    async with memory._sessions() as session:
         assert (await word_residue(session, cid, [F1])).found == {}
     answer = await api.ask(memory, conversation_ref, "Where does Yara live?", principal=OPERATOR)
     assert "Brindlemere Quays" in answer.answer and "quenchwick" not in answer.answer.lower()
     assert answer.citations and {c.speaker for c in answer.citations} == {"Zack"}
     relation_items = [item for item in answer.evidence if item.kind == "relation"]
     assert relation_items and all(s.speaker == "Zack" for item in relation_items for s in item.supporting)
-    async with memory.sessions() as session:  # the answer's own trace holds no word of f1 either
+    async with memory._sessions() as session:  # the answer's own trace holds no word of f1 either
         assert (await word_residue(session, cid, [F1])).found == {}
 
 
@@ -102,14 +102,14 @@ async def test_an_edit_leaves_no_word_of_the_replaced_text(memory: Memory, conve
     corrected = "I moved to Brindlemere Quays."
     report = await api.edit(memory, conversation_ref, "f1", corrected, principal=OPERATOR)
     assert report.status == "edited"
-    async with memory.sessions() as session:
+    async with memory._sessions() as session:
         assert (await word_residue(session, cid, [F1])).found == {}
     facts, names, _ = await shown(memory, cid)
     assert facts == ["Yara lives in Brindlemere Quays"] and "Brindlemere Quay" not in names
 
     again = ReplayExtractor.from_records([said("f1", "Brindlemere Quays", "Yara moved to Brindlemere Quays", "duplicate")])
     await api.consolidate(memory, conversation_ref, principal=OPERATOR, extractor=again)
-    async with memory.sessions() as session:
+    async with memory._sessions() as session:
         assert (await word_residue(session, cid, [F1])).found == {}
         assert corrected in await surviving_texts(session, cid)
     facts, _, _ = await shown(memory, cid)
@@ -138,11 +138,11 @@ async def test_a_sentence_drawn_from_two_messages_goes_with_either(memory: Memor
     ]
     await api.ingest(memory, conversation_ref, messages, principal=OPERATOR)
     await api.consolidate(memory, conversation_ref, principal=OPERATOR, extractor=CitingBoth())
-    async with memory.sessions() as session:
+    async with memory._sessions() as session:
         cid = await find_conversation(session, conversation_ref)
     assert cid is not None
     await api.forget(memory, conversation_ref, "g1", principal=OPERATOR)
     facts, _, _ = await shown(memory, cid)
     assert facts == ["Yara lives in Brindlemere Quay"]  # subject, predicate, object
-    async with memory.sessions() as session:
+    async with memory._sessions() as session:
         assert (await word_residue(session, cid, [F1])).found == {}

@@ -111,7 +111,7 @@ async def _matched_by_name(session: AsyncSession, conversation_id: int, name: st
 
 
 async def _matched_by_meaning(memory: Memory, conversation_id: int, embedded: EmbeddingBatch) -> dict[int, float]:
-    async with memory.sessions.begin() as session:
+    async with memory._sessions.begin() as session:
         await record_usage(session, conversation_id, Usage.embedding("audit", "embed_query", embedded))
         rows = await session.execute(_NEAREST, {"conversation": conversation_id, "vector": embedded.vectors[0]})
         return {e: 1 - float(d) for e, d in rows}
@@ -197,7 +197,7 @@ async def about(
 ) -> About:
     """``embedded`` is the name's vector (the caller embeds it while checking the request)."""
     query = name.strip()
-    async with memory.sessions() as session:  # the name list's session serves the rest too
+    async with memory._sessions() as session:  # the name list's session serves the rest too
         by_name, by_meaning = await asyncio.gather(
             _matched_by_name(session, conversation_id, query), _matched_by_meaning(memory, conversation_id, embedded)
         )

@@ -103,7 +103,7 @@ async def _derived(session: AsyncSession, conversation_id: int, episode_id: int,
 
 async def provenance(memory: Memory, conversation: ConversationRef, conversation_id: int, message_id: str) -> Provenance:
     message_id = message_id.strip()
-    async with memory.sessions() as session:  # never committed: the dry run writes nothing
+    async with memory._sessions() as session:  # never committed: the dry run writes nothing
         await session.execute(text("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"))
         row = (
             await session.execute(

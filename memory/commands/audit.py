@@ -45,7 +45,7 @@ async def explain(memory: Memory, conversation: ConversationRef, answer_id: int,
 
     async with door(memory, "explain", principal, conversation, arguments={"answer_id": answer_id}) as call:
         assert call.conversation_id is not None
-        async with memory.sessions() as session:
+        async with memory._sessions() as session:
             return await _explain(session, conversation, call.conversation_id, answer_id)
 
 
@@ -59,7 +59,7 @@ async def forgotten(
     arguments = {"since": since.isoformat() if since else None, "limit": limit}
     async with door(memory, "forgotten", principal, conversation, arguments=arguments) as call:
         assert call.conversation_id is not None
-        async with memory.sessions() as session:
+        async with memory._sessions() as session:
             entries = await deletion_log(session, call.conversation_id, since, limit)
         call.note(entries=len(entries))
     return DeletionLog(str(conversation), since, tuple(entries))
@@ -84,7 +84,7 @@ async def stats(memory: Memory, conversation: ConversationRef, *, principal: Pri
 
     async with door(memory, "stats", principal, conversation) as call:
         assert call.conversation_id is not None
-        async with memory.sessions() as session:
+        async with memory._sessions() as session:
             return await conversation_stats(session, str(conversation), call.conversation_id)
 
 
@@ -94,7 +94,7 @@ async def overview(memory: Memory, conversation: ConversationRef, *, principal: 
 
     async with door(memory, "overview", principal, conversation) as call:
         assert call.conversation_id is not None
-        async with memory.sessions() as session:
+        async with memory._sessions() as session:
             return await _overview(session, conversation, call.conversation_id)
 
 
@@ -105,7 +105,7 @@ async def audit_conversations(memory: Memory, *, principal: Principal) -> list[C
     from memory.audit.overview import conversation_summaries
 
     async with door(memory, "audit_conversations", principal) as call:
-        async with memory.sessions() as session:
+        async with memory._sessions() as session:
             found = await conversation_summaries(session)
         call.note(conversations=len(found))
     return found
@@ -119,7 +119,7 @@ async def facts(
 
     async with door(memory, "facts", principal, conversation) as call:
         assert call.conversation_id is not None
-        async with memory.sessions() as session:
+        async with memory._sessions() as session:
             found = await list_facts(session, call.conversation_id, include_superseded)
         call.note(facts=len(found))
     return found
@@ -131,7 +131,7 @@ async def messages(memory: Memory, conversation: ConversationRef, *, principal: 
 
     async with door(memory, "messages", principal, conversation) as call:
         assert call.conversation_id is not None
-        async with memory.sessions() as session:
+        async with memory._sessions() as session:
             found = await chain(session, call.conversation_id)
         call.note(messages=len(found))
     return found
@@ -143,7 +143,7 @@ async def list_communities(memory: Memory, conversation: ConversationRef, *, pri
 
     async with door(memory, "list_communities", principal, conversation) as call:
         assert call.conversation_id is not None
-        async with memory.sessions() as session:
+        async with memory._sessions() as session:
             found = await _communities.list_communities(session, call.conversation_id)
         call.note(communities=len(found))
     return found
@@ -155,5 +155,5 @@ async def usage(memory: Memory, conversation: ConversationRef, *, principal: Pri
 
     async with door(memory, "usage", principal, conversation) as call:
         assert call.conversation_id is not None
-        async with memory.sessions() as session:
+        async with memory._sessions() as session:
             return await usage_totals(session, call.conversation_id)

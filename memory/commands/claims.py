@@ -22,7 +22,7 @@ async def claim_work(
     """Take the item if no live lease holds it (None when one does); runs of a dead
     holder are marked abandoned."""
     async with door(memory, "claim_work", principal) as call:
-        held = await _claims.claim(memory.engine, conversation_id, job, owner, lease)
+        held = await _claims.claim(memory._engine, conversation_id, job, owner, lease)
         call.note(conversation_id=conversation_id, job=job, claimed=held is not None)
     return held
 
@@ -30,7 +30,7 @@ async def claim_work(
 async def renew_claim(memory: Memory, held: Claim, lease: float, *, principal: Principal) -> bool:
     """Extend the lease; False when it was lost (expired and taken by another process)."""
     async with door(memory, "renew_claim", principal) as call:
-        kept = await _claims.renew(memory.engine, held, lease)
+        kept = await _claims.renew(memory._engine, held, lease)
         call.note(conversation_id=held.conversation_id, job=held.job, kept=kept)
     return kept
 
@@ -38,11 +38,11 @@ async def renew_claim(memory: Memory, held: Claim, lease: float, *, principal: P
 async def release_claim(memory: Memory, held: Claim, status: str, result: dict[str, Any], *, principal: Principal) -> None:
     """Record how the run ended and free the item (only if this process still holds it)."""
     async with door(memory, "release_claim", principal) as call:
-        await _claims.release(memory.engine, held, status, result)
+        await _claims.release(memory._engine, held, status, result)
         call.note(conversation_id=held.conversation_id, job=held.job, status=status)
 
 
 async def last_runs(memory: Memory, conversation_ids: list[int], *, principal: Principal) -> dict[tuple[int, str], RunRecord]:
     """The newest run of each job for each of these conversations."""
     async with door(memory, "last_runs", principal):
-        return await _claims.last_runs(memory.engine, conversation_ids)
+        return await _claims.last_runs(memory._engine, conversation_ids)

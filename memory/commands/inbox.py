@@ -42,7 +42,7 @@ async def inbox_put(memory: Memory, entries: Sequence[InboxEntry], *, principal:
     from memory.store import inbox as _inbox
 
     async with door(memory, "inbox_put", principal) as call:
-        async with memory.sessions.begin() as session:
+        async with memory._sessions.begin() as session:
             new = await _inbox.put(session, entries)
         call.note(events=len(entries), new=sum(new))
     return new
@@ -53,7 +53,7 @@ async def inbox_conversations(memory: Memory, *, principal: Principal) -> list[C
     from memory.store import inbox as _inbox
 
     async with door(memory, "inbox_conversations", principal) as call:
-        async with memory.sessions() as session:
+        async with memory._sessions() as session:
             found = await _inbox.pending_conversations(session)
         call.note(found=len(found))
     return found
@@ -68,7 +68,7 @@ async def inbox_claim(memory: Memory, conversation: ConversationRef, *, principa
 
     async with door(memory, "inbox_claim", principal, conversation) as call:
         assert call.conversation_id is not None
-        async with _inbox.claim(memory.engine, call.conversation_id) as claim:
+        async with _inbox.claim(memory._engine, call.conversation_id) as claim:
             call.note(claimed=claim is not None)
             yield claim
 
@@ -78,7 +78,7 @@ async def inbox_backlog(memory: Memory, *, principal: Principal) -> InboxBacklog
     from memory.store import inbox as _inbox
 
     async with door(memory, "inbox_backlog", principal):
-        async with memory.sessions() as session:
+        async with memory._sessions() as session:
             return await _inbox.backlog(session)
 
 
@@ -87,7 +87,7 @@ async def inbox_prune(memory: Memory, older_than: timedelta, *, principal: Princ
     from memory.store import inbox as _inbox
 
     async with door(memory, "inbox_prune", principal) as call:
-        async with memory.sessions.begin() as session:
+        async with memory._sessions.begin() as session:
             pruned = await _inbox.prune(session, older_than)
         call.note(pruned=pruned)
     return pruned
@@ -100,7 +100,7 @@ async def read_cursor(memory: Memory, conversation: ConversationRef, name: str, 
     async with door(memory, "read_cursor", principal, conversation, must_exist=False) as call:
         if call.conversation_id is None:
             return None
-        async with memory.sessions() as session:
+        async with memory._sessions() as session:
             return await _inbox.read_cursor(session, call.conversation_id, name)
 
 
@@ -112,7 +112,7 @@ async def save_cursor(
 
     async with door(memory, "save_cursor", principal, conversation, create=True) as call:
         assert call.conversation_id is not None
-        async with memory.sessions.begin() as session:
+        async with memory._sessions.begin() as session:
             await _inbox.write_cursor(session, call.conversation_id, name, value)
 
 
@@ -132,11 +132,11 @@ async def outbox_take(
     if not platforms:
         return []
     async with door(memory, "outbox_take", principal) as call:
-        async with memory.sessions() as session:
+        async with memory._sessions() as session:
             ready = await _inbox.ready_replies(session, platforms, limit)
         taken: list[OutboxItem] = []
         for ref, conversation_id, row_id in ready:
-            async with memory.sessions.begin() as session:
+            async with memory._sessions.begin() as session:
                 item = await _inbox.take_reply(session, ref, conversation_id, row_id, lease)
             if item is not None:
                 taken.append(item)
@@ -152,7 +152,7 @@ async def outbox_settle(
     from memory.store import inbox as _inbox
 
     async with door(memory, "outbox_settle", principal) as call:
-        async with memory.sessions.begin() as session:
+        async with memory._sessions.begin() as session:
             await _inbox.settle_reply(session, taken, error, retry_in)
         call.note(posted=error is None, retry=retry_in is not None)
 

@@ -64,7 +64,7 @@ async def pending(memory: Memory, conversation: ConversationRef, *, principal: P
 
     async with door(memory, "pending", principal, conversation) as call:
         assert call.conversation_id is not None
-        async with memory.sessions() as session:
+        async with memory._sessions() as session:
             return await unconsolidated_count(session, call.conversation_id)
 
 
@@ -74,7 +74,7 @@ async def backlog(memory: Memory, *, principal: Principal, conversation: Convers
     from memory.store.backlog import read_backlog
 
     async with door(memory, "backlog", principal, conversation) as call:
-        async with memory.sessions() as session:
+        async with memory._sessions() as session:
             found = await read_backlog(session, call.conversation_id)
         call.note(waiting=len(found))
     return found
@@ -128,7 +128,7 @@ async def regenerate_summary(memory: Memory, conversation: ConversationRef, *, p
     async with door(memory, "regenerate_summary", principal, conversation) as call:
         assert call.conversation_id is not None
         rebuilt = False
-        async with memory.sessions.begin() as session:
+        async with memory._sessions.begin() as session:
             await lock_conversation(session, call.conversation_id, LockPurpose.GRAPH)
             for item in await read_backlog(session, call.conversation_id):
                 if item.summary_dirty:
@@ -149,7 +149,7 @@ async def vacuum(memory: Memory, *, principal: Principal) -> MaintenanceReport:
     from memory.store import erasure
 
     async with door(memory, "vacuum", principal) as call:
-        report = await erasure.vacuum(memory.engine)
+        report = await erasure.vacuum(memory._engine)
         call.note(seconds=report.seconds, tables=len(report.tables))
     return report
 
@@ -162,7 +162,7 @@ async def erase(memory: Memory, conversation: ConversationRef, *, principal: Pri
     from memory.store import erasure
 
     async with door(memory, "erase", principal, conversation) as call:
-        report = await erasure.erase(memory.engine)
+        report = await erasure.erase(memory._engine)
         call.note(seconds=report.seconds, tables=report.tables)
     return report
 
@@ -183,7 +183,7 @@ async def reindex(
 
     async with door(memory, "reindex", principal, conversation) as call:
         if conversation is None:
-            async with memory.sessions() as session:
+            async with memory._sessions() as session:
                 refs = await list_conversations(session)
         else:
             refs = [conversation]
@@ -204,7 +204,7 @@ async def citus_plan(memory: Memory, *, principal: Principal, apply: bool = Fals
     from memory.store.citus import read_plan as read_citus_plan
 
     async with door(memory, "citus_plan", principal, arguments={"apply": apply}) as call:
-        async with memory.engine.connect() as connection:
+        async with memory._engine.connect() as connection:
             plan = await read_citus_plan(connection)
         if not apply:
             return plan
@@ -212,7 +212,7 @@ async def citus_plan(memory: Memory, *, principal: Principal, apply: bool = Fals
             raise ConfigurationError("citus is not installed in this database (CREATE EXTENSION citus); --dry-run shows the plan")
         if plan.violations:
             raise ConfigurationError(f"the schema breaks {len(plan.violations)} Citus rules, first: {plan.violations[0]}")
-        async with memory.engine.connect() as connection:
+        async with memory._engine.connect() as connection:
             await apply_citus_plan(connection, plan)
         call.note(applied=", ".join(plan.applied) or "nothing left to do")
     return plan

@@ -107,7 +107,7 @@ async def _tops(session: AsyncSession, conversation_id: int) -> tuple[int, int]:
 
 
 async def _load_graph(memory: Memory, conversation_id: int) -> _Graph:
-    async with memory.sessions.begin() as session:
+    async with memory._sessions.begin() as session:
         await lock_conversation(session, conversation_id, LockPurpose.GRAPH)
         nodes = list((await session.execute(select(Entity.id).where(Entity.conversation_id == conversation_id))).scalars())
         edges = [
@@ -145,7 +145,7 @@ async def build(memory: Memory, conversation_id: int) -> CommunityReport:
     labels = await asyncio.to_thread(label_propagation, weighted_graph(graph.nodes, graph.edges), memory.params.community_rounds)
     found = [frozenset(g) for g in groups(labels)]
     report = CommunityReport(conversation_id, rebuilt=True)
-    async with memory.sessions.begin() as session:
+    async with memory._sessions.begin() as session:
         await lock_conversation(session, conversation_id, LockPurpose.GRAPH)
         existing = await _memberships(session, conversation_id)
         unchanged = {members: c for c, members in existing.items() if members in set(found)}
@@ -235,7 +235,7 @@ async def update_membership(memory: Memory, conversation_id: int, rebuild_share:
     share passes the threshold (or nothing was built yet)."""
     share = memory.params.community_rebuild_share if rebuild_share is None else rebuild_share
     report = CommunityReport(conversation_id)
-    async with memory.sessions.begin() as session:
+    async with memory._sessions.begin() as session:
         await lock_conversation(session, conversation_id, LockPurpose.GRAPH)
         state = await session.get(CommunityState, conversation_id, with_for_update=True)
         rebuild = state is None or rebuild_due(*await _changed_share(session, conversation_id, state), share)
@@ -304,13 +304,13 @@ async def _still_dirty(session: AsyncSession, conversation_id: int, community_id
 
 
 async def _regenerate_one(memory: Memory, conversation_id: int, community_id: int, report: CommunityReport) -> None:
-    async with memory.sessions() as session:
+    async with memory._sessions() as session:
         inputs = await _inputs(session, conversation_id, community_id)
     summary = vector = None
     usage: list[Usage] = []
     if len(inputs.named) >= 2:
         summary, vector, usage = await _summarise(memory, inputs)
-    async with memory.sessions.begin() as session:
+    async with memory._sessions.begin() as session:
         await lock_conversation(session, conversation_id, LockPurpose.GRAPH)
         for item in usage:
             await record_usage(session, conversation_id, item)
@@ -333,7 +333,7 @@ async def _regenerate_one(memory: Memory, conversation_id: int, community_id: in
 async def regenerate(memory: Memory, conversation_id: int) -> CommunityReport:
     """Re-summarise every dirty community from its surviving members, or dissolve it."""
     report = CommunityReport(conversation_id)
-    async with memory.sessions() as session:
+    async with memory._sessions() as session:
         dirty = list(
             (
                 await session.execute(

@@ -224,7 +224,7 @@ async def _record_failed(memory: Memory, conversation_id: int, usage: list[Usage
     """What a failed chunk cost still goes into the ledger (nothing else of it is kept)."""
     spent = [*usage, *([error.usage] if error.usage else [])]
     if spent:
-        async with memory.sessions.begin() as session:
+        async with memory._sessions.begin() as session:
             for item in spent:
                 await record_usage(session, conversation_id, item)
 
@@ -244,7 +244,7 @@ async def _resolve_entities(
     """Entity resolution: candidates (read), decisions (pure), adjudication of the
     doubtful ones (one batched LLM call)."""
     params = memory.params
-    async with memory.sessions() as session:
+    async with memory._sessions() as session:
         candidates = await nearest_entities(session, conversation_id, name_vectors, params.entity_neighbours)
     for key, mention in mentions.items():
         found = candidates[key]
@@ -298,7 +298,7 @@ async def _save(
     False when another run moved the checkpoint meanwhile (its work stands; this chunk
     is not written twice)."""
     conversation_id = chunk.conversation_id
-    async with memory.sessions.begin() as session:
+    async with memory._sessions.begin() as session:
         await lock_conversation(session, conversation_id, LockPurpose.GRAPH)
         checkpoint = await session.get(Checkpoint, conversation_id, with_for_update=True)
         assert checkpoint is not None
@@ -311,7 +311,7 @@ async def _save(
             await record_usage(session, conversation_id, item)
             report.count_usage(item)
     if update.summary_stale:  # it may have quoted a deleted message: cleared above, regenerated now
-        async with memory.sessions.begin() as session:
+        async with memory._sessions.begin() as session:
             await lock_conversation(session, conversation_id, LockPurpose.GRAPH)
             await rebuild_summary(memory, session, conversation_id)
     state.saved(update, rolling, chunk, offline=memory.llm is None)

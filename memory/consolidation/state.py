@@ -79,9 +79,9 @@ async def start(memory: Memory, conversation_id: int, max_tokens: int | None = N
     """The run state from the saved checkpoint, and the work (the oldest episodes within
     ``max_tokens``, else all) cut into chunks."""
     params = memory.params
-    async with memory.sessions.begin() as session:
+    async with memory._sessions.begin() as session:
         await ensure_checkpoint(session, conversation_id)
-    async with memory.sessions() as session:
+    async with memory._sessions() as session:
         checkpoint = await session.get(Checkpoint, conversation_id)
         assert checkpoint is not None
         episodes, lead = await read_work(session, conversation_id, checkpoint, int(params.chunk_tokens * params.chunk_overlap))

@@ -43,7 +43,7 @@ def _reason(error: BaseException) -> str:
 
 
 async def _record(memory: Memory, conversation_id: int, usage: Usage) -> None:
-    async with memory.sessions.begin() as session:
+    async with memory._sessions.begin() as session:
         await record_usage(session, conversation_id, usage)
 
 
@@ -52,7 +52,7 @@ async def _store(
 ) -> list[AppendResult]:
     """Store ``batch`` in one transaction, or failing that its halves apart (see above)."""
     try:
-        async with memory.sessions.begin() as session:
+        async with memory._sessions.begin() as session:
             results = await append_messages(session, memory.embedder, conversation_id, batch, vectors)
             if usage is not None:
                 await record_usage(session, conversation_id, usage)

@@ -38,7 +38,7 @@ async def reindex_episodes(
     """Embed every message of the conversation again; returns how many were."""
     last, done = 0, 0
     while True:
-        async with memory.sessions() as session:
+        async with memory._sessions() as session:
             rows = (
                 await session.execute(
                     select(Episode.id, Episode.text)
@@ -50,7 +50,7 @@ async def reindex_episodes(
         if not rows:
             return done
         embedded = await memory.embedder.embed([episode_document_text(body) for _, body in rows])
-        async with memory.sessions.begin() as session:
+        async with memory._sessions.begin() as session:
             await lock_conversation(session, conversation_id, LockPurpose.CHAIN)
             texts = dict(
                 (
@@ -80,5 +80,5 @@ async def reindex_episodes(
 
 
 async def clear_stale_mark(memory: Memory) -> None:
-    async with memory.sessions.begin() as session:
+    async with memory._sessions.begin() as session:
         await settings.clear(session, STALE_VECTORS)

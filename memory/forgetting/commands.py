@@ -114,7 +114,7 @@ async def _rebuild_summary_if_cleared(memory: Memory, conversation_id: int, retr
     deleted text outlives it even if this fails; regenerate it from what survives."""
     if not retraction.summary_cleared:
         return False
-    async with memory.sessions.begin() as session:
+    async with memory._sessions.begin() as session:
         await lock_conversation(session, conversation_id, LockPurpose.GRAPH)
         await rebuild_summary(memory, session, conversation_id)
     return True
@@ -124,7 +124,7 @@ async def delete_episode(memory: Memory, conversation_id: int, platform_message_
     """Delete one message and everything that rested only on it, in one transaction (a
     message not stored yet leaves a tombstone)."""
     message_id = normalize_id(platform_message_id, "message")
-    async with memory.sessions.begin() as session:
+    async with memory._sessions.begin() as session:
         await lock_conversation(session, conversation_id, LockPurpose.CHAIN, LockPurpose.GRAPH)
         episode = await _find_episode(session, conversation_id, message_id)
         if episode is None:
@@ -156,12 +156,12 @@ async def edit_episode(
     kept, ``edited_at`` set), re-indexed, and queued for consolidation."""
     message_id = normalize_id(platform_message_id, "message")
     check_text(new_text, "text")
-    async with memory.sessions() as session:
+    async with memory._sessions() as session:
         stored = await _find_episode(session, conversation_id, message_id) is not None
     # Embed before taking the locks (an API embedder may be slow); under them only if
     # the message arrived meanwhile.
     embedded = await _embed_episode(memory, new_text) if stored else None
-    async with memory.sessions.begin() as session:
+    async with memory._sessions.begin() as session:
         await lock_conversation(session, conversation_id, LockPurpose.CHAIN, LockPurpose.GRAPH)
         episode = await _find_episode(session, conversation_id, message_id)
         if episode is None:

@@ -73,7 +73,7 @@ async def delete_by_policy(
     """Delete one stored message by a comparison policy (not ``stashbird``), in one
     transaction under the conversation's chain and graph locks. The report holds the
     chain and the documents removed, not the retraction's details."""
-    async with memory.sessions.begin() as session:
+    async with memory._sessions.begin() as session:
         await lock_conversation(session, conversation_id, LockPurpose.CHAIN, LockPurpose.GRAPH)
         episode = (
             await session.execute(

@@ -314,7 +314,7 @@ async def _select(
     items: Sequence[EvidenceItem],
     weights: SelectionWeights,
 ) -> Choice:
-    async with memory.sessions() as session:
+    async with memory._sessions() as session:
         speakers = await speaker_names(session, conversation_id)
         cues = await question_cues(session, conversation_id, question, speakers, retrieval.time_ranges)
         seen = await read_seen(session, conversation_id, items, retrieval.question_vector)
@@ -329,7 +329,7 @@ async def _draft_llm(
     citations = cite(items, grounded.citations)
     episodes = {e.episode_id: e for item in items for e in item.episodes}
     cited = tuple(episodes[c.episode_id] for c in citations)
-    async with memory.sessions() as session:
+    async with memory._sessions() as session:
         status = await corrections_of(session, conversation_id, [e.episode_id for e in cited])
     messages = tuple(_cited(e, *status.get(e.episode_id, (False, None)), link) for e in cited)
     return Drafted(grounded.answer.strip(), True, cited, messages)
@@ -369,7 +369,7 @@ async def answer(
         head = candidates[: memory.params.rerank_top]
         reranked = await _guarded("rerank", notes, usages, rerank(llm, question, question_date, head, k))
         candidates = reranked if reranked is not None else candidates
-    async with memory.sessions() as session:
+    async with memory._sessions() as session:
         items = await assemble(session, conversation_id, candidates, k)
 
     def link(message_id: str) -> str | None:
@@ -464,7 +464,7 @@ async def _store_trace(memory: Memory, conversation_id: int, principal: Principa
         "usage": usage_summary(usages),
         "retrieval": trace_retrieval(result),
     }
-    async with memory.sessions.begin() as session:
+    async with memory._sessions.begin() as session:
         trace_id = await store_trace(session, conversation_id, trace, episode_ids)
         details = {"trace_id": trace_id, "evidence_items": len(items), "evidence_episodes": len(episode_ids)}
         await write_audit(session, conversation_id, str(principal), "answer", details)

@@ -96,7 +96,7 @@ async def retrieve(
     hybrid, anchor = service_configs(memory.params)
     hybrid = replace(hybrid, kinds=tuple(kinds))
     # A second connection reads the full-text lists while the first reads the vector ones.
-    async with memory.sessions.begin() as session, memory.sessions() as text_session:
+    async with memory._sessions.begin() as session, memory._sessions() as text_session:
         for offset, variant in zip(anchors, variants[len(texts) - len(anchors) :], strict=False):
             # When did the anchor event happen? The best dated match says; if nothing
             # matches, the anchor phrase is still searched but there is no time boost.

@@ -57,13 +57,13 @@ async def recall(
         began = time.perf_counter()
         retrieval = await retrieve(memory, conversation_id, question, question_date, kinds=kinds or KINDS)
         elapsed = (time.perf_counter() - began) * 1000
-        async with memory.sessions() as session:
+        async with memory._sessions() as session:
             items = await assemble(session, conversation_id, retrieval.candidates, k)
         return Recall(question, items, elapsed)
     config = replace(PRESETS[searched], top=k)
     # A full-text search needs no query vector: none is computed for it.
     vector = (await memory.embedder.embed([question])).vectors[0] if "vector" in config.methods else []
-    async with memory.sessions.begin() as session:
+    async with memory._sessions.begin() as session:
         began = time.perf_counter()
         found = await search(session, conversation_id, [QueryVariant(question, vector)], config)
         elapsed = (time.perf_counter() - began) * 1000
@@ -76,5 +76,5 @@ async def search_with_vector(memory: Memory, conversation_id: int, question: str
     is given: what the retrieval benchmark times on its synthetic conversation, whose
     documents carry random vectors."""
     hybrid, _ = service_configs(memory.params)
-    async with memory.sessions.begin() as session, memory.sessions() as text_session:
+    async with memory._sessions.begin() as session, memory._sessions() as text_session:
         return await search(session, conversation_id, [QueryVariant(question, vector)], hybrid, text_session=text_session)
