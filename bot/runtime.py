@@ -57,6 +57,7 @@ def build_llm(settings: Settings) -> LLMClient | None:
         model=settings.llm_model,
         timeout=settings.llm_timeout,
         max_retries=settings.llm_max_retries,
+        response_format=settings.llm_response_format,
     )
 
 

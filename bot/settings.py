@@ -37,6 +37,9 @@ class Settings(BaseSettings):
     llm_model: str = Field("gpt-4o-mini", validation_alias=_env("STASHBIRD_LLM_MODEL"))
     llm_timeout: float = Field(60.0, gt=0, le=3600, allow_inf_nan=False, validation_alias=_env("STASHBIRD_LLM_TIMEOUT"))
     llm_max_retries: int = Field(3, ge=0, le=20, validation_alias=_env("STASHBIRD_LLM_MAX_RETRIES"))
+    llm_response_format: Literal["auto", "json_schema", "json_object", "none"] = Field(
+        "auto", validation_alias=_env("STASHBIRD_LLM_RESPONSE_FORMAT")
+    )
 
     slack_bot_token: str | None = Field(None, validation_alias=_env("SLACK_BOT_TOKEN"))
     slack_signing_secret: str | None = Field(None, validation_alias=_env("SLACK_SIGNING_SECRET"))

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from memory.consolidation.summary import SummaryLine, offline_summary
-from memory.models.llm import parse_reply
+from memory.models.json_reply import parse_reply
 from memory.models.retry import Retryable
 from memory.models.tokens import TokenBudget, count_tokens
 from memory.retrieval.answering import cite

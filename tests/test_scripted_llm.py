@@ -106,6 +106,87 @@ def test_chat_completion_is_a_proper_object(scripted_llm: ScriptedLLMServer) -> 
     }
 
 
+def _chat(server: ScriptedLLMServer, response_format: dict | None = None, model: str = "scripted") -> httpx.Response:
+    body: dict = {"model": model, "messages": [{"role": "user", "content": "hi"}]}
+    if response_format is not None:
+        body["response_format"] = response_format
+    return httpx.post(f"{server.base_url}/chat/completions", json=body, headers={"X-Stashbird-Operation": "greet"})
+
+
+STRICT = {
+    "type": "json_schema",
+    "json_schema": {
+        "name": "Greeting",
+        "strict": True,
+        "schema": {
+            "type": "object",
+            "properties": {"greeting": {"type": "string"}},
+            "required": ["greeting"],
+            "additionalProperties": False,
+        },
+    },
+}
+
+
+def test_each_behaviour_treats_response_format_as_its_endpoint_does(scripted_llm: ScriptedLLMServer) -> None:
+    scripted_llm.on("greet", lambda request: {"greeting": "hello"})
+    as_object = {"type": "json_object"}
+
+    scripted_llm.behave("structured")
+    assert [_chat(scripted_llm, f).status_code for f in (STRICT, as_object, None)] == [200, 200, 200]
+    open_schema = json.loads(json.dumps(STRICT))
+    del open_schema["json_schema"]["schema"]["additionalProperties"]
+    refused = _chat(scripted_llm, open_schema)
+    assert refused.status_code == 400 and "'additionalProperties' is required" in refused.json()["error"]["message"]
+    loose = json.loads(json.dumps(open_schema))
+    loose["json_schema"]["strict"] = False  # not strict: any object schema is taken
+    assert _chat(scripted_llm, loose).status_code == 200
+    unnamed = {"type": "json_schema", "json_schema": {"name": "a greeting", "schema": {"type": "object"}}}
+    assert "json_schema.name" in _chat(scripted_llm, unnamed).json()["error"]["message"]
+    assert _chat(scripted_llm, {"type": "yaml"}).json()["error"]["param"] == "response_format.type"
+
+    scripted_llm.behave("json_object")
+    refused = _chat(scripted_llm, STRICT)
+    assert refused.status_code == 400 and refused.json()["error"]["param"] == "response_format"
+    assert "'json_schema' is not supported" in refused.json()["error"]["message"]
+    assert [_chat(scripted_llm, f).status_code for f in (as_object, None)] == [200, 200]
+
+    scripted_llm.behave("no_format")
+    for kind in (STRICT, as_object):
+        error = _chat(scripted_llm, kind).json()["error"]
+        assert "param" not in error and error["message"].startswith(f"response_format {kind['type']} is not supported")
+    assert _chat(scripted_llm, None).json()["choices"][0]["message"]["content"] == '{"greeting": "hello"}'
+    assert [r.outcome for r in scripted_llm.chat_requests()].count("http 400") == 6
+
+
+def test_fenced_and_prose_endpoints_wrap_json_but_not_text(scripted_llm: ScriptedLLMServer) -> None:
+    def content(response: httpx.Response) -> str:
+        return response.json()["choices"][0]["message"]["content"]
+
+    scripted_llm.on("greet", lambda request: {"greeting": "hello"})
+    scripted_llm.behave("fenced")
+    assert content(_chat(scripted_llm, STRICT)) == '```json\n{\n  "greeting": "hello"\n}\n```'  # format ignored
+    scripted_llm.behave("prose", model="chatty")
+    wrapped = content(_chat(scripted_llm, {"type": "json_object"}, model="chatty"))
+    assert wrapped.startswith("Sure! Here is the JSON") and '{"greeting": "hello"}' in wrapped
+    scripted_llm.on("greet", lambda request: "Hello to you too.")
+    assert content(_chat(scripted_llm, None)) == content(_chat(scripted_llm, None, model="chatty")) == "Hello to you too."
+    with pytest.raises(ValueError, match="behaviour must be one of"):
+        scripted_llm.behave("xml")
+
+
+def test_without_a_rule_json_is_what_the_prompt_asks_for(scripted_llm: ScriptedLLMServer) -> None:
+    """An endpoint held to no format still answers a JSON step with an object (the
+    schema is in the system prompt), and a text step with text."""
+    body = {
+        "model": "m",
+        "messages": [{"role": "system", "content": "Reply with one JSON object that matches this JSON schema: {}"}],
+    }
+    reply = httpx.post(f"{scripted_llm.base_url}/chat/completions", json=body).json()
+    assert reply["choices"][0]["message"]["content"] == "{}"
+    assert _chat(scripted_llm, None).json()["choices"][0]["message"]["content"] == "OK."
+
+
 async def test_a_broken_handler_answers_500_and_is_recorded(scripted_llm: ScriptedLLMServer, llm_client: LLMClient) -> None:
     scripted_llm.on("answer", lambda request: 1 / 0)
     with pytest.raises(LLMError, match="ZeroDivisionError"):

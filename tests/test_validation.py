@@ -93,7 +93,7 @@ def test_blank_text_is_refused() -> None:
 
 def test_model_replies_are_cleaned_and_supplied_extractions_checked(tmp_path: Path) -> None:
     from memory.consolidation.extraction.replay import ReplayExtractor
-    from memory.models.llm import parse_reply
+    from memory.models.json_reply import parse_reply
     from memory.retrieval.llm_steps import SubQueries
 
     reply = parse_reply('{"queries": ["a\\u0000b", "c\\ud800"]}', SubQueries)

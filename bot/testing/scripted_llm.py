@@ -6,6 +6,22 @@ come from rules: handlers chosen by the ``X-Stashbird-Operation`` header and/or 
 predicate over the request. It can be told to fail (HTTP status), to hang past the
 client's timeout or to return malformed JSON, and it records every request it got.
 
+It emulates how real endpoints treat ``response_format`` (a behaviour per server, or per
+model name, so one server can stand for several endpoints):
+
+- ``structured``: takes ``json_schema`` (checked as OpenAI checks it: a name, a schema,
+  and under ``strict`` every object closed with every property required) and
+  ``json_object``, and replies exactly as scripted (OpenAI, recent vLLM and llama.cpp);
+- ``json_object``: takes ``json_object`` only; ``json_schema`` gets OpenAI's 400
+  (``param: response_format``);
+- ``no_format``: refuses any ``response_format`` with a 400 whose message names it (no
+  ``param``: the wording of servers that do not follow OpenAI's error shape);
+- ``fenced``: ignores ``response_format`` and wraps a JSON reply in a ```json block;
+- ``prose``: ignores ``response_format`` and wraps a JSON reply in a sentence.
+
+Text replies (a handler's ``str``) are never wrapped: the wrapping is what local models do
+to the JSON they are asked for.
+
 It runs in a daemon thread with its own thread per connection, independent of any
 asyncio loop, so a handler (or a simulated timeout) can block without stalling the
 client under test.
@@ -33,6 +49,8 @@ from memory.lab import OPERATION_HEADER, count_tokens
 
 DEFAULT_TEXT_REPLY = "OK."
 MALFORMED_CONTENT = '{"malformed": [1, 2,'
+BEHAVIOURS = ("structured", "json_object", "no_format", "fenced", "prose")
+_SCHEMA_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
 @dataclass(frozen=True)
@@ -61,6 +79,12 @@ class ChatRequest:
     @property
     def json_mode(self) -> bool:
         return self.response_format is not None and self.response_format.get("type") in {"json_object", "json_schema"}
+
+    @property
+    def asks_for_json(self) -> bool:
+        """JSON asked for by ``response_format`` or, with none, by the system prompt (a
+        model read it there)."""
+        return self.json_mode or "JSON schema" in self.system
 
 
 @dataclass(frozen=True)
@@ -110,8 +134,8 @@ def _content_text(content: Any) -> str:
 
 
 def default_handler(request: ChatRequest) -> str | dict[str, Any]:
-    """Without a matching rule: an empty object in JSON mode, a short text otherwise."""
-    return {} if request.json_mode else DEFAULT_TEXT_REPLY
+    """Without a matching rule: an empty object when JSON is asked for, a short text otherwise."""
+    return {} if request.asks_for_json else DEFAULT_TEXT_REPLY
 
 
 _WORD = re.compile(r"\w+")
@@ -150,10 +174,14 @@ class ScriptedLLMServer:
         default: Handler = default_handler,
         embedding_dim: int = 384,
         model: str = "scripted",
+        behaviour: str = "structured",
+        behaviours: Mapping[str, str] | None = None,
     ) -> None:
         self.default = default
         self.embedding_dim = embedding_dim
         self.model = model
+        self.behaviour = _checked_behaviour(behaviour)
+        self.behaviours = {name: _checked_behaviour(kind) for name, kind in (behaviours or {}).items()}
         self._rules: list[_Rule] = []
         self._faults: list[_Fault] = []
         self._requests: list[ChatRequest | EmbeddingRequest] = []
@@ -256,12 +284,19 @@ class ScriptedLLMServer:
         with self._lock:
             return list(self._requests)
 
-    def chat_requests(self, operation: str | None = None) -> list[ChatRequest]:
-        return [r for r in self.requests if isinstance(r, ChatRequest) and (operation is None or r.operation == operation)]
+    def chat_requests(self, operation: str | None = None, *, outcome: str | None = None) -> list[ChatRequest]:
+        """Chat requests received, all or of one operation (and of one outcome, e.g. ``"http 400"``)."""
+        return [
+            r
+            for r in self.requests
+            if isinstance(r, ChatRequest)
+            and (operation is None or r.operation == operation)
+            and (outcome is None or r.outcome == outcome)
+        ]
 
-    def count(self, operation: str | None = None) -> int:
-        """Chat requests received, all or of one operation."""
-        return len(self.chat_requests(operation))
+    def count(self, operation: str | None = None, *, outcome: str | None = None) -> int:
+        """Chat requests received, all or of one operation (and outcome)."""
+        return len(self.chat_requests(operation, outcome=outcome))
 
     @property
     def counts(self) -> Counter[str | None]:
@@ -278,6 +313,55 @@ class ScriptedLLMServer:
         with self._lock:
             self._requests.append(request)
 
+    # --- endpoint behaviour ------------------------------------------------------------
+
+    def behave(self, behaviour: str, *, model: str | None = None) -> None:
+        """Emulate ``behaviour`` from now on: for every model, or for ``model`` only."""
+        if model is None:
+            self.behaviour = _checked_behaviour(behaviour)
+        else:
+            self.behaviours[model] = _checked_behaviour(behaviour)
+
+    def behaviour_for(self, model: str) -> str:
+        """How the endpoint serving ``model`` treats ``response_format`` (see the module)."""
+        return self.behaviours.get(model, self.behaviour)
+
+    def _refusal(self, request: ChatRequest) -> dict[str, Any] | None:
+        """The 400 body with which this endpoint refuses the request's ``response_format``."""
+        kind = (request.response_format or {}).get("type")
+        if kind is None:
+            return None
+        behaviour = self.behaviour_for(request.model)
+        if behaviour == "no_format":
+            return _error_body(400, f"response_format {kind} is not supported by this server")
+        if kind not in {"text", "json_object", "json_schema"}:
+            return _error_body(
+                400,
+                f"Invalid value: {kind!r}. Supported values are: 'text', 'json_object' and 'json_schema'.",
+                "response_format.type",
+            )
+        if kind == "json_schema" and behaviour == "json_object":
+            return _error_body(
+                400,
+                f"Invalid parameter: 'response_format' of type 'json_schema' is not supported with model {request.model}.",
+                "response_format",
+            )
+        if kind == "json_schema" and behaviour == "structured":
+            problem = json_schema_problem((request.response_format or {}).get("json_schema"))
+            return None if problem is None else _error_body(400, problem, "response_format")
+        return None
+
+    def _wrapped(self, request: ChatRequest, reply: str | dict[str, Any] | list[Any]) -> str:
+        """The reply as this endpoint's model would write it."""
+        if isinstance(reply, str):
+            return reply
+        behaviour = self.behaviour_for(request.model)
+        if behaviour == "fenced":
+            return f"```json\n{json.dumps(reply, indent=2)}\n```"
+        if behaviour == "prose":
+            return f"Sure! Here is the JSON you asked for: {json.dumps(reply)} Let me know if you need anything else."
+        return json.dumps(reply)
+
     # --- replies ---------------------------------------------------------------------
 
     def _handler_for(self, request: ChatRequest) -> Handler:
@@ -289,7 +373,13 @@ class ScriptedLLMServer:
         return self.default
 
     def chat_completion(self, request: ChatRequest) -> tuple[int, dict[str, Any], dict[str, str], float]:
-        """Status, body, extra headers and delay for one chat request; records it."""
+        """Status, body, extra headers and delay for one chat request; records it. A
+        refused ``response_format`` is answered before any scripted fault is taken: the
+        endpoint refuses it before it would generate anything."""
+        refusal = self._refusal(request)
+        if refusal is not None:
+            self._record(replace(request, outcome="http 400"))
+            return 400, refusal, {}, 0.0
         fault = self._take_fault(request.operation)
         delay = 0.0
         outcome = "ok"
@@ -308,7 +398,7 @@ class ScriptedLLMServer:
                 traceback.print_exc()
                 self._record(replace(request, outcome="handler error"))
                 return 500, _error_body(500, f"scripted handler raised {error!r}"), {}, 0.0
-            content = reply if isinstance(reply, str) else json.dumps(reply)
+            content = self._wrapped(request, reply)
         self._record(replace(request, outcome=outcome))
         prompt_tokens = sum(count_tokens(_content_text(m.get("content"))) for m in request.messages)
         completion_tokens = count_tokens(content)
@@ -360,9 +450,53 @@ class ScriptedLLMServer:
         }
 
 
-def _error_body(status: int, message: str) -> dict[str, Any]:
+def _error_body(status: int, message: str, param: str | None = None) -> dict[str, Any]:
     kind = "rate_limit_error" if status == 429 else "server_error" if status >= 500 else "invalid_request_error"
-    return {"error": {"message": message, "type": kind, "code": status}}
+    error: dict[str, Any] = {"message": message, "type": kind, "code": status}
+    if param is not None:
+        error["param"] = param
+    return {"error": error}
+
+
+def _checked_behaviour(behaviour: str) -> str:
+    if behaviour not in BEHAVIOURS:
+        raise ValueError(f"behaviour must be one of {', '.join(BEHAVIOURS)}, not {behaviour!r}")
+    return behaviour
+
+
+def _strict_problem(node: Any, where: str) -> str | None:
+    """The first rule of strict structured outputs that ``node`` (a JSON schema) breaks:
+    an object must list every property as required and forbid additional ones."""
+    if isinstance(node, list):
+        return next((p for i, item in enumerate(node) if (p := _strict_problem(item, f"{where}[{i}]"))), None)
+    if not isinstance(node, dict):
+        return None
+    properties = node.get("properties")
+    if isinstance(properties, dict):
+        if node.get("additionalProperties") is not False:
+            return f"In context={where}, 'additionalProperties' is required to be supplied and to be false."
+        missing = sorted(set(properties) - set(node.get("required") or []))
+        if missing:
+            return f"In context={where}, 'required' is required to include every property. Missing {missing[0]!r}."
+    children = [
+        (f"{where}.{key}.{name}", child) for key in ("properties", "$defs") for name, child in (node.get(key) or {}).items()
+    ]
+    children += [(f"{where}.{key}", node[key]) for key in ("items", "anyOf", "allOf", "oneOf") if key in node]
+    return next((p for path, child in children if (p := _strict_problem(child, path))), None)
+
+
+def json_schema_problem(spec: Any) -> str | None:
+    """What OpenAI would refuse in a ``response_format.json_schema`` (None: it is valid)."""
+    if not isinstance(spec, dict):
+        return "Missing required parameter: 'response_format.json_schema'."
+    name = spec.get("name")
+    if not isinstance(name, str) or not _SCHEMA_NAME.match(name):
+        return "Invalid 'response_format.json_schema.name': must match ^[a-zA-Z0-9_-]{1,64}$."
+    schema = spec.get("schema")
+    if not isinstance(schema, dict) or schema.get("type") != "object":
+        return f"Invalid schema for response_format '{name}': the root must be an object."
+    problem = _strict_problem(schema, "()") if spec.get("strict") else None
+    return None if problem is None else f"Invalid schema for response_format '{name}': {problem}"
 
 
 def _embedding_inputs(raw: Any) -> list[str]:

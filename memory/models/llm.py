@@ -6,22 +6,31 @@ are retried with exponential backoff; after the last try an ``LLMError`` names t
 operation and the cause. Other 4xx are not retried: sending the same request again
 cannot fix them. The client never touches the database: the caller records
 ``result.usage`` inside its own transaction, so the ledger and the work commit together.
+
+Endpoints differ in the ``response_format`` they take. A JSON step asks first for
+structured outputs (``json_schema``, the step's schema, strict); an endpoint that refuses
+it with a 400 naming the response format is asked again at once with ``json_object``,
+then with none, and the client remembers the mode that works: one refusal costs one extra
+call per client (one per process; requests already in flight then pay it once each), not
+one per request, and is logged once as a warning.
+The schema also travels in the system prompt, so a model held to no format still knows
+the shape, and its reply is read out of fences or prose (``memory.models.json_reply``).
+``response_format`` other than ``auto`` fixes the mode: nothing is tried, nothing falls back.
 """
 
 from __future__ import annotations
 
-import json
 import logging
+import re
 import time
 from dataclasses import dataclass
-from functools import lru_cache
-from typing import Any, Callable, Generic, TypeVar, cast
+from typing import Any, Callable, Generic, Literal, TypeVar, cast, get_args
 
 from pydantic import BaseModel
-from pydantic import ValidationError as PydanticValidationError
 
 from memory.errors import LLMError
-from memory.models.retry import Retryable, RetryPolicy, openai_call
+from memory.models.json_reply import json_schema_format, parse_reply, schema_instruction
+from memory.models.retry import Fatal, Retryable, RetryPolicy, openai_call
 from memory.models.tokens import count_tokens
 from memory.store.ledger import Usage
 from memory.validation import storable
@@ -32,6 +41,34 @@ log = logging.getLogger(__name__)
 M = TypeVar("M", bound=BaseModel)
 
 OPERATION_HEADER = "X-Stashbird-Operation"
+
+ResponseFormat = Literal["auto", "json_schema", "json_object", "none"]
+FormatMode = Literal["json_schema", "json_object", "none"]
+RESPONSE_FORMATS: tuple[str, ...] = get_args(ResponseFormat)
+# What a JSON step falls back to when the endpoint refuses a mode.
+FALLBACK: dict[FormatMode, FormatMode] = {"json_schema": "json_object", "json_object": "none"}
+# A 400 refuses the response format (not the request) when its ``param`` or its message
+# names it: OpenAI sets param "response_format"; servers that do not follow its error
+# shape only say so in the message (a schema, JSON mode, guided decoding, a grammar).
+_NAMES_FORMAT = re.compile(
+    r"response[_ ]?format|json[_ ]?schema|json[_ ]?object|structured[_ ]output|guided[_ ]json|grammar", re.IGNORECASE
+)
+
+
+def refuses_response_format(failure: Fatal) -> bool:
+    """Whether a 4xx refused the ``response_format`` we sent, rather than the request."""
+    if failure.status not in (400, 422):
+        return False
+    return (failure.param or "").startswith("response_format") or bool(_NAMES_FORMAT.search(str(failure)))
+
+
+def format_for(mode: FormatMode, schema: type[BaseModel]) -> dict[str, Any] | None:
+    """The ``response_format`` a JSON step sends in ``mode`` (None: the field is left out)."""
+    if mode == "json_schema":
+        return json_schema_format(schema)
+    if mode == "json_object":
+        return {"type": "json_object"}
+    return None
 
 
 @dataclass(frozen=True)
@@ -48,36 +85,22 @@ class _Reply:
     completion_tokens: int
 
 
-@lru_cache(maxsize=128)
-def schema_instruction(schema: type[BaseModel]) -> str:
-    """The JSON schema of ``schema``, compact, as text for the system prompt.
+@dataclass
+class _Spent:
+    """What one step's calls cost so far: requests refused for their format count as calls."""
 
-    JSON mode alone only promises *some* JSON object; spelling out the schema lets any
-    OpenAI-compatible model produce the shape we validate against.
-    """
-    compact = json.dumps(schema.model_json_schema(), separators=(",", ":"), ensure_ascii=False)
-    return f"Reply with one JSON object that matches this JSON schema:\n{compact}"
+    refused: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
 
-
-def parse_reply(content: str | None, schema: type[M]) -> M:
-    """Validate a JSON-mode reply; raise ``Retryable`` naming what is wrong."""
-    if not content or not content.strip():
-        raise Retryable("malformed JSON: empty reply")
-    try:
-        data = storable(json.loads(content))
-    except json.JSONDecodeError as error:
-        raise Retryable(f"malformed JSON: {error}") from None
-    try:
-        return schema.model_validate(data)
-    except PydanticValidationError as error:
-        problems = "; ".join(
-            f"{'.'.join(str(part) for part in issue['loc']) or '<root>'}: {issue['msg']}" for issue in error.errors()[:5]
-        )
-        raise Retryable(f"schema errors ({schema.__name__}): {problems}") from None
+    def add(self, reply: _Reply) -> None:
+        self.prompt_tokens += reply.prompt_tokens
+        self.completion_tokens += reply.completion_tokens
 
 
 class LLMClient:
-    """Chat completions with JSON-mode validation, bounded retries and token accounting."""
+    """Chat completions with JSON validation, bounded retries and token accounting, in
+    the ``response_format`` mode the endpoint takes (``format_mode``, learnt once)."""
 
     def __init__(
         self,
@@ -88,12 +111,17 @@ class LLMClient:
         timeout: float = 60.0,
         max_retries: int = 3,
         backoff: float = 0.5,
+        response_format: ResponseFormat = "auto",
     ) -> None:
         import openai  # imported when an LLM is configured: most commands never call one
 
+        if response_format not in RESPONSE_FORMATS:
+            raise ValueError(f"response_format must be one of {', '.join(RESPONSE_FORMATS)}, not {response_format!r}")
         self.model = model
         self.timeout = timeout
         self.retry = RetryPolicy(max_retries, backoff)
+        self.fixed_format = response_format != "auto"
+        self.format_mode: FormatMode = "json_schema" if response_format == "auto" else response_format
         # The openai package's own retries are off: ours (memory.models.retry) count
         # attempts for the ledger, also retry malformed replies, and end in one clear error.
         self._client = openai.AsyncOpenAI(base_url=base_url, api_key=api_key, timeout=timeout, max_retries=0)
@@ -122,14 +150,7 @@ class LLMClient:
                     raise Retryable(f"{failure.cause} (reply cut off at max_tokens)") from None
                 raise
 
-        return await self._complete(
-            messages,
-            parse,
-            phase=phase,
-            operation=operation,
-            max_tokens=max_tokens,
-            json_mode=True,
-        )
+        return await self._complete(messages, parse, phase=phase, operation=operation, max_tokens=max_tokens, schema=schema)
 
     async def complete_text(
         self,
@@ -142,14 +163,7 @@ class LLMClient:
     ) -> LLMResult[str]:
         """Ask for free text (e.g. an answer or a summary)."""
         messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
-        return await self._complete(
-            messages,
-            _text_value,
-            phase=phase,
-            operation=operation,
-            max_tokens=max_tokens,
-            json_mode=False,
-        )
+        return await self._complete(messages, _text_value, phase=phase, operation=operation, max_tokens=max_tokens, schema=None)
 
     async def close(self) -> None:
         await self._client.close()
@@ -162,20 +176,17 @@ class LLMClient:
         phase: str,
         operation: str,
         max_tokens: int | None,
-        json_mode: bool,
+        schema: type[BaseModel] | None,
     ) -> LLMResult[T]:
-        prompt_tokens = completion_tokens = 0
+        spent = _Spent()
 
         def usage(attempts: int) -> Usage:
-            return Usage(
-                phase, operation, self.model, calls=attempts, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens
-            )
+            calls = attempts + spent.refused
+            return Usage(phase, operation, self.model, calls, spent.prompt_tokens, spent.completion_tokens)
 
         async def attempt(n: int) -> LLMResult[T]:
-            nonlocal prompt_tokens, completion_tokens
-            reply = await self._request(messages, operation=operation, max_tokens=max_tokens, json_mode=json_mode)
-            prompt_tokens += reply.prompt_tokens
-            completion_tokens += reply.completion_tokens
+            reply = await self._send(messages, operation=operation, max_tokens=max_tokens, schema=schema, spent=spent)
+            spent.add(reply)
             return LLMResult(parse(reply), usage(n))
 
         def failed(attempts: int, cause: str, retried: bool) -> LLMError:
@@ -190,8 +201,8 @@ class LLMClient:
             "LLM %s: %d call(s), %d prompt + %d completion tokens",
             operation,
             result.usage.calls,
-            prompt_tokens,
-            completion_tokens,
+            spent.prompt_tokens,
+            spent.completion_tokens,
             extra={
                 "operation": operation,
                 "phase": phase,
@@ -201,17 +212,55 @@ class LLMClient:
         )
         return result
 
+    async def _send(
+        self,
+        messages: list[dict[str, str]],
+        *,
+        operation: str,
+        max_tokens: int | None,
+        schema: type[BaseModel] | None,
+        spent: _Spent,
+    ) -> _Reply:
+        """One request in the current format mode; when the endpoint refuses that mode,
+        the next one is remembered and the request sent again at once (a refusal is not
+        a failed attempt: it costs a call, not a retry)."""
+        while True:  # at most three requests: each refusal moves format_mode down, and it never moves up
+            mode: FormatMode = self.format_mode if schema is not None else "none"
+            sent = None if schema is None else format_for(mode, schema)
+            try:
+                return await self._request(messages, operation=operation, max_tokens=max_tokens, response_format=sent)
+            except Fatal as failure:
+                if schema is None or not self._fall_back(mode, failure, operation):
+                    raise
+                spent.refused += 1
+
+    def _fall_back(self, mode: FormatMode, failure: Fatal, operation: str) -> bool:
+        """Whether to send again after ``failure``; moves ``format_mode`` past ``mode``
+        unless a concurrent request already did."""
+        if self.fixed_format or mode == "none" or not refuses_response_format(failure):
+            return False
+        if self.format_mode == mode:
+            self.format_mode = FALLBACK[mode]
+            log.warning(
+                "LLM endpoint refused response_format %s (%s); using %s from now on",
+                mode,
+                failure,
+                self.format_mode,
+                extra={"operation": operation, "model": self.model},
+            )
+        return True
+
     async def _request(
         self,
         messages: list[dict[str, str]],
         *,
         operation: str,
         max_tokens: int | None,
-        json_mode: bool,
+        response_format: dict[str, Any] | None,
     ) -> _Reply:
         options: dict[str, Any] = {}
-        if json_mode:
-            options["response_format"] = {"type": "json_object"}
+        if response_format is not None:
+            options["response_format"] = response_format
         if max_tokens is not None:
             options["max_tokens"] = max_tokens
         response = await openai_call(

@@ -36,7 +36,13 @@ class Retryable(Exception):
 
 
 class Fatal(Exception):
-    """One attempt failed in a way retrying cannot fix (a 4xx other than 429)."""
+    """One attempt failed in a way retrying cannot fix (a 4xx other than 429); ``status``
+    and the error's ``param`` let a caller tell what was refused."""
+
+    def __init__(self, cause: str, status: int | None = None, param: str | None = None) -> None:
+        super().__init__(cause)
+        self.status = status
+        self.param = param
 
 
 def retry_after(response: Any) -> float | None:
@@ -51,6 +57,14 @@ def retry_after(response: Any) -> float | None:
         except ValueError:
             return None
     return None
+
+
+def _error_param(error: Any) -> str | None:
+    """The ``param`` an OpenAI-style error body names (e.g. ``response_format``), if any."""
+    body = error.body
+    detail = body.get("error", body) if isinstance(body, dict) else None
+    param = detail.get("param") if isinstance(detail, dict) else None
+    return param if isinstance(param, str) else None
 
 
 def _status_message(error: Any) -> str:
@@ -77,7 +91,7 @@ async def openai_call(call: Awaitable[T], timeout: float) -> T:
         message = _status_message(error)
         if error.status_code == 429 or error.status_code >= 500:
             raise Retryable(message, retry_after(error.response)) from None
-        raise Fatal(message) from None
+        raise Fatal(message, error.status_code, _error_param(error)) from None
     except openai.APIResponseValidationError as error:
         raise Retryable(f"malformed response: {error}") from None
 
