@@ -1,8 +1,19 @@
-"""Reading LoCoMo's evidence annotations (pure)."""
+"""Reading LoCoMo's evidence annotations (pure), and the hand-written rewordings of its
+questions."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
+import pytest
+
+from bot import locomo
 from bot.locomo import evidence_ids
+from memory import ValidationError
+
+# the shared folder beside the checkout (a worktree sits one level deeper than main)
+LOCOMO = next(p for p in Path(__file__).resolve().parents if (p / "shared" / "data" / "locomo").is_dir()) / "shared/data/locomo"
 
 
 def test_evidence_ids_are_read_as_the_turns_spell_them() -> None:
@@ -14,3 +25,17 @@ def test_evidence_ids_are_read_as_the_turns_spell_them() -> None:
 
 def test_unreadable_evidence_is_kept_as_a_miss_or_skipped() -> None:
     assert evidence_ids(["D", "", 7, None]) == ("D",)
+
+
+def test_the_rewordings_match_the_questions_they_reword(tmp_path: Path) -> None:
+    """The committed set loads against the corpus (at least 150 rewordings, category 5
+    included, each differing from its original); one whose original is not the
+    question at its index is refused in one line."""
+    conversations = {name: locomo.load(LOCOMO / f"{name}.json") for name in ("26", "30", "41", "42", "43")}
+    found = locomo.load_rewordings(conversations)
+    assert len(found) >= 150 and all(r.reworded != r.original for r in found.values())
+    assert any(conversations[name].questions[index].category == 5 for name, index in found)
+    wrong = tmp_path / "p.json"
+    wrong.write_text(json.dumps({"questions": [{"conversation": "26", "index": 0, "original": "Who?", "reworded": "Whom?"}]}))
+    with pytest.raises(ValidationError, match="question 0 of 26 is not"):
+        locomo.load_rewordings(conversations, wrong)

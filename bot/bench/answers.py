@@ -19,6 +19,12 @@ its default, the share of adversarial questions answered "not in memory" and of
 answerable ones wrongly refused (a question naming someone never mentioned, or whose
 best message holds nothing of it, is refused throughout). ``--fit`` runs the calibration
 split alone and prints what ``memory.calibrate`` chooses on it beside the defaults.
+
+Reworded questions: the questions that have a hand-written rewording in
+``bot/data/locomo_paraphrases.json`` (the same meaning in other content words; see its
+note) are asked both ways, and the split prints the two side by side: first citation is
+evidence, answerable refused, category 5 "not in memory". The rewordings are never fitted
+on (``--fit`` reads the questions as written only).
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ import re
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from bot import locomo
@@ -45,11 +51,14 @@ from bot.bench.common import (
 )
 from bot.progress import progress
 from bot.settings import Settings
-from memory import Answer, Memory, ask
+from memory import Answer, ConversationRef, Memory, ask
 from memory.lab import NOT_IN_MEMORY, AbstentionRule, Labelled, SelectionWeights, baseline_reply, calibrate, count_tokens
 
 ADVERSARIAL = 5
 DEFAULTS = SelectionWeights()  # the calibrated weights and abstention rule
+# Answers are computed without the doubt threshold so that the sweep sees every
+# question's scores; the default rule is applied to them afterwards.
+OPEN_WEIGHTS = dataclasses.replace(DEFAULTS, abstention=dataclasses.replace(DEFAULTS.abstention, refuse_above=float("inf")))
 # The curve: the doubt threshold moved by these steps from its default.
 STEPS = (-1.0, -0.5, -0.25, 0.0, 0.25, 0.5, 1.0)
 _STOP = set(
@@ -192,39 +201,57 @@ def refusal(result: Answer, rule: AbstentionRule, step: float = 0.0) -> bool:
     return result.confidence["doubt"] > rule.refuse_above + step
 
 
+async def _answer(memory: Memory, ref: ConversationRef, text: str, when: datetime) -> tuple[Answer, list[str], bool, str]:
+    """The answer computed without the doubt threshold, then the default rule applied:
+    the answer, its cited turns, whether it is refused, and the reply as shown."""
+    result = await ask(memory, ref, text, principal=BENCH, date=when, weights=OPEN_WEIGHTS)
+    refused = not result.in_memory or refusal(result, DEFAULTS.abstention)
+    cited = [] if refused else [c.platform_message_id for c in result.citations]
+    return result, cited, refused, NOT_IN_MEMORY if refused else reply_text(result)
+
+
 async def _split(
-    memory: Memory, conversations: list[locomo.Conversation], run_id: str, name: str, labelled: list[Labelled]
+    memory: Memory,
+    conversations: list[locomo.Conversation],
+    run_id: str,
+    name: str,
+    labelled: list[Labelled],
+    rewordings: dict[tuple[str, int], locomo.Rewording],
 ) -> dict[str, Any]:
     system, baseline, sweep = Tally(), Tally(), Sweep()
-    # Answers are computed without the thresholds so that the sweep sees every
-    # question's scores; the default rule is applied to them afterwards.
+    # The questions that have a hand-written rewording, asked both ways.
+    original, reworded = Tally(), Tally()
     rule = DEFAULTS.abstention
-    open_weights = dataclasses.replace(DEFAULTS, abstention=dataclasses.replace(rule, refuse_above=float("inf")))
     with progress(sum(len(c.questions) for c in conversations), f"answers {name}") as bar:
         for conversation in conversations:
             ref, stored = await locomo_conversation(memory, conversation, run_id, True)
             question_date = max(conversation.session_dates.values()) + timedelta(days=1)
-            for question in conversation.questions:
+            for index, question in enumerate(conversation.questions):
                 bar.update(1)
                 gold = {e for e in question.evidence if e in stored}
                 if question.category != ADVERSARIAL and not gold:
                     continue
-                result = await ask(memory, ref, question.question, principal=BENCH, date=question_date, weights=open_weights)
+                result, cited, refused, shown = await _answer(memory, ref, question.question, question_date)
                 if result.selection is not None:
                     labelled.append(Labelled(result.selection, frozenset(gold), question.category == ADVERSARIAL))
                 sweep.add(question.category, result, rule)
-                refused = not result.in_memory or refusal(result, rule)
-                cited = [] if refused else [c.platform_message_id for c in result.citations]
-                shown = NOT_IN_MEMORY if refused else reply_text(result)
                 system.add(question.category, gold, question.answer, cited, refused, shown)
-                text, cited = baseline_reply(result.evidence)
-                baseline.add(question.category, gold, question.answer, cited, not cited, text)
-    return {
+                text, baseline_cited = baseline_reply(result.evidence)
+                baseline.add(question.category, gold, question.answer, baseline_cited, not baseline_cited, text)
+                rewording = rewordings.get((conversation.name, index))
+                if rewording is not None:
+                    original.add(question.category, gold, question.answer, cited, refused, shown)
+                    _, cited, refused, shown = await _answer(memory, ref, rewording.reworded, question_date)
+                    reworded.add(question.category, gold, question.answer, cited, refused, shown)
+    figures = {
         "conversations": [c.name for c in conversations],
         "system": system.figures(),
         "baseline": baseline.figures(),
         "abstention_curve": sweep.figures(rule),
     }
+    if original.answers:
+        figures["reworded"] = {"original": original.figures(), "reworded": reworded.figures()}
+    return figures
 
 
 async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
@@ -243,10 +270,12 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     database = REUSE_DATABASE if args.reuse else "stashbird_bench_answers"
     result: dict[str, Any] = {"bench": "answers", "weights": dataclasses.asdict(DEFAULTS), "splits": {}}
     labelled: list[Labelled] = []
+    rewordings = locomo.load_rewordings(conversations)
     async with bench_memory(settings, database, keep=args.reuse) as memory:
         for split, chosen in names.items():
             if chosen:
-                result["splits"][split] = await _split(memory, [conversations[n] for n in chosen], run_id, split, labelled)
+                chosen_conversations = [conversations[n] for n in chosen]
+                result["splits"][split] = await _split(memory, chosen_conversations, run_id, split, labelled, rewordings)
     if args.fit:
         result["fitted"] = dataclasses.asdict(calibrate(labelled))
     return result
@@ -286,6 +315,8 @@ def render(result: dict[str, Any]) -> str:
                 for p in figures["abstention_curve"]
             )
         )
+        if "reworded" in figures:
+            lines += _reworded(figures["reworded"])
     if "fitted" in result:
         lines += _fitted(result["fitted"], weights)
     return "\n".join(lines)
@@ -299,4 +330,19 @@ def _fitted(fitted: dict[str, Any], defaults: dict[str, Any]) -> list[str]:
     same = all(value == default for _, value, default in rows)
     lines = [f"fitted on the calibration split ({'the defaults' if same else 'differs from the defaults'}):"]
     lines += [f"  {name} = {value}" + ("" if value == default else f"   (default {default})") for name, value, default in rows]
+    return lines
+
+
+def _reworded(pair: dict[str, dict[str, Any]]) -> list[str]:
+    """The questions that have a hand-written rewording, as LoCoMo asks them and reworded."""
+    original = pair["original"]
+    lines = [
+        f"  reworded questions (bot/data/locomo_paraphrases.json): {original['answerable']} answerable, "
+        f"{original['adversarial']} adversarial, asked as written and reworded"
+    ]
+    for name, f in (("as written", original), ("reworded", pair["reworded"])):
+        lines.append(
+            f"    {name:<10} first citation is evidence {f['first_citation_evidence']:6.1%}   answerable refused "
+            f"{f['answerable_refused']:6.1%}   category 5 not in memory {f['adversarial_not_in_memory']:6.1%}"
+        )
     return lines
