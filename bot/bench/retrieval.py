@@ -41,6 +41,7 @@ import numpy as np
 from bot import locomo
 from bot.bench.common import (
     BENCH,
+    SPLITS,
     add_locomo_argument,
     bench_memory,
     load_locomo,
@@ -118,12 +119,15 @@ async def _score(
     date: datetime,
     kinds: Sequence[str],
     scores: dict[int, Score],
+    split: dict[int, Score] | None = None,
 ) -> float:
-    """Retrieve as ``ask`` does offline over ``kinds``, score the top K; the latency (ms)."""
+    """Retrieve as ``ask`` does offline over ``kinds``, score the top K (also in the
+    conversation's ``split``); the latency (ms)."""
     found = await recall(memory, ref, question.question, date=date, k=max(KS), kinds=kinds)
     gold = list(question.evidence)  # an id that names no turn is never found: a miss
     for k in KS:
-        scores[k].add(question.category, gold, found.message_ids(k), found.tokens(k))
+        for tally in (scores, split) if split else (scores,):
+            tally[k].add(question.category, gold, found.message_ids(k), found.tokens(k))
     return found.search_ms
 
 
@@ -131,6 +135,8 @@ async def _locomo(
     memory: Memory, conversations: list[locomo.Conversation], graph: bool, run_id: str, communities: bool = False
 ) -> dict[str, Any]:
     system = {k: Score() for k in KS}
+    # The same, per split: tuning is judged on the calibration split, reported on the held-out one.
+    splits = {name: {k: Score() for k in KS} for name, chosen in SPLITS.items() if any(c.name in chosen for c in conversations)}
     with_communities = {k: Score() for k in KS}
     kinds = ("episode", "entity", "relation", "community")
     without = tuple(kind for kind in kinds if kind != "community") if communities else kinds
@@ -149,7 +155,8 @@ async def _locomo(
                 if not question.evidence:
                     unscored += 1
                     continue
-                latencies.append(await _score(memory, ref, question, question_date, without, system))
+                split = next((splits[name] for name, chosen in SPLITS.items() if conversation.name in chosen), None)
+                latencies.append(await _score(memory, ref, question, question_date, without, system, split))
                 if communities:
                     await _score(memory, ref, question, question_date, kinds, with_communities)
                 gold = list(question.evidence)
@@ -162,6 +169,7 @@ async def _locomo(
         "questions_without_evidence": unscored,
         "consolidated": graph,
         "system": {str(k): score.figures() for k, score in system.items()},
+        "splits": {name: {str(k): score.figures() for k, score in scores.items()} for name, scores in splits.items()},
         **({"system_with_communities": {str(k): s.figures() for k, s in with_communities.items()}} if communities else {}),
         "baselines_k30": {name: score.figures() for name, score in baselines.items()},
         "latency_ms": _latency(latencies),
@@ -255,6 +263,8 @@ def render(result: dict[str, Any]) -> str:
         f"graph {'consolidated offline' if result['consolidated'] else 'not built (raw turns only)'}",
     ]
     lines += [_line(f"stashbird K={k}", figures) for k, figures in result["system"].items()]
+    for name, scores in result.get("splits", {}).items():
+        lines += [_line(f"  {name} K={k}", figures) for k, figures in scores.items()]
     if "system_with_communities" in result:
         lines += [_line(f"+ communities K={k}", f) for k, f in result["system_with_communities"].items()]
     lines += [_line(f"{name} K=30 (raw turns)", figures) for name, figures in result["baselines_k30"].items()]
