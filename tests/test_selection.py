@@ -3,6 +3,7 @@ and when the answer is "not in memory"."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
 from hypothesis import given
@@ -24,6 +25,7 @@ from memory.retrieval.selection import (
     choose,
     exchange_terms,
     features,
+    first_person,
     has_answer_type,
     in_named_time,
     is_question,
@@ -38,8 +40,9 @@ OPEN = SelectionWeights(abstention=AbstentionRule(refuse_above=float("inf")))
 def seen(
     i: int, speaker: str, text: str, *, terms=(), similarity=0.5, rank=0.5, outdated=False, correction=None, role="user"
 ) -> Seen:
-    """A message as reading shows it: its searched (exchange) vector as close as its own,
-    and the terms of a sentence that asks nothing stated."""
+    """A message as reading shows it: its searched (exchange) vector, and its own vector
+    to the question in the first person, as close as its own to the question, and the
+    terms of a sentence that asks nothing stated."""
     episode = EpisodeRef(i, f"m{i}", speaker, role, T0 + timedelta(minutes=i), text)
     stated = frozenset(terms) if "?" not in text else frozenset()
     return Seen(
@@ -48,6 +51,7 @@ def seen(
         similarity,
         frozenset(terms),
         exchange=similarity,
+        personal=similarity,
         stated_terms=stated,
         outdated=outdated,
         correction=correction,
@@ -270,5 +274,35 @@ def test_a_question_whose_every_message_is_about_the_named_person_is_answered() 
     cues = Cues({"live": 1.0}, named="Yara", name_forms=("Yara",))
     chat = [seen(2, "Zack", "Yara lives in Brindlemere Quays now.", terms={"live"}, similarity=0.65, rank=1.0)]
     choice = choose(cues, chat, SPEAKERS + ["Yara", "Zack"])
-    assert choice.signals is not None and choice.signals.stated_gap == choice.signals.exchange_gap == 0
+    assert choice.signals is not None and choice.signals.personal_gap == choice.signals.exchange_gap == 0
     assert choice.in_memory and choice.ranked[0][0].episode.platform_message_id == "m2"
+
+
+def test_first_person_asks_as_the_named_speaker() -> None:
+    assert first_person("Where is Omar based now?", ("Omar",)) == "Where am I based now?"
+    assert first_person("What does Dana drive?", ("Dana",)) == "What do I drive?"
+    assert first_person("Has Melanie Smith camped?", ("Melanie Smith", "Melanie")) == "Have I camped?"
+    assert first_person("Where is Lena's sister studying?", ("Lena",)) == "Where is my sister studying?"
+    assert first_person("Who invited Nate to the trails?", ("Nate",)) == "Who invited me to the trails?"
+    assert first_person("What can't Priya eat?", ("Priya",)) == "What can't I eat?"
+    assert first_person("Why did Melanie choose the agency?", ("Melanie",)) == "Why did I choose the agency?"
+    assert first_person("Who looks after the budget?", ()) == "Who looks after the budget?"
+
+
+@given(st.text(alphabet="abc XYZ?'", max_size=30))
+def test_first_person_leaves_a_question_naming_nobody_as_it_is(question: str) -> None:
+    assert first_person(question, ()) == question
+    assert "Omar" not in first_person(question + " Omar's Omar", ("Omar",))
+
+
+def test_a_message_answering_the_question_in_other_words_is_related() -> None:
+    """No word of "What does Dana drive?" is in "I finally got a Honda Civic", but asked
+    as Dana would ask it ("What do I drive?") the message is close; her message on
+    something else is not, and it alone is "nothing stored says what is asked"."""
+    cues = Cues({"drive": 3.0}, named="Dana", name_forms=("Dana",), first_person="What do I drive?")
+    civic = replace(seen(1, "Dana", "I finally got a Honda Civic last month.", similarity=0.11, rank=1.0), personal=0.41)
+    offsite = replace(seen(2, "Dana", "Our team offsite is booked for July.", similarity=0.02, rank=0.9), personal=-0.01)
+    chosen = choose(cues, [civic, offsite], SPEAKERS + ["Dana"], OPEN)
+    assert not chosen.unrelated and chosen.ranked[0][0] is civic
+    alone = choose(cues, [offsite], SPEAKERS + ["Dana"], OPEN)
+    assert alone.unrelated and alone.refusal == "nothing stored says what is asked"

@@ -313,11 +313,18 @@ async def _select(
     retrieval: Retrieval,
     items: Sequence[EvidenceItem],
     weights: SelectionWeights,
+    usages: list[Usage],
 ) -> Choice:
+    """The offline choice; embedding the question in the first person is added to ``usages``."""
     async with memory._sessions() as session:
         speakers = await speaker_names(session, conversation_id)
         cues = await question_cues(session, conversation_id, question, speakers, retrieval.time_ranges)
-        seen = await read_seen(session, conversation_id, items, retrieval.question_vector)
+        personal: Sequence[float] = ()
+        if cues.first_person != question:
+            batch = await memory.embedder.embed([cues.first_person])
+            usages.append(Usage.embedding("retrieval", "embed_first_person", batch))
+            personal = batch.vectors[0]
+        seen = await read_seen(session, conversation_id, items, retrieval.question_vector, personal)
     return choose(cues, seen, speakers, weights)
 
 
@@ -377,7 +384,7 @@ async def answer(
 
     # The offline choice is cheap and always made: it is the fallback, and a question
     # about someone the conversation never names needs no model call.
-    choice = await _select(memory, conversation_id, question, retrieval, items, weights or DEFAULT_WEIGHTS)
+    choice = await _select(memory, conversation_id, question, retrieval, items, weights or DEFAULT_WEIGHTS, usages)
     grounded = None
     if llm is not None and not choice.unknown:
         grounded = await _guarded("answer", notes, usages, _grounded(llm, question, question_date, items))

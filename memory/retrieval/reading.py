@@ -18,7 +18,7 @@ from memory.retrieval.evidence import EpisodeRef, EvidenceItem, load_episodes
 from memory.retrieval.pipeline import named_speaker
 from memory.retrieval.search import TERM_SAMPLE
 from memory.retrieval.search_sql import term_shares
-from memory.retrieval.selection import EXCHANGE_SPAN, Cues, Seen, Turn, answer_type, term_weights
+from memory.retrieval.selection import EXCHANGE_SPAN, Cues, Seen, Turn, answer_type, first_person, term_weights
 from memory.retrieval.timeparse import MONTHS, WEEKDAYS, TimeRange
 from memory.store.schema import Relation, RelationProvenance
 
@@ -164,6 +164,7 @@ async def question_cues(
         answer_type=answer_type(question),
         unknown_people=await _unknown(session, conversation_id, candidate_names(question, speakers)),
         time_ranges=tuple(time_ranges),
+        first_person=first_person(question, forms),
     )
 
 
@@ -236,9 +237,14 @@ def _cosine(vector_text: str, query: np.ndarray | None) -> float:
 
 
 async def read_seen(
-    session: AsyncSession, conversation_id: int, items: Sequence[EvidenceItem], question_vector: Sequence[float]
+    session: AsyncSession,
+    conversation_id: int,
+    items: Sequence[EvidenceItem],
+    question_vector: Sequence[float],
+    personal_vector: Sequence[float] = (),
 ) -> list[Seen]:
-    """Every message the evidence shows, as selection sees it."""
+    """Every message the evidence shows, as selection sees it (``personal_vector``: the
+    embedding of ``Cues.first_person`` when it differs from the question)."""
     appearances = _appearances(items)
     ids = list(appearances)
     if not ids:
@@ -258,6 +264,8 @@ async def read_seen(
         {"c": conversation_id, "ids": ids},
     )
     query = np.asarray(question_vector, dtype=np.float64) if len(question_vector) else None
+    personal = np.asarray(personal_vector, dtype=np.float64) if len(personal_vector) else query
+    personals: dict[int, float] = {}
     lexemes: dict[int, frozenset[str]] = {}
     previous: dict[int, tuple[str, frozenset[str]]] = {}
     stated: dict[int, frozenset[str]] = {}
@@ -267,6 +275,7 @@ async def read_seen(
         previous[episode_id] = (previous_text or "", frozenset(previous_terms or ()))
         entry = appearances[episode_id]
         entry.similarity = _cosine(own, query) if own else entry.similarity
+        personals[episode_id] = _cosine(own, personal) if own else entry.similarity
         entry.exchange = _cosine(searched, query) if searched else entry.similarity
     corrections = await corrections_of(session, conversation_id, ids)
     neighbours = await _neighbours(session, conversation_id, ids)
@@ -282,6 +291,7 @@ async def read_seen(
                 stated_terms=stated.get(episode_id, frozenset()),
                 fact=entry.fact,
                 exchange=entry.exchange,
+                personal=personals.get(episode_id, entry.similarity),
                 hit=entry.hit,
                 previous=previous.get(episode_id, ("", frozenset()))[0],
                 previous_terms=previous.get(episode_id, ("", frozenset()))[1],
