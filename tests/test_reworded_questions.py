@@ -9,7 +9,9 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from memory import NOT_IN_MEMORY, Answer, Memory, OfflineExtractor, Principal, api, validate_message
+import memory as api
+from memory import Memory, OfflineExtractor, Principal, validate_message
+from memory.retrieval.answering import NOT_IN_MEMORY, Answer
 from memory.store.conversations import ConversationRef
 
 OPERATOR = Principal.operator("test")
