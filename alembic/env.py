@@ -1,5 +1,6 @@
 """Alembic environment: runs on a connection handed over by memory.store.database, or, from
-the ``alembic`` command line, on DATABASE_URL."""
+the ``alembic`` command line, on DATABASE_URL (a plain ``postgresql://`` URL is rewritten to
+asyncpg as the application does: memory.store.database.async_url)."""
 
 import asyncio
 import os
@@ -8,6 +9,7 @@ from sqlalchemy import pool
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from alembic import context
+from memory.store.database import async_url
 
 
 def _run(connection) -> None:
@@ -17,7 +19,7 @@ def _run(connection) -> None:
 
 
 async def _run_from_url(url: str) -> None:
-    engine = create_async_engine(url, poolclass=pool.NullPool)
+    engine = create_async_engine(async_url(url), poolclass=pool.NullPool)
     async with engine.connect() as connection:
         await connection.run_sync(_run)
     await engine.dispose()

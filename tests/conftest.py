@@ -1,6 +1,12 @@
 """Fixtures: a real embedded Postgres with pgvector (fresh data folder per test run),
 migrated to head, the real local embedder, and one fresh conversation per test (memory
-is scoped per conversation, so tests do not see each other's data)."""
+is scoped per conversation, so tests do not see each other's data).
+
+``STASHBIRD_TEST_DATABASE_URL`` points the suite at another server instead (any
+Postgres with pgvector, or a Citus coordinator): the tests use that database, and
+scratch databases are made beside it on the same server. Tests that read the embedded
+server's files skip there. ``pytest -m citus`` runs the cluster suite (tests/citus/),
+which needs that variable to name a Citus coordinator (see .ci/run)."""
 
 from __future__ import annotations
 
@@ -36,8 +42,13 @@ from memory.models.embedder import LocalEmbedder  # noqa: E402
 from memory.models.llm import LLMClient  # noqa: E402
 from memory.store.citus import read_catalogue  # noqa: E402
 from memory.store.conversations import ConversationRef, ensure_conversation  # noqa: E402
+from memory.store.database import async_url  # noqa: E402
 from memory.store.embedded import start_embedded  # noqa: E402
 from tests.routing import Capture  # noqa: E402
+from tests.servers import create_database, drop_database  # noqa: E402
+
+# Another server for the suite (unset: the embedded server, started per run).
+TEST_DATABASE_URL = os.environ.get("STASHBIRD_TEST_DATABASE_URL") or None
 
 
 async def _distributed_tables(urls: set[str]) -> frozenset[str]:
@@ -71,13 +82,17 @@ async def routing_check() -> AsyncIterator[None]:
 @pytest.fixture(scope="session")
 def pg_data_dir() -> Path:
     """Outside pytest's rotating temp folders, which a concurrent pytest run may prune
-    while this run's server still uses them."""
+    while this run's server still uses them. Only the embedded server has one."""
+    if TEST_DATABASE_URL is not None:
+        pytest.skip("reads the embedded server's files (STASHBIRD_TEST_DATABASE_URL names another server)")
     return Path(tempfile.mkdtemp(prefix="stashbird-test-pg-"))
 
 
 @pytest.fixture(scope="session")
-def database_url(pg_data_dir: Path) -> str:
-    return start_embedded(pg_data_dir, "stashbird_test")
+def database_url(request: pytest.FixtureRequest) -> str:
+    if TEST_DATABASE_URL is not None:
+        return async_url(TEST_DATABASE_URL)
+    return start_embedded(request.getfixturevalue("pg_data_dir"), "stashbird_test")
 
 
 @pytest.fixture
@@ -87,13 +102,21 @@ def cli_env(monkeypatch: pytest.MonkeyPatch, database_url: str) -> None:
 
 
 @pytest.fixture(scope="session")
-def new_database(pg_data_dir: Path):
-    """Factory for an extra empty database on the test server (migration tests)."""
+def new_database(request: pytest.FixtureRequest):
+    """Factory for an extra empty database on the test server (migration tests); on
+    another server they are dropped at the end (the embedded one goes with its folder)."""
+    made: list[str] = []
 
     def make() -> str:
-        return start_embedded(pg_data_dir, f"scratch_{uuid.uuid4().hex[:8]}")
+        name = f"scratch_{uuid.uuid4().hex[:8]}"
+        if TEST_DATABASE_URL is None:
+            return start_embedded(request.getfixturevalue("pg_data_dir"), name)
+        made.append(name)
+        return create_database(async_url(TEST_DATABASE_URL), name)
 
-    return make
+    yield make
+    for name in made:
+        drop_database(async_url(TEST_DATABASE_URL or ""), name)
 
 
 @pytest.fixture(scope="session")

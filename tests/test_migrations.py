@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 from sqlalchemy import text
 
@@ -174,5 +178,54 @@ async def test_existing_links_inherit_their_records_text_and_the_context_moves_t
         async with engine.connect() as connection:
             restored = (await connection.execute(text("SELECT rolling_context FROM checkpoints"))).scalar_one()
         assert [item["entity_id"] for item in restored] == [2, 1] and restored[1]["episode_ids"] == [1, 2]
+    finally:
+        await engine.dispose()
+
+
+async def test_the_alembic_command_line_takes_a_plain_postgresql_url(new_database) -> None:
+    """DATABASE_URL as users write it (``postgresql://``) is rewritten to asyncpg as the
+    application rewrites it; it was handed to the async engine as is (no psycopg here)."""
+    url = new_database()
+    plain = "postgresql://" + url.split("://", 1)[1]
+    done = subprocess.run(
+        [sys.executable, "-m", "alembic", "upgrade", "head"],
+        cwd=MIGRATIONS_DIR.parent,
+        env={**os.environ, "DATABASE_URL": plain},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    engine = create_engine(url)
+    try:
+        assert await current_revision(engine) == head_revision()
+    finally:
+        await engine.dispose()
+
+
+IDENTITY_COLUMNS = (
+    "SELECT count(*) FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid "
+    "WHERE a.attidentity <> '' AND c.relnamespace = 'public'::regnamespace"
+)
+
+
+async def test_ids_come_from_sequences_that_continue_after_the_identity_ids(new_database) -> None:
+    """Migration 0014: no identity column is left (Citus refuses to convert tables with
+    one), and new ids follow the ones the identity columns gave, down and up again."""
+    engine = create_engine(new_database())
+    insert = text("INSERT INTO conversations (platform, channel_id) VALUES ('local', :c) RETURNING id")
+    try:
+        await upgrade(engine, 384, "0013")
+        async with engine.begin() as connection:
+            before = [(await connection.execute(insert, {"c": f"c{i}"})).scalar_one() for i in range(3)]
+            assert (await connection.execute(text(IDENTITY_COLUMNS))).scalar_one() > 0
+        await upgrade(engine, 384)
+        async with engine.begin() as connection:
+            assert (await connection.execute(text(IDENTITY_COLUMNS))).scalar_one() == 0
+            after = (await connection.execute(insert, {"c": "c3"})).scalar_one()
+        assert after == max(before) + 1
+        await downgrade(engine, "0013")
+        async with engine.begin() as connection:
+            assert (await connection.execute(insert, {"c": "c4"})).scalar_one() == after + 1
     finally:
         await engine.dispose()

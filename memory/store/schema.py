@@ -19,7 +19,6 @@ from sqlalchemy import (
     DateTime,
     ForeignKey,
     ForeignKeyConstraint,
-    Identity,
     Integer,
     SmallInteger,
     Text,
@@ -42,8 +41,9 @@ def _conversation_fk() -> Mapped[int]:
 
 
 def _id() -> Mapped[int]:
-    """An id the database generates, second in the key after ``conversation_id``."""
-    return mapped_column(BigInteger, Identity(), primary_key=True)
+    """An id the database generates (a column default from its own sequence, migration
+    0014), second in the key after ``conversation_id``."""
+    return mapped_column(BigInteger, primary_key=True, autoincrement=True)
 
 
 def _same_conversation(columns: str, parent: str, ondelete: str | None = None) -> ForeignKeyConstraint:
