@@ -19,12 +19,17 @@
 
 Jobs run in this order in ``run_once``, so one pass takes new messages all the way to
 regenerated communities.
+
+Discovery reads only the conversations due by now (``due_backlog``: every write marks
+its conversation due), at most ``DISCOVERY_LIMIT`` at a time. A due conversation no job
+wants now is deferred (``next_look``): to when its waiting messages become due, or
+until the next write when nothing waits. A tick costs what is due, not what exists.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from jobs.job import Due, Job, Prepare, Work, WorkItem
@@ -33,8 +38,9 @@ from memory import (
     Backlog,
     Memory,
     Principal,
-    backlog,
     consolidate,
+    defer_backlog,
+    due_backlog,
     prepare_consolidation,
     regenerate_communities,
     regenerate_summary,
@@ -42,14 +48,44 @@ from memory import (
 )
 
 SCHEDULER = Principal.job("scheduler")
+DISCOVERY_LIMIT = 1000  # due conversations read per discovery; the rest on the next
 
 
-def _due(select: Callable[[Backlog], bool], order: Callable[[Backlog], Any] = lambda b: b.conversation_id) -> Due:
+async def discover(memory: Memory, settings: JobSettings) -> list[Backlog]:
+    """The due conversations some job wants now; the others are deferred (``next_look``)."""
+    now = datetime.now(UTC)
+    wanted = []
+    for item in await due_backlog(memory, principal=SCHEDULER, limit=DISCOVERY_LIMIT):
+        look = next_look(item, settings, now)
+        if look is not None and look <= now:
+            wanted.append(item)
+        else:
+            await defer_backlog(memory, item, look, principal=SCHEDULER)
+    return wanted
+
+
+def _due(
+    settings: JobSettings, select: Callable[[Backlog], bool], order: Callable[[Backlog], Any] = lambda b: b.conversation_id
+) -> Due:
     async def due(memory: Memory) -> list[WorkItem]:
-        waiting = [b for b in await backlog(memory, principal=SCHEDULER) if select(b)]
+        waiting = [b for b in await discover(memory, settings) if select(b)]
         return [WorkItem(b.conversation_id, b.conversation) for b in sorted(waiting, key=order)]
 
     return due
+
+
+def next_look(item: Backlog, settings: JobSettings, now: datetime) -> datetime | None:
+    """When discovery should look at the conversation next: ``now`` while some job
+    wants it; when its waiting messages become due (quiet long enough, or the oldest
+    waited too long; more messages mark it due anyway); None when nothing waits. Pure."""
+    if item.dirty_communities or item.summary_dirty or item.graph_changed or consolidation_due(settings, now)(item):
+        return now
+    if not item.unconsolidated_messages or item.newest_unconsolidated is None or item.oldest_unconsolidated is None:
+        return None
+    return min(
+        item.newest_unconsolidated + timedelta(seconds=settings.consolidate_idle_seconds),
+        item.oldest_unconsolidated + timedelta(seconds=settings.consolidate_max_wait_seconds),
+    )
 
 
 def consolidation_due(settings: JobSettings, now: datetime | None = None) -> Callable[[Backlog], bool]:
@@ -109,8 +145,8 @@ def default_jobs(settings: JobSettings) -> list[Job]:
         return Job(name, due, work, every, coalesce=True, max_instances=1, misfire_grace_time=grace, prepare=prepare)
 
     return [
-        core("consolidation", _due(consolidation_due(settings), oldest_first), consolidate_one, prepare_one),
-        core("communities", _due(communities_due(settings)), communities_one),
-        core("community_regeneration", _due(lambda b: b.dirty_communities > 0), regenerate_one),
-        core("summary", _due(lambda b: b.summary_dirty), summary_one),
+        core("consolidation", _due(settings, consolidation_due(settings), oldest_first), consolidate_one, prepare_one),
+        core("communities", _due(settings, communities_due(settings)), communities_one),
+        core("community_regeneration", _due(settings, lambda b: b.dirty_communities > 0), regenerate_one),
+        core("summary", _due(settings, lambda b: b.summary_dirty), summary_one),
     ]

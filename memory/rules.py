@@ -110,6 +110,8 @@ RULES: dict[str, Rule] = {
     "consolidate": Rule(_WORK),
     "pending": Rule(_WORK, Audit.NONE),
     "backlog": Rule(_WORK, Audit.NONE, store_wide=True),
+    "due_backlog": Rule(_WORK, Audit.NONE, store_wide=True),
+    "defer_backlog": Rule(_WORK, Audit.NONE, store_wide=True),
     "build_communities": Rule(_WORK),
     "update_communities": Rule(_WORK),
     "regenerate_communities": Rule(_WORK),

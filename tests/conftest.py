@@ -36,7 +36,7 @@ from connectors.discord.client import DiscordConnector, DiscordEndpoints  # noqa
 from connectors.discord.gateway import GatewayPolicy  # noqa: E402
 from connectors.discord.payloads import conversation as discord_conversation  # noqa: E402
 from connectors.service import ChatService, ServiceConfig  # noqa: E402
-from memory import Principal, UnknownConversation, messages  # noqa: E402
+from memory import Principal, UnknownConversation, citus_plan, messages  # noqa: E402
 from memory.core import Memory, open_memory  # noqa: E402
 from memory.models.embedder import LocalEmbedder  # noqa: E402
 from memory.models.llm import LLMClient  # noqa: E402
@@ -126,7 +126,12 @@ def embedder() -> LocalEmbedder:
 
 @pytest.fixture(scope="session")
 async def memory(database_url: str, embedder: LocalEmbedder) -> Memory:
+    """The test database migrated to head; on a Citus coordinator also distributed
+    (``citus-plan --apply``), so the tests run on sharded tables."""
     handle = await open_memory(database_url, embedder)
+    plan = await citus_plan(handle, principal=Principal.operator("test"))
+    if plan.citus is not None:
+        await citus_plan(handle, principal=Principal.operator("test"), apply=True)
     yield handle
     await handle.close()
 

@@ -42,10 +42,15 @@ COLUMN = "conversation_id"
 
 # The one list of deliberate multi-shard reads, each with its reason.
 MULTI_SHARD: dict[str, str] = {
-    "consolidation-backlog": (
-        "the scheduler's discovery query (memory.store.backlog): one read across every "
-        "conversation to find waiting work; every figure inside it is per conversation and "
-        "the work it finds is then claimed and done per conversation (jobs.claims)"
+    "due-backlog": (
+        "the scheduler's discovery (memory.store.backlog.read_due): the conversations due by "
+        "now, read through each shard's partial index on due_at (its cost follows what is due); "
+        "every figure inside it is per conversation, joined on conversation_id, and the work it "
+        "finds is then claimed and done per conversation (jobs.claims)"
+    ),
+    "backlog-listing": (
+        "`stashbird jobs status` without a conversation: every conversation's waiting work, one "
+        "read for an operator, on demand, never on a tick or a message's path"
     ),
     "inbox-ready": (
         "the chat service's discovery of conversations with events ready (memory.store.inbox): "

@@ -4,8 +4,12 @@ conversation (memory.store.citus says which tables are reference tables and why)
 On a database with the ``citus`` extension it runs, in order, ``create_reference_table``
 for the reference tables and ``create_distributed_table(table, 'conversation_id',
 colocate_with => ...)`` for every other table, parents before children, all co-located
-with the first; a table Citus already manages (in ``pg_dist_partition``) is skipped, so
-running it again does nothing. Without the extension, or with ``--dry-run``, it prints
+with the first, each in its own transaction with
+``citus.enable_local_reference_table_foreign_keys`` off (Citus would otherwise turn the
+tables that point at a new reference table into Citus local tables). A table Citus
+already has as the step makes it (in ``pg_dist_partition``) is skipped, so a run that
+failed half way resumes where it stopped and a second run does nothing; a Citus local
+table is distributed like a plain one. Without the extension, or with ``--dry-run``, it prints
 the statements it would run and changes nothing.
 """
 
@@ -36,6 +40,14 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     return {**plan.to_dict(), "dry_run": not applying}
 
 
+def _state(step: dict[str, Any]) -> str:
+    if step["done"]:
+        return f"  -- already done (a {step['found']} table)"
+    if step["found"]:
+        return f"  -- a Citus {step['found']} table now"
+    return ""
+
+
 def render(result: dict[str, Any]) -> str:
     if result["citus"] is None:
         head = "citus is not installed in this database: nothing was run. The plan, for a coordinator with citus:"
@@ -45,7 +57,6 @@ def render(result: dict[str, Any]) -> str:
         head = f"citus {result['citus']}: {len(result['applied'])} tables distributed or made reference tables now."
     lines = [head]
     for step in result["steps"]:
-        done = f"  -- already done (pg_dist_partition method {step['done']})" if step["done"] else ""
-        lines.append(f"{step['sql']}{done}")
+        lines.append(f"{step['sql']}{_state(step)}")
     lines += [f"rule broken: {v}" for v in result["violations"]]
     return "\n".join(lines)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from memory.door import door, resolve
@@ -78,6 +79,31 @@ async def backlog(memory: Memory, *, principal: Principal, conversation: Convers
             found = await read_backlog(session, call.conversation_id)
         call.note(waiting=len(found))
     return found
+
+
+async def due_backlog(memory: Memory, *, principal: Principal, limit: int = 1000) -> list[Backlog]:
+    """The scheduler's discovery: the waiting work of the conversations due by now
+    (marked by a write, or deferred to now), longest due first; its cost follows what is
+    due, not how many conversations there are (memory.store.backlog)."""
+    from memory.store.backlog import read_due
+
+    async with door(memory, "due_backlog", principal) as call:
+        async with memory.sessions() as session:
+            found = await read_due(session, limit)
+        call.note(due=len(found))
+    return found
+
+
+async def defer_backlog(memory: Memory, item: Backlog, next_at: datetime | None, *, principal: Principal) -> bool:
+    """Look at ``item``'s conversation next at ``next_at`` (None: when a write marks it),
+    unless a write marked it since ``item`` was read; whether it was moved."""
+    from memory.store.backlog import defer_due
+
+    async with door(memory, "defer_backlog", principal) as call:
+        async with memory.sessions.begin() as session:
+            moved = await defer_due(session, item, next_at)
+        call.note(moved=moved)
+    return moved
 
 
 async def build_communities(memory: Memory, conversation: ConversationRef, *, principal: Principal) -> CommunityReport:

@@ -1,10 +1,18 @@
-"""The background work each conversation is waiting for, in one read.
+"""The background work each conversation is waiting for, and which conversations are due.
 
-The scheduler's discovery query, and the only kind of query that spans conversations:
-every figure inside it is computed per conversation (lateral subqueries filtered by
-its id), so it splits by conversation when sharded. Unconsolidated tokens are an
-estimate (UTF-8 bytes / 4): counting exactly would read every waiting message into
-Python on every tick.
+``conversation_locks.due_at`` (migration 0015) holds, per conversation and writer lock,
+when its work should next be looked at: every transaction that takes the conversation's
+CHAIN or GRAPH lock (every writer) sets it to now (memory.store.locks), and the scheduler's
+discovery (``read_due``) reads only the rows due by now, through a partial index, then
+clears each one with nothing left or moves it to when its waiting messages become due
+(``defer_due``, only where no writer marked it again meanwhile). A tick therefore costs what is due, not what exists: a quiet
+conversation's rows have no ``due_at`` and are outside the index.
+
+Every figure is computed per conversation (subqueries filtered by its id, joined on
+``conversation_id`` throughout), so under Citus each query runs on every shard at once
+(or on one, for one conversation) with nothing to join across shards. Unconsolidated
+tokens are an estimate (UTF-8 bytes / 4): counting exactly would read every waiting
+message into Python.
 """
 
 from __future__ import annotations
@@ -17,30 +25,53 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memory.store.conversations import ConversationRef
+from memory.store.locks import WRITERS
 
-_BACKLOG = """
-/* multi-shard: consolidation-backlog */
-SELECT c.id, c.platform, c.workspace_id, c.channel_id,
+# ``{key}``: the conversation each figure is of (its id for one conversation: a correlated
+# subquery is not pinned by the outer query's filter, and Citus would not route it).
+_SELECT = """
+SELECT d.conversation_id, c.platform, c.workspace_id, c.channel_id,
        w.messages, w.tokens, w.oldest, w.newest,
-       (SELECT count(*) FROM communities m WHERE m.conversation_id = c.id AND m.dirty) AS dirty,
+       (SELECT count(*) FROM communities m WHERE m.conversation_id = {key} AND m.dirty) AS dirty,
        coalesce(k.summary_dirty, false) AS summary_dirty,
-       g.top_entity > coalesce(s.seen_entity_id, 0) OR g.top_relation > coalesce(s.seen_relation_id, 0) AS graph_changed
-FROM conversations c
-LEFT JOIN checkpoints k ON k.conversation_id = c.id
-LEFT JOIN community_state s ON s.conversation_id = c.id
+       coalesce((SELECT max(id) FROM entities x WHERE x.conversation_id = {key}), 0) > coalesce(s.seen_entity_id, 0)
+       OR coalesce((SELECT max(id) FROM relations r WHERE r.conversation_id = {key}), 0)
+          > coalesce(s.seen_relation_id, 0) AS graph_changed,
+       d.due_at
+FROM (SELECT conversation_id, max(due_at) AS due_at FROM conversation_locks WHERE {marked} GROUP BY conversation_id) d
+LEFT JOIN conversations c ON c.id = {key}
+LEFT JOIN checkpoints k ON k.conversation_id = {key}
+LEFT JOIN community_state s ON s.conversation_id = {key}
 CROSS JOIN LATERAL (
     SELECT count(*) AS messages, coalesce(sum(octet_length(e.text)), 0) / 4 AS tokens,
            min(e.ingested_at) AS oldest, max(e.ingested_at) AS newest
     FROM episodes e
-    WHERE e.conversation_id = c.id
-      AND (e.id > coalesce(k.last_episode_id, 0) OR e.id = ANY(coalesce(k.pending_episode_ids, '{}')))
+    WHERE e.conversation_id = {key}
+      AND (e.id > coalesce(k.last_episode_id, 0) OR e.id = ANY(coalesce(k.pending_episode_ids, '{{}}')))
 ) w
-CROSS JOIN LATERAL (
-    SELECT coalesce((SELECT max(id) FROM entities x WHERE x.conversation_id = c.id), 0) AS top_entity,
-           coalesce((SELECT max(id) FROM relations r WHERE r.conversation_id = c.id), 0) AS top_relation
-) g
-WHERE CAST(:conversation AS bigint) IS NULL OR c.id = :conversation
-ORDER BY c.id
+"""
+_WRITTEN = f"purpose IN ({', '.join(str(int(p)) for p in WRITERS)})"
+_ONE = _SELECT.format(key=":conversation", marked=f"conversation_id = :conversation AND {_WRITTEN}")
+_ALL = (
+    "/* multi-shard: backlog-listing */\n"
+    + _SELECT.format(key="d.conversation_id", marked=_WRITTEN)
+    + "ORDER BY d.conversation_id"
+)
+_DUE = (
+    "/* multi-shard: due-backlog */\n"
+    + _SELECT.format(key="d.conversation_id", marked=f"due_at <= clock_timestamp() AND {_WRITTEN}")
+    + "ORDER BY d.due_at, d.conversation_id LIMIT :limit"
+)
+
+# Only rows no writer marked since they were read (theirs would be later), and none a
+# writer holds now (it marks them itself when it commits).
+_DEFER = f"""
+UPDATE conversation_locks SET due_at = :next
+WHERE conversation_id = :conversation AND {_WRITTEN} AND (due_at IS NULL OR due_at <= :seen)
+  AND purpose IN (
+    SELECT purpose FROM conversation_locks
+    WHERE conversation_id = :conversation AND {_WRITTEN} FOR UPDATE SKIP LOCKED
+)
 """
 
 
@@ -57,13 +88,15 @@ class Backlog:
     dirty_communities: int
     summary_dirty: bool
     graph_changed: bool  # entities or relations the community pass has not seen yet
+    due_at: datetime | None = None  # when discovery is to look at it next (None: nothing marked)
 
     def as_dict(self) -> dict[str, Any]:
         return {**asdict(self), "conversation": str(self.conversation)}
 
 
-async def read_backlog(session: AsyncSession, conversation_id: int | None = None) -> list[Backlog]:
-    rows = await session.execute(text(_BACKLOG), {"conversation": conversation_id})
+def _backlogs(rows: Any) -> list[Backlog]:
+    """A conversation that was dropped has no row in ``conversations`` (its lock rows stay:
+    memory.store.locks); it is left out (``read_due`` clears its mark)."""
     return [
         Backlog(
             cid,
@@ -75,6 +108,33 @@ async def read_backlog(session: AsyncSession, conversation_id: int | None = None
             int(dirty),
             bool(summary_dirty),
             bool(changed),
+            due_at,
         )
-        for cid, platform, workspace, channel, messages, tokens, oldest, newest, dirty, summary_dirty, changed in rows
+        for cid, platform, workspace, channel, messages, tokens, oldest, newest, dirty, summary_dirty, changed, due_at in rows
+        if platform is not None
     ]
+
+
+async def read_backlog(session: AsyncSession, conversation_id: int | None = None) -> list[Backlog]:
+    """Every conversation that was ever written to (an operator's listing), or one."""
+    if conversation_id is None:
+        return _backlogs(await session.execute(text(_ALL)))
+    return _backlogs(await session.execute(text(_ONE), {"conversation": conversation_id}))
+
+
+async def read_due(session: AsyncSession, limit: int) -> list[Backlog]:
+    """The conversations due by now, longest due first, at most ``limit``; the marks of
+    dropped conversations are cleared on the way (committed)."""
+    rows = (await session.execute(text(_DUE), {"limit": limit})).all()
+    for row in rows:
+        if row[1] is None:
+            await session.execute(text(_DEFER), {"conversation": row[0], "seen": row[-1], "next": None})
+    await session.commit()
+    return _backlogs(rows)
+
+
+async def defer_due(session: AsyncSession, item: Backlog, next_at: datetime | None) -> bool:
+    """Look at ``item`` next at ``next_at`` (None: not until a writer marks it), unless a
+    writer marked it since it was read; whether it was moved."""
+    values = {"conversation": item.conversation_id, "seen": item.due_at, "next": next_at}
+    return bool((await session.execute(text(_DEFER), values)).rowcount)  # type: ignore[attr-defined]

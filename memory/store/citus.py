@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from sqlalchemy import text
+from sqlalchemy import Connection, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 DISTRIBUTION_COLUMN = "conversation_id"
@@ -184,14 +184,25 @@ async def catalogue_violations(connection: AsyncConnection, schema: str = "publi
 # --- distributing a database ----------------------------------------------------------
 
 _CITUS_VERSION = "SELECT extversion FROM pg_extension WHERE extname = 'citus'"
-# Citus' own catalogue (pg_catalog.pg_dist_partition): one row per table it manages,
-# partmethod 'h' for hash-distributed, 'n' for reference (and citus local) tables.
+# Citus' own catalogue (pg_catalog.pg_dist_partition): one row per table it manages.
+# partmethod 'h' is hash-distributed; 'n' with repmodel 't' a reference table, 'n' with
+# any other a Citus local table (one Citus made by itself when a reference table was
+# created with local tables pointing at it: not done, still to be distributed).
 _DONE = """
-SELECT c.relname, CAST(p.partmethod AS text) FROM pg_dist_partition p JOIN pg_class c ON c.oid = p.logicalrelid
+SELECT c.relname,
+       CASE WHEN p.partmethod = 'h' THEN 'distributed' WHEN p.repmodel = 't' THEN 'reference' ELSE 'local' END
+FROM pg_dist_partition p JOIN pg_class c ON c.oid = p.logicalrelid
 WHERE c.relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = :schema)
 """
+# Citus' default (on) turns every local table that points at a new reference table into
+# a Citus local table; the plan distributes them itself, parents first.
+_NO_LOCAL_TABLES = "SET LOCAL citus.enable_local_reference_table_foreign_keys = off"
 _REFERENCE = "SELECT create_reference_table(CAST(quote_ident(:table) AS regclass))"
 _DISTRIBUTED = "SELECT create_distributed_table(CAST(quote_ident(:table) AS regclass), :column, colocate_with => :colocate_with)"
+# Distributing copies a table's rows into its shards and leaves them in the coordinator's
+# table too, unseen by queries: dropped once every table is done (before, a local table
+# may still point at them).
+_TRUNCATE_LOCAL = "SELECT truncate_local_data_after_distributing_table(CAST(quote_ident(:table) AS regclass))"
 
 
 @dataclass(frozen=True)
@@ -201,7 +212,8 @@ class Step:
     table: str
     kind: str  # reference | distributed
     colocate_with: str | None = None  # the first distributed table ('none' for itself)
-    done: str | None = None  # pg_dist_partition's method when Citus already has the table
+    done: bool = False  # Citus has the table as ``kind`` already
+    found: str | None = None  # how Citus has the table now (distributed, reference, local), None: not at all
 
     @property
     def sql(self) -> str:
@@ -231,17 +243,21 @@ def _in_dependency_order(tables: set[str], foreign_keys: list[ForeignKey]) -> li
     return ordered
 
 
-def plan_steps(catalogue: Catalogue, done: dict[str, str]) -> list[Step]:
+def plan_steps(catalogue: Catalogue, found: dict[str, str]) -> list[Step]:
     """Reference tables first, then the distributed tables, parents before children,
-    all co-located with the first one. ``done`` maps a table Citus already manages to
-    its method (from pg_dist_partition): its step is kept, marked done, not run again."""
+    all co-located with the first one. ``found`` maps a table Citus already manages to
+    how (distributed, reference, local: from pg_dist_partition): a step whose table
+    Citus has as the step makes it is marked done, not run again. Pure."""
     reference = {t for t in catalogue.tables if t in catalogue.reference}
     distributed = {t for t in catalogue.tables if catalogue.distributed(t)}
-    steps = [Step(t, "reference", done=done.get(t)) for t in _in_dependency_order(reference, catalogue.foreign_keys)]
+    steps = [
+        Step(t, "reference", done=found.get(t) == "reference", found=found.get(t))
+        for t in _in_dependency_order(reference, catalogue.foreign_keys)
+    ]
     order = _in_dependency_order(distributed, catalogue.foreign_keys)
     for table in order:
         colocate_with = "none" if table == order[0] else order[0]
-        steps.append(Step(table, "distributed", colocate_with, done.get(table)))
+        steps.append(Step(table, "distributed", colocate_with, found.get(table) == "distributed", found.get(table)))
     return steps
 
 
@@ -255,7 +271,7 @@ class CitusPlan:
     def to_dict(self) -> dict[str, object]:
         return {
             "citus": self.citus,
-            "steps": [{"table": s.table, "kind": s.kind, "sql": s.sql, "done": s.done} for s in self.steps],
+            "steps": [{"table": s.table, "kind": s.kind, "sql": s.sql, "done": s.done, "found": s.found} for s in self.steps],
             "violations": self.violations,
             "applied": self.applied,
         }
@@ -273,11 +289,42 @@ async def read_plan(connection: AsyncConnection, schema: str = "public") -> Citu
 
 
 async def apply_plan(connection: AsyncConnection, plan: CitusPlan) -> None:
-    """Run the steps Citus has not done yet, in order, each committed on its own (a
-    failure leaves the steps before it done, and a second run resumes after them)."""
+    """Run the steps Citus has not done yet, in order, each in a transaction of its own
+    (a failure leaves the steps before it done, and a second run resumes after them);
+    when all are done, drop the rows distributing left in the coordinator's tables."""
     for step in plan.steps:
-        if step.done is None:
+        if not step.done:
             statement, values = step.bound()
+            await connection.execute(text(_NO_LOCAL_TABLES))
             await connection.execute(text(statement), values)
             await connection.commit()
             plan.applied.append(step.table)
+    for step in reversed(plan.steps):  # children first: a table may not be emptied while pointed at
+        await connection.execute(text(_TRUNCATE_LOCAL), {"table": step.table})
+        await connection.commit()
+
+
+# --- migrations after distribution ----------------------------------------------------
+
+_SHARDED = """
+SELECT (SELECT CAST(logicalrelid AS text) FROM pg_dist_partition WHERE partmethod = 'h'
+        ORDER BY colocationid, logicalrelid LIMIT 1)
+FROM pg_dist_partition WHERE logicalrelid = CAST('conversations' AS regclass) AND repmodel = 't'
+"""
+
+
+def distribute_new_table(connection: Connection, table: str) -> str | None:
+    """For a migration that adds a per-conversation table: on a database ``citus-plan``
+    distributed already, distribute ``table`` by ``conversation_id`` co-located with the
+    others (on any other database nothing: the plan does it when it runs). Call it
+    after creating the table and before adding its foreign keys (Citus refuses to
+    distribute a table whose keys point at distributed tables). Returns the table it was
+    co-located with, or None."""
+    if connection.execute(text("SELECT to_regclass('pg_dist_partition')")).scalar() is None:
+        return None
+    colocate_with = connection.execute(text(_SHARDED)).scalar()
+    if colocate_with is None:
+        return None
+    connection.execute(text(_NO_LOCAL_TABLES))
+    connection.execute(text(_DISTRIBUTED), {"table": table, "column": DISTRIBUTION_COLUMN, "colocate_with": str(colocate_with)})
+    return str(colocate_with)

@@ -15,6 +15,11 @@ conversation, so it is routed there). The rows are made the first time a convers
 is locked (and by the migration for existing conversations), so a conversation created
 by an older process still locks.
 
+Taking a CHAIN or GRAPH lock marks the conversation due for the scheduler in the same
+transaction, on the lock rows just taken (their ``due_at``, migration 0015; read and
+cleared by memory.store.backlog): every writer of a conversation takes one of them, so no
+write is missed by a discovery that reads only what is due, and marking waits on no one.
+
 The migration lock stays advisory: migrations run their DDL through the coordinator
 only, one process at a time, before any conversation is touched.
 """
@@ -39,6 +44,9 @@ class LockPurpose(enum.IntEnum):
     INBOX = 4  # processing a conversation's inbox (held across transactions: one worker at a time, in arrival order)
 
 
+# The purposes every writer of a conversation takes one of (INBOX only orders processing).
+WRITERS = (LockPurpose.CHAIN, LockPurpose.GRAPH)
+
 _LOCK = text(
     "SELECT purpose FROM conversation_locks WHERE conversation_id = :conversation AND purpose = ANY(:purposes) "
     "ORDER BY purpose FOR UPDATE"
@@ -46,6 +54,10 @@ _LOCK = text(
 _TRY_LOCK = text(
     "SELECT purpose FROM conversation_locks WHERE conversation_id = :conversation AND purpose = ANY(:purposes) "
     "FOR UPDATE SKIP LOCKED"
+)
+# memory.store.backlog reads and clears the marks; marking the rows just locked waits on no one.
+_MARK_DUE = text(
+    "UPDATE conversation_locks SET due_at = clock_timestamp() WHERE conversation_id = :conversation AND purpose = ANY(:purposes)"
 )
 _MAKE = text(
     "INSERT INTO conversation_locks (conversation_id, purpose) "
@@ -55,12 +67,16 @@ _MAKE = text(
 
 async def lock_conversation(session: AsyncSession, conversation_id: int, *purposes: LockPurpose) -> None:
     """Transaction-level locks of the conversation for ``purposes``, taken in purpose
-    order and held to the end of the current transaction."""
+    order and held to the end of the current transaction; a CHAIN or GRAPH lock also
+    marks the conversation due (see the module doc)."""
     wanted = sorted({int(p) for p in purposes})
     key = {"conversation": int(conversation_id), "purposes": wanted}
     if len((await session.execute(_LOCK, key)).all()) < len(wanted):
         await session.execute(_MAKE, key)  # the conversation's first lock for a purpose
         await session.execute(_LOCK, key)
+    written = [p for p in wanted if p in WRITERS]
+    if written:
+        await session.execute(_MARK_DUE, {"conversation": int(conversation_id), "purposes": written})
 
 
 @asynccontextmanager
