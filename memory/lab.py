@@ -12,6 +12,7 @@ take no principal and write no audit row: they are the operator's by constructio
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
     from memory.store.conversations import ConversationRef
 
 __all__ = [
+    "add_idle_conversations",
     "NOT_IN_MEMORY",
     "OPERATION_HEADER",
     "AbstentionRule",
@@ -282,3 +284,33 @@ async def consolidated_messages(memory: Memory) -> int:
     """How many messages the checkpoints cover, over the whole store."""
     async with memory._engine.connect() as connection:
         return int((await connection.execute(_COVERED)).scalar_one())
+
+
+# Quiet conversations in bulk (one statement per table, each over all of them); the
+# lock rows are those a write leaves behind, with nothing marked due.
+_IDLE = [
+    "INSERT INTO conversations (platform, workspace_id, channel_id) "
+    "SELECT 'bench', :w, 'i' || n FROM generate_series(1, :m) AS n",
+    "INSERT INTO speakers (conversation_id, platform_user_id, display_name, role) "
+    "SELECT id, 'u', 'Ann', 'user' FROM conversations WHERE platform = 'bench' AND workspace_id = :w",
+    "INSERT INTO episodes (conversation_id, speaker_id, role, text, message_time, platform_message_id) "
+    "SELECT s.conversation_id, s.id, 'user', 'an old message ' || k, now() - interval '30 days', 'o' || k "
+    "FROM speakers s JOIN conversations c ON c.id = s.conversation_id CROSS JOIN generate_series(1, 2) AS k "
+    "WHERE c.platform = 'bench' AND c.workspace_id = :w",
+    "INSERT INTO checkpoints (conversation_id, last_episode_id) SELECT e.conversation_id, max(e.id) FROM episodes e "
+    "JOIN conversations c ON c.id = e.conversation_id WHERE c.platform = 'bench' AND c.workspace_id = :w "
+    "GROUP BY e.conversation_id",
+    "INSERT INTO conversation_locks (conversation_id, purpose) SELECT c.id, p FROM conversations c "
+    "CROSS JOIN unnest(CAST('{1,2}' AS smallint[])) AS p WHERE c.platform = 'bench' AND c.workspace_id = :w",
+    "ANALYZE",
+]
+
+
+async def add_idle_conversations(memory: Memory, count: int) -> None:
+    """``count`` quiet conversations (two old consolidated messages each, written once,
+    nothing waiting or marked due): the many channels of a hosted deployment where
+    nothing happens (``bench jobs --idle``)."""
+    workspace = f"idle-{uuid.uuid4().hex[:6]}"
+    async with memory.engine.begin() as connection:
+        for statement in _IDLE if count else ():
+            await connection.execute(text(f"/* multi-shard: bench-seed */ {statement}"), {"w": workspace, "m": count})

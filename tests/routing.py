@@ -74,6 +74,10 @@ MULTI_SHARD: dict[str, str] = {
         "the audit's list of conversations with their message counts (memory.audit.overview), "
         "for the operator or a configured admin; each count is of one conversation's rows"
     ),
+    "bench-seed": (
+        "`stashbird bench jobs --idle`: quiet conversations bulk-inserted, each statement over all "
+        "of them, once before a benchmark; never run by the service"
+    ),
     "residue-scan": (
         "the residue scan (memory.store.residue.find_tokens) looks for planted markers in every "
         "row of the store on purpose: a leak into another conversation's rows must be found too"

@@ -26,6 +26,13 @@ Figures:
   server process, exited ones included, when the server runs on this machine), and the
   rate their sum allows on this machine's cores, load aside.
 After the load stops, the workers get up to ``--drain`` seconds to finish the backlog.
+
+``--idle M`` adds M quiet conversations beside them (bulk-inserted: two old messages
+each, consolidated, written once and nothing waiting), the many channels of a hosted
+deployment where nothing happens. Before the load, with the N conversations each
+holding one waiting message, the discovery of one tick (every default job's ``due``,
+as each firing asks it) is timed ``--ticks`` times: its cost should follow the
+conversations that are due, not all N + M. ``--duration 0`` measures only that.
 """
 
 from __future__ import annotations
@@ -47,6 +54,8 @@ import psutil
 from bot.bench.common import DEFAULT_LOCOMO, load_locomo, median, percentile
 from bot.runtime import build_embedder
 from bot.settings import Settings
+from jobs import JobSettings
+from jobs.work import default_jobs
 from memory import (
     ConversationRef,
     Memory,
@@ -60,6 +69,7 @@ from memory import (
     start_embedded,
 )
 from memory.lab import (
+    add_idle_conversations,
     backend_pid,
     consolidated_messages,
     consolidation_lags,
@@ -84,6 +94,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--drain", type=float, default=60.0, help="seconds the workers get to finish after the load")
     parser.add_argument("--interval", type=float, default=1.0, help="STASHBIRD_JOBS_INTERVAL of the workers")
     parser.add_argument("--consolidate-tokens", type=int, default=2000, help="STASHBIRD_CONSOLIDATE_TOKENS of the workers")
+    parser.add_argument("--idle", type=int, default=0, help="quiet conversations added beside the loaded ones")
+    parser.add_argument("--ticks", type=int, default=10, help="discovery ticks timed before the load")
 
 
 @dataclass
@@ -95,6 +107,7 @@ class Observed:
     ingested: int = 0
     deleted: int = 0
     unfinished: int = 0  # messages still waiting when the drain ended (counted with their age)
+    ticks: list[float] = field(default_factory=list)  # ms of each timed discovery tick
 
     def lag(self, conversation_id: int, lags: list[float]) -> None:
         self.lags_by_conversation.setdefault(conversation_id, []).extend(lags)
@@ -207,6 +220,18 @@ async def _observe(
     seen.regeneration_lags += [now - since for _, since in seen.waiting.values()]
 
 
+async def _time_ticks(memory: Memory, args: argparse.Namespace) -> list[float]:
+    """Milliseconds of each tick's discovery: every default job's ``due`` once."""
+    jobs = default_jobs(JobSettings(consolidate_tokens=args.consolidate_tokens, consolidate_idle_seconds=10))
+    ticks = []
+    for _ in range(args.ticks):
+        started = time.perf_counter()
+        for job in jobs:
+            await job.due(memory)
+        ticks.append((time.perf_counter() - started) * 1000)
+    return ticks
+
+
 async def _runs(memory: Memory) -> tuple[list[dict[str, Any]], int]:
     """Every run in the log, and how many messages the checkpoints cover."""
     return await job_runs(memory), await consolidated_messages(memory)
@@ -311,15 +336,17 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     try:
         refs = [ConversationRef("bench", "jobs", f"c{n}-{uuid.uuid4().hex[:6]}") for n in range(args.conversations)]
         ids = {}
+        await add_idle_conversations(memory, args.idle)
+        for ref in refs:  # a first message creates the conversation
+            hello = Message("b-first", "bench", "bench", "Hello everyone.", datetime.now(UTC))
+            await ingest(memory, ref, [hello], principal=BENCH)
+            ids[await resolve_conversation(memory, ref, principal=BENCH)] = ref
+        seen.ticks = await _time_ticks(memory, args)
         workers = await _start_workers(args.processes, url, args)
         started_cpu = [_cpu(psutil.Process(w.pid)) for w in workers]  # start-up (imports, the embedding model) apart
         own_cpu, server_cpu = time.process_time(), await _server_cpu(memory)
         started, started_at = time.monotonic(), datetime.now(UTC)
         stop_at = started + args.duration
-        for ref in refs:  # a first message creates the conversation
-            hello = Message("b-first", "bench", "bench", "Hello everyone.", datetime.now(UTC))
-            await ingest(memory, ref, [hello], principal=BENCH)
-            ids[await resolve_conversation(memory, ref, principal=BENCH)] = ref
         try:
             await asyncio.gather(
                 *(_feed(memory, ref, texts[n % len(texts)], args, seen, stop_at) for n, ref in enumerate(refs)),
@@ -387,11 +414,13 @@ def _result(
     return {
         "bench": "jobs",
         "conversations": args.conversations,
+        "idle_conversations": args.idle,
+        "discovery_tick_ms": {"ticks": len(seen.ticks), "median": median(seen.ticks), "p99": percentile(seen.ticks, 0.99)},
         "rate_per_conversation": args.rate,
         "duration_seconds": args.duration,
         "processes": args.processes,
         "messages_ingested": seen.ingested,
-        "ingest_rate": round(seen.ingested / args.duration, 1),
+        "ingest_rate": round(seen.ingested / args.duration, 1) if args.duration else 0.0,
         "consolidation_lag": {
             "messages": len(lags),
             "median": median(lags),
@@ -432,12 +461,15 @@ def _render_fairness(fairness: dict[str, Any]) -> str:
 
 def render(result: dict[str, Any]) -> str:
     c, r, d = result["consolidation_lag"], result["regeneration_lag"], result["duplicate_work"]
+    t = result["discovery_tick_ms"]
     duplicates = d["overlapping_runs"] + d["messages_consolidated_twice"] + d["chunks_saved_by_another_run"]
     lines = [
         f"{result['conversations']} conversations x {result['rate_per_conversation']:g} msg/s "
         f"for {result['duration_seconds']:g} s, "
         f"{result['processes']} scheduler processes; {result['messages_ingested']} messages ingested "
         f"({result['ingest_rate']:g}/s)",
+        f"discovery tick with {result['conversations']} due and {result['idle_conversations']} idle conversations: "
+        f"median {t['median']:.1f} ms, p99 {t['p99']:.1f} ms over {t['ticks']} ticks (every default job's due once)",
         f"consolidation lag: median {c['median']:.1f} s, p99 {c['p99']:.1f} s over {c['messages']} messages, "
         f"{c['unfinished']} of them still waiting at the end (counted with their age) (target p99 < 60 s)",
         _render_fairness(c["per_conversation"]),
