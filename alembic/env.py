@@ -5,16 +5,23 @@ asyncpg as the application does: memory.store.database.async_url)."""
 import asyncio
 import os
 
-from sqlalchemy import pool
+from sqlalchemy import pool, text
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from alembic import context
 from memory.store.database import async_url
 
+# Migrations run in one transaction. On a distributed database Citus runs DDL on the
+# shards in parallel, after which the transaction may not touch reference tables (a
+# foreign key to ``conversations``): one connection per worker, in sequence, allows
+# both. A plain Postgres keeps the setting as an unused placeholder.
+_SEQUENTIAL = "SET LOCAL citus.multi_shard_modify_mode = 'sequential'"
+
 
 def _run(connection) -> None:
     context.configure(connection=connection, target_metadata=None)
     with context.begin_transaction():
+        connection.execute(text(_SEQUENTIAL))
         context.run_migrations()
 
 

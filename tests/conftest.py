@@ -49,6 +49,27 @@ from tests.servers import create_database, drop_database  # noqa: E402
 
 # Another server for the suite (unset: the embedded server, started per run).
 TEST_DATABASE_URL = os.environ.get("STASHBIRD_TEST_DATABASE_URL") or None
+# Modules of the default suite that the cluster suite runs too (``-m citus`` selects them
+# when the suite points at another server): locks, discovery, the scheduler's claims with
+# two processes, the jobs and audit commands, the chat service's inbox.
+CLUSTER_MODULES = frozenset(
+    {
+        "test_locks.py",
+        "test_discovery.py",
+        "test_jobs_processes.py",
+        "test_cli_jobs.py",
+        "test_cli_audit.py",
+        "test_connector_service.py",
+    }
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    if TEST_DATABASE_URL is None:
+        return
+    for item in items:
+        if item.path.name in CLUSTER_MODULES:
+            item.add_marker(pytest.mark.citus)
 
 
 async def _distributed_tables(urls: set[str]) -> frozenset[str]:

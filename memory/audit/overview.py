@@ -166,10 +166,23 @@ class ConversationSummary:
 async def conversation_summaries(session: AsyncSession) -> list[ConversationSummary]:
     """Every conversation, each counted on its own rows (the listing is the one audit
     query that spans conversations, and only the operator or a configured admin runs it)."""
-    messages = select(func.count()).where(Episode.conversation_id == Conversation.id).scalar_subquery()
-    last = select(func.max(Episode.message_time)).where(Episode.conversation_id == Conversation.id).scalar_subquery()
+    # Counted per conversation in a subquery grouped by it, joined on it: a correlated
+    # subquery from the conversations (a Citus reference table) is refused by Citus.
+    counts = (
+        select(Episode.conversation_id, func.count().label("messages"), func.max(Episode.message_time).label("last"))
+        .group_by(Episode.conversation_id)
+        .subquery()
+    )
     rows = await session.execute(
-        select(Conversation.platform, Conversation.workspace_id, Conversation.channel_id, Conversation.created_at, messages, last)
+        select(
+            Conversation.platform,
+            Conversation.workspace_id,
+            Conversation.channel_id,
+            Conversation.created_at,
+            func.coalesce(counts.c.messages, 0),
+            counts.c.last,
+        )
+        .outerjoin(counts, counts.c.conversation_id == Conversation.id)
         .prefix_with("/* multi-shard: audit-conversations */")
         .order_by(Conversation.id)
     )

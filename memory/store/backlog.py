@@ -37,8 +37,12 @@ SELECT d.conversation_id, c.platform, c.workspace_id, c.channel_id,
        coalesce((SELECT max(id) FROM entities x WHERE x.conversation_id = {key}), 0) > coalesce(s.seen_entity_id, 0)
        OR coalesce((SELECT max(id) FROM relations r WHERE r.conversation_id = {key}), 0)
           > coalesce(s.seen_relation_id, 0) AS graph_changed,
-       d.due_at
-FROM (SELECT conversation_id, max(due_at) AS due_at FROM conversation_locks WHERE {marked} GROUP BY conversation_id) d
+       d.due_at, d.purposes, d.marks
+FROM (
+    SELECT conversation_id, max(due_at) AS due_at,
+           array_agg(purpose ORDER BY purpose) AS purposes, array_agg(due_at ORDER BY purpose) AS marks
+    FROM conversation_locks WHERE {marked} GROUP BY conversation_id
+) d
 LEFT JOIN conversations c ON c.id = {key}
 LEFT JOIN checkpoints k ON k.conversation_id = {key}
 LEFT JOIN community_state s ON s.conversation_id = {key}
@@ -59,16 +63,17 @@ _ALL = (
 )
 _DUE = (
     "/* multi-shard: due-backlog */\n"
-    + _SELECT.format(key="d.conversation_id", marked=f"due_at <= clock_timestamp() AND {_WRITTEN}")
+    + _SELECT.format(key="d.conversation_id", marked=f"due_at <= now() AND {_WRITTEN}")
     + "ORDER BY d.due_at, d.conversation_id LIMIT :limit"
 )
 
-# Only rows no writer marked since they were read (theirs would be later), and none a
-# writer holds now (it marks them itself when it commits).
+# Each row only if no writer marked it since it was read (its mark would differ), and none
+# a writer holds now (it marks the row itself, and the tick does not wait for it).
 _DEFER = f"""
-UPDATE conversation_locks SET due_at = :next
-WHERE conversation_id = :conversation AND {_WRITTEN} AND (due_at IS NULL OR due_at <= :seen)
-  AND purpose IN (
+UPDATE conversation_locks l SET due_at = :next
+FROM unnest(CAST(:purposes AS smallint[]), CAST(:seen AS timestamptz[])) AS s(purpose, due_at)
+WHERE l.conversation_id = :conversation AND l.purpose = s.purpose AND l.due_at IS NOT DISTINCT FROM s.due_at
+  AND l.purpose IN (
     SELECT purpose FROM conversation_locks
     WHERE conversation_id = :conversation AND {_WRITTEN} FOR UPDATE SKIP LOCKED
 )
@@ -89,6 +94,7 @@ class Backlog:
     summary_dirty: bool
     graph_changed: bool  # entities or relations the community pass has not seen yet
     due_at: datetime | None = None  # when discovery is to look at it next (None: nothing marked)
+    marks: tuple[tuple[int, datetime | None], ...] = ()  # (lock purpose, its due_at) as read
 
     def as_dict(self) -> dict[str, Any]:
         return {**asdict(self), "conversation": str(self.conversation)}
@@ -97,22 +103,28 @@ class Backlog:
 def _backlogs(rows: Any) -> list[Backlog]:
     """A conversation that was dropped has no row in ``conversations`` (its lock rows stay:
     memory.store.locks); it is left out (``read_due`` clears its mark)."""
-    return [
-        Backlog(
-            cid,
-            ConversationRef(platform, workspace, channel),
-            int(messages),
-            int(tokens),
-            oldest,
-            newest,
-            int(dirty),
-            bool(summary_dirty),
-            bool(changed),
-            due_at,
+    found = []
+    for row in rows:
+        cid, platform, workspace, channel, messages, tokens, oldest, newest, dirty, summary_dirty, changed = row[:11]
+        due_at, purposes, marks = row[11:]
+        if platform is None:
+            continue
+        found.append(
+            Backlog(
+                cid,
+                ConversationRef(platform, workspace, channel),
+                int(messages),
+                int(tokens),
+                oldest,
+                newest,
+                int(dirty),
+                bool(summary_dirty),
+                bool(changed),
+                due_at,
+                tuple(zip(purposes, marks, strict=True)),
+            )
         )
-        for cid, platform, workspace, channel, messages, tokens, oldest, newest, dirty, summary_dirty, changed, due_at in rows
-        if platform is not None
-    ]
+    return found
 
 
 async def read_backlog(session: AsyncSession, conversation_id: int | None = None) -> list[Backlog]:
@@ -128,13 +140,18 @@ async def read_due(session: AsyncSession, limit: int) -> list[Backlog]:
     rows = (await session.execute(text(_DUE), {"limit": limit})).all()
     for row in rows:
         if row[1] is None:
-            await session.execute(text(_DEFER), {"conversation": row[0], "seen": row[-1], "next": None})
+            await session.execute(text(_DEFER), {"conversation": row[0], "purposes": row[-2], "seen": row[-1], "next": None})
     await session.commit()
     return _backlogs(rows)
 
 
 async def defer_due(session: AsyncSession, item: Backlog, next_at: datetime | None) -> bool:
     """Look at ``item`` next at ``next_at`` (None: not until a writer marks it), unless a
-    writer marked it since it was read; whether it was moved."""
-    values = {"conversation": item.conversation_id, "seen": item.due_at, "next": next_at}
+    writer marked it since it was read (each lock row apart); whether any row was moved."""
+    values = {
+        "conversation": item.conversation_id,
+        "purposes": [purpose for purpose, _ in item.marks],
+        "seen": [mark for _, mark in item.marks],
+        "next": next_at,
+    }
     return bool((await session.execute(text(_DEFER), values)).rowcount)  # type: ignore[attr-defined]

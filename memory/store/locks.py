@@ -56,8 +56,10 @@ _TRY_LOCK = text(
     "FOR UPDATE SKIP LOCKED"
 )
 # memory.store.backlog reads and clears the marks; marking the rows just locked waits on no one.
+# now(), not clock_timestamp(): Citus refuses volatile functions in an UPDATE of a
+# distributed table. Discovery compares each row's mark as it read it, not times.
 _MARK_DUE = text(
-    "UPDATE conversation_locks SET due_at = clock_timestamp() WHERE conversation_id = :conversation AND purpose = ANY(:purposes)"
+    "UPDATE conversation_locks SET due_at = now() WHERE conversation_id = :conversation AND purpose = ANY(:purposes)"
 )
 _MAKE = text(
     "INSERT INTO conversation_locks (conversation_id, purpose) "

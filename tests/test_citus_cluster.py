@@ -1,0 +1,341 @@
+"""On a real Citus cluster (``pytest -m citus`` with STASHBIRD_TEST_DATABASE_URL naming the
+coordinator; .ci/run starts one): ``citus-plan --apply`` on a fresh, a populated and a
+half-done database and after a failure at each step, the lifecycle end to end through
+the CLI on the distributed tables, locks held across nodes, and a migration written
+after distribution."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import textwrap
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from alembic.config import Config
+from clirun import stashbird
+from sqlalchemy import Connection, text
+from sqlalchemy.exc import DBAPIError
+
+from alembic import command
+from memory import ConversationRef, Principal, citus_plan, consolidate, ingest
+from memory.core import Memory, open_memory
+from memory.store.database import MIGRATIONS_DIR, create_engine, head_revision
+from memory.store.locks import LockPurpose, lock_conversation, try_hold
+from tests.conftest import TEST_DATABASE_URL
+from tests.servers import create_cluster_database, drop_cluster_database, worker_url
+from tests.test_consolidation import messages
+
+pytestmark = pytest.mark.citus
+OPERATOR = Principal.operator("test")
+
+TABLES = """
+SELECT CAST(logicalrelid AS text), CAST(partmethod AS text), CAST(repmodel AS text), colocationid
+FROM pg_dist_partition ORDER BY 1
+"""
+FOREIGN_KEYS = "SELECT count(*) FROM pg_constraint WHERE contype = 'f' AND connamespace = 'public'::regnamespace"
+
+
+@pytest.fixture(scope="module")
+def coordinator() -> str:
+    if TEST_DATABASE_URL is None:
+        pytest.skip("the cluster suite needs STASHBIRD_TEST_DATABASE_URL naming a Citus coordinator")
+    return TEST_DATABASE_URL
+
+
+@pytest.fixture
+def cluster_database(coordinator: str) -> Iterator[Callable[[], str]]:
+    """Factory: a new database on every node of the cluster (dropped afterwards)."""
+    made: list[str] = []
+
+    def make() -> str:
+        made.append(f"plan_{uuid.uuid4().hex[:8]}")
+        return create_cluster_database(coordinator, made[-1])
+
+    yield make
+    for name in made:
+        drop_cluster_database(coordinator, name)
+
+
+async def _state(memory: Memory) -> tuple[dict[str, tuple[str, str, int]], int]:
+    async with memory.engine.connect() as connection:
+        tables = {row[0]: tuple(row[1:]) for row in await connection.execute(text(TABLES))}
+        keys = (await connection.execute(text(FOREIGN_KEYS))).scalar_one()
+    return tables, int(keys)  # type: ignore[return-value]
+
+
+async def _assert_distributed(memory: Memory, foreign_keys: int) -> None:
+    tables, keys = await _state(memory)
+    reference = {name for name, (method, model, _) in tables.items() if method == "n" and model == "t"}
+    distributed = {name for name, (method, _, _) in tables.items() if method == "h"}
+    assert reference == {"conversations", "store_settings"}
+    assert distributed == set(tables) - reference and len(distributed) >= 20
+    assert len({tables[name][2] for name in distributed}) == 1  # one colocation group
+    assert keys == foreign_keys  # every foreign key kept
+
+
+async def _apply_by_cli(url: str) -> str:
+    done = await asyncio.to_thread(stashbird, url, "citus-plan", "--apply")
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+async def test_a_fresh_database_is_distributed_once_and_migrated_after(cluster_database, embedder, tmp_path: Path) -> None:
+    """The plan on a database just migrated; a second run does nothing; then a migration
+    written as the README says (a column, an index, a new per-conversation table) runs
+    on the distributed database and distributes its table with the others."""
+    url = cluster_database()
+    memory = await open_memory(url, embedder)
+    try:
+        _, keys = await _state(memory)
+        first = await _apply_by_cli(url)
+        assert first.splitlines()[0].endswith("24 tables distributed or made reference tables now.")
+        await _assert_distributed(memory, keys)
+        second = await _apply_by_cli(url)
+        assert second.splitlines()[0].endswith(": 0 tables distributed or made reference tables now.")
+        assert second.count("-- already done") == 24
+        await _migrate_after_distribution(memory, tmp_path)
+    finally:
+        await memory.close()
+
+
+COUNTED = ("conversations", "episodes", "search_documents", "entities", "relations", "entity_provenance", "checkpoints")
+
+
+async def _counts(memory: Memory) -> dict[str, int]:
+    async with memory.engine.connect() as connection:
+        return {t: (await connection.execute(text(f"SELECT count(*) FROM {t}"))).scalar_one() for t in COUNTED}
+
+
+async def _populate(memory: Memory, conversations: int = 3) -> list[ConversationRef]:
+    refs = [ConversationRef("test", "", f"populated-{n}") for n in range(conversations)]
+    rows = [("m1", "ann", "I moved to Quito last spring."), ("m2", "bob", "Ann works at the Quito zoo with Bob.")]
+    for ref in refs:
+        report = await ingest(memory, ref, messages(rows), principal=OPERATOR)
+        assert report.stored == len(rows), report
+        await consolidate(memory, ref, principal=OPERATOR)
+    return refs
+
+
+async def test_the_plan_finishes_a_database_an_older_plan_left_with_citus_local_tables(cluster_database, embedder) -> None:
+    """Citus' default turns every table pointing at a new reference table into a Citus
+    local table (partmethod 'n' like a reference table): the plan must not take them as
+    done, and distributes them."""
+    url = cluster_database()
+    memory = await open_memory(url, embedder)
+    try:
+        await _populate(memory, 1)
+        _, keys = await _state(memory)
+        async with memory.engine.begin() as connection:
+            await connection.execute(text("SELECT create_reference_table('conversations')"))
+        tables, _ = await _state(memory)
+        assert tables["episodes"][:2] == ("n", "s")  # a Citus local table now
+        plan = await citus_plan(memory, principal=OPERATOR)
+        assert [s.table for s in plan.steps if s.done] == ["conversations"]
+        assert {s.found for s in plan.steps if not s.done} == {"local", None}
+        await _apply_by_cli(url)
+        await _assert_distributed(memory, keys)
+    finally:
+        await memory.close()
+
+
+async def test_a_populated_database_moves_into_shards_resuming_after_a_failure_at_each_step(cluster_database, embedder) -> None:
+    """Step by step, the next table is locked by another session while the plan runs
+    (the plan's session gives up waiting after a second): each run fails at that step
+    with the steps before it done, and the next run resumes there. At the end every row
+    is in the shards (none left in the coordinator's tables) and answers come from them."""
+    url = cluster_database()
+    memory = await open_memory(url, embedder)
+    blocker = create_engine(url)
+    try:
+        refs = await _populate(memory)
+        before, (_, keys) = await _counts(memory), await _state(memory)
+        assert before["relations"] > 0
+        async with memory.engine.begin() as connection:
+            database = (await connection.execute(text("SELECT current_database()"))).scalar_one()
+            await connection.execute(text(f"ALTER DATABASE \"{database}\" SET lock_timeout = '1s'"))
+        steps = (await citus_plan(memory, principal=OPERATOR)).steps
+        fresh = await open_memory(url, embedder)  # sessions made after the setting have it
+        try:
+            for index, step in enumerate(steps):
+                async with blocker.connect() as held:
+                    await held.execute(text(f'LOCK TABLE "{step.table}" IN ACCESS EXCLUSIVE MODE'))
+                    with pytest.raises(DBAPIError, match="lock timeout"):
+                        await citus_plan(fresh, principal=OPERATOR, apply=True)
+                    await held.rollback()
+                done = [s.table for s in (await citus_plan(fresh, principal=OPERATOR)).steps if s.done]
+                assert done == [s.table for s in steps[:index]], f"failed at step {index} ({step.table})"
+            finished = await citus_plan(fresh, principal=OPERATOR, apply=True)
+            assert finished.applied == [steps[-1].table]
+        finally:
+            await fresh.close()
+        await _assert_distributed(memory, keys)
+        assert await _counts(memory) == before
+        async with memory.engine.connect() as connection:  # the coordinator's own copies are gone
+            sizes = await connection.execute(text("SELECT pg_relation_size('episodes'), pg_relation_size('conversations')"))
+            assert tuple(sizes.one()) == (0, 0)
+        asked = await asyncio.to_thread(stashbird, url, "ask", "Where does Ann live?", "--conversation", str(refs[0]))
+        assert asked.returncode == 0 and "Quito" in asked.stdout, asked.stderr
+    finally:
+        await blocker.dispose()
+        await memory.close()
+
+
+def test_the_lifecycle_runs_on_the_distributed_tables(
+    coordinator: str, memory: Memory, database_url: str, tmp_path: Path
+) -> None:
+    """The session's database is distributed (tests/conftest.py): every command of a
+    conversation's life, through the CLI, as an operator runs them."""
+    lines = [
+        {"id": "1", "author": "Ann", "text": "I moved to Lisbon last spring.", "ts": "2026-01-01T10:00:00Z"},
+        {"id": "2", "author": "Ann", "text": "I work at the Lisbon aquarium with Bob.", "ts": "2026-01-01T10:01:00Z"},
+        {"id": "3", "author": "Bob", "text": "Ann and I feed the penguins at the aquarium.", "ts": "2026-01-01T10:02:00Z"},
+    ]
+    path = tmp_path / "messages.jsonl"
+    path.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    name = f"cluster-{uuid.uuid4().hex[:8]}"
+
+    def run(*args: str) -> str:
+        done = stashbird(database_url, *args)
+        assert done.returncode == 0, f"stashbird {' '.join(args)}: {done.stderr}"
+        return done.stdout
+
+    run("ingest", str(path), "--conversation", name)
+    status = json.loads(run("jobs", "status", "--json"))
+    assert any(item["conversation"].endswith(name) and item["unconsolidated_messages"] == 3 for item in status["conversations"])
+    run("consolidate", "--conversation", name)
+    assert "Lisbon" in run("ask", "Where does Ann live?", "--conversation", name)
+    run("communities", "--conversation", name, "--rebuild")
+    assert json.loads(run("forget", "--conversation", name, "--message", "1", "--json"))["status"] == "deleted"
+    assert "edited" in run("edit", "--conversation", name, "--message", "2", "--text", "I work at the Porto zoo.")
+    run("jobs", "run-once", "--conversation", name)
+    assert name in run("audit", "conversations")
+    assert "1" in run("audit", "forgotten", "--conversation", name)
+    run("erase", "--conversation", name)
+    after = json.loads(run("jobs", "status", "--conversation", name, "--json"))
+    assert all(item["unconsolidated_messages"] == 0 and item["dirty_communities"] == 0 for item in after["conversations"])
+
+
+HOLDER = """
+import asyncio, sys
+from memory.store.database import MIGRATIONS_DIR, create_engine, head_revision
+from memory.store.locks import LockPurpose, lock_conversation
+from sqlalchemy.ext.asyncio import AsyncSession
+
+async def main() -> None:
+    engine = create_engine(sys.argv[1])
+    async with AsyncSession(engine) as session:
+        await lock_conversation(session, int(sys.argv[2]), LockPurpose.CHAIN)
+        print("held", flush=True)
+        await asyncio.to_thread(sys.stdin.readline)
+        await session.commit()
+    await engine.dispose()
+
+asyncio.run(main())
+"""
+
+
+async def test_a_lock_taken_through_a_worker_holds_for_a_process_on_the_coordinator(
+    coordinator: str, memory: Memory, database_url: str, conversation_id: int
+) -> None:
+    """Two processes, two nodes: the lock is a row lock on the conversation's shard,
+    whichever node each statement came through (an advisory lock would be each node's own)."""
+    worker = worker_url(database_url, 0)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(HOLDER), worker, str(conversation_id)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).resolve().parents[1],
+    )
+    try:
+        assert holder.stdout is not None and holder.stdin is not None
+        assert (await asyncio.to_thread(holder.stdout.readline)).strip() == "held"
+
+        async def take() -> None:
+            async with memory.sessions.begin() as session:
+                await lock_conversation(session, conversation_id, LockPurpose.CHAIN)
+
+        waiting = asyncio.ensure_future(take())
+        await asyncio.sleep(1.5)
+        assert not waiting.done()  # the coordinator's session waits for the worker's
+        async with try_hold(memory.engine, conversation_id, LockPurpose.INBOX) as held:
+            assert held  # another purpose is not held
+        holder.stdin.write("\n")
+        holder.stdin.flush()
+        await asyncio.wait_for(waiting, 10)
+    finally:
+        holder.kill() if holder.poll() is None else None
+        holder.wait()
+
+
+MIGRATION = '''
+"""A test migration after distribution: a column, an index, a per-conversation table."""
+import sqlalchemy as sa
+from alembic import op
+from memory.store.citus import distribute_new_table
+
+revision = "9001"
+down_revision = "{head}"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    op.add_column("episodes", sa.Column("mood", sa.Text))
+    op.create_index("ix_episodes_mood", "episodes", ["conversation_id", "mood"])
+    op.create_table(
+        "reactions",
+        sa.Column("conversation_id", sa.BigInteger, nullable=False),
+        sa.Column("id", sa.BigInteger, autoincrement=True, nullable=False),
+        sa.Column("episode_id", sa.BigInteger, nullable=False),
+        sa.Column("emoji", sa.Text, nullable=False),
+        sa.PrimaryKeyConstraint("conversation_id", "id"),
+    )
+    distribute_new_table(op.get_bind(), "reactions")
+    op.create_foreign_key(
+        "fk_reactions_conversation", "reactions", "conversations", ["conversation_id"], ["id"], ondelete="CASCADE"
+    )
+    op.create_foreign_key(
+        "fk_reactions_episode", "reactions", "episodes",
+        ["conversation_id", "episode_id"], ["conversation_id", "id"], ondelete="CASCADE",
+    )
+
+
+def downgrade() -> None:
+    op.drop_table("reactions")
+    op.drop_index("ix_episodes_mood", "episodes")
+    op.drop_column("episodes", "mood")
+'''
+
+
+async def _migrate_after_distribution(memory: Memory, tmp_path: Path) -> None:
+    versions = tmp_path / "versions"
+    versions.mkdir()
+    for script in (MIGRATIONS_DIR / "versions").glob("*.py"):
+        (versions / script.name).write_text(script.read_text())
+    (versions / "9001_test.py").write_text(MIGRATION.format(head=head_revision()))
+
+    def migrate(connection: Connection) -> None:
+        config = Config()
+        config.set_main_option("script_location", str(MIGRATIONS_DIR))
+        config.set_main_option("version_locations", str(versions))
+        config.attributes["connection"] = connection
+        command.upgrade(config, "head")
+
+    async with memory.engine.begin() as connection:
+        await connection.run_sync(migrate)
+    tables, _ = await _state(memory)
+    assert tables["reactions"][0] == "h" and tables["reactions"][2] == tables["episodes"][2]  # co-located
+    await _populate(memory, 1)
+    async with memory.engine.begin() as connection:
+        cid, eid = (await connection.execute(text("SELECT conversation_id, id FROM episodes LIMIT 1"))).one()
+        insert = "INSERT INTO reactions (conversation_id, episode_id, emoji) VALUES (:c, :e, 'tada') RETURNING id"
+        assert (await connection.execute(text(insert), {"c": cid, "e": eid})).scalar_one() >= 1
+        await connection.execute(text("UPDATE episodes SET mood = 'glad' WHERE conversation_id = :c"), {"c": cid})
+        with_mood = "SELECT count(*) FROM episodes WHERE conversation_id = :c AND mood = 'glad'"
+        assert (await connection.execute(text(with_mood), {"c": cid})).scalar_one() >= 1
