@@ -112,7 +112,7 @@ async def _counts(memory: Memory) -> dict[str, int]:
 
 
 async def _populate(memory: Memory, conversations: int = 3) -> list[ConversationRef]:
-    refs = [ConversationRef("test", "", f"populated-{n}") for n in range(conversations)]
+    refs = [ConversationRef("test", "plan", f"populated-{n}") for n in range(conversations)]
     rows = [("m1", "ann", "I moved to Quito last spring."), ("m2", "bob", "Ann works at the Quito zoo with Bob.")]
     for ref in refs:
         report = await ingest(memory, ref, messages(rows), principal=OPERATOR)
@@ -137,8 +137,10 @@ async def test_the_plan_finishes_a_database_an_older_plan_left_with_citus_local_
         plan = await citus_plan(memory, principal=OPERATOR)
         assert [s.table for s in plan.steps if s.done] == ["conversations"]
         assert {s.found for s in plan.steps if not s.done} == {"local", None}
+        before = await _counts(memory)
         await _apply_by_cli(url)
         await _assert_distributed(memory, keys)
+        assert await _counts(memory) == before
     finally:
         await memory.close()
 
@@ -191,9 +193,9 @@ def test_the_lifecycle_runs_on_the_distributed_tables(
     """The session's database is distributed (tests/conftest.py): every command of a
     conversation's life, through the CLI, as an operator runs them."""
     lines = [
-        {"id": "1", "author": "Ann", "text": "I moved to Lisbon last spring.", "ts": "2026-01-01T10:00:00Z"},
-        {"id": "2", "author": "Ann", "text": "I work at the Lisbon aquarium with Bob.", "ts": "2026-01-01T10:01:00Z"},
-        {"id": "3", "author": "Bob", "text": "Ann and I feed the penguins at the aquarium.", "ts": "2026-01-01T10:02:00Z"},
+        {"id": "1", "author": "ann", "text": "I moved to Quito last spring.", "ts": "2026-01-01T10:00:00Z"},
+        {"id": "2", "author": "bob", "text": "Ann works at the Quito zoo with Bob.", "ts": "2026-01-01T10:01:00Z"},
+        {"id": "3", "author": "bob", "text": "Ann and I feed the penguins at the zoo.", "ts": "2026-01-01T10:02:00Z"},
     ]
     path = tmp_path / "messages.jsonl"
     path.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
@@ -208,10 +210,10 @@ def test_the_lifecycle_runs_on_the_distributed_tables(
     status = json.loads(run("jobs", "status", "--json"))
     assert any(item["conversation"].endswith(name) and item["unconsolidated_messages"] == 3 for item in status["conversations"])
     run("consolidate", "--conversation", name)
-    assert "Lisbon" in run("ask", "Where does Ann live?", "--conversation", name)
+    assert "Quito" in run("ask", "Where does Ann live?", "--conversation", name)
     run("communities", "--conversation", name, "--rebuild")
     assert json.loads(run("forget", "--conversation", name, "--message", "1", "--json"))["status"] == "deleted"
-    assert "edited" in run("edit", "--conversation", name, "--message", "2", "--text", "I work at the Porto zoo.")
+    assert "edited" in run("edit", "--conversation", name, "--message", "2", "--text", "Ann works at the Lima zoo with Bob.")
     run("jobs", "run-once", "--conversation", name)
     assert name in run("audit", "conversations")
     assert "1" in run("audit", "forgotten", "--conversation", name)

@@ -13,8 +13,11 @@ from memory.store.locks import LockPurpose, lock_conversation, try_hold
 
 
 async def _blocked(memory: Memory, conversation_id: int, *purposes: LockPurpose) -> bool:
-    """Whether taking ``purposes`` now would wait (a short lock_timeout says so)."""
+    """Whether taking ``purposes`` now would wait (a short lock_timeout says so). Under
+    Citus the row lock is waited for on the shard's worker: the timeout must be sent
+    there too (a plain Postgres keeps the citus setting as an unused placeholder)."""
     async with memory._sessions() as session:
+        await session.execute(text("SET LOCAL citus.propagate_set_commands = 'local'"))
         await session.execute(text("SET LOCAL lock_timeout = '200ms'"))
         try:
             await lock_conversation(session, conversation_id, *purposes)

@@ -8,8 +8,9 @@ with the first, each in its own transaction with
 ``citus.enable_local_reference_table_foreign_keys`` off (Citus would otherwise turn the
 tables that point at a new reference table into Citus local tables). A table Citus
 already has as the step makes it (in ``pg_dist_partition``) is skipped, so a run that
-failed half way resumes where it stopped and a second run does nothing; a Citus local
-table is distributed like a plain one. Without the extension, or with ``--dry-run``, it prints
+failed half way resumes where it stopped and a second run does nothing. Citus local
+tables (what an older plan left) are made plain tables again first, with the tables
+their foreign keys reach, and distributed like the others. Without the extension, or with ``--dry-run``, it prints
 the statements it would run and changes nothing.
 """
 
@@ -44,7 +45,7 @@ def _state(step: dict[str, Any]) -> str:
     if step["done"]:
         return f"  -- already done (a {step['found']} table)"
     if step["found"]:
-        return f"  -- a Citus {step['found']} table now"
+        return f"  -- a Citus {step['found']} table now (made a plain table again first)"
     return ""
 
 

@@ -199,6 +199,10 @@ WHERE c.relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = :schema)
 _NO_LOCAL_TABLES = "SET LOCAL citus.enable_local_reference_table_foreign_keys = off"
 _REFERENCE = "SELECT create_reference_table(CAST(quote_ident(:table) AS regclass))"
 _DISTRIBUTED = "SELECT create_distributed_table(CAST(quote_ident(:table) AS regclass), :column, colocate_with => :colocate_with)"
+# Citus local tables point at each other: none can be distributed while the others still
+# point at it. Undistributing one with its foreign-key neighbours makes them all plain
+# tables again (the conversations too); the plan then starts over.
+_UNDO_LOCAL = "SELECT undistribute_table(CAST(quote_ident(:table) AS regclass), cascade_via_foreign_keys => true)"
 # Distributing copies a table's rows into its shards and leaves them in the coordinator's
 # table too, unseen by queries: dropped once every table is done (before, a local table
 # may still point at them).
@@ -291,7 +295,13 @@ async def read_plan(connection: AsyncConnection, schema: str = "public") -> Citu
 async def apply_plan(connection: AsyncConnection, plan: CitusPlan) -> None:
     """Run the steps Citus has not done yet, in order, each in a transaction of its own
     (a failure leaves the steps before it done, and a second run resumes after them);
-    when all are done, drop the rows distributing left in the coordinator's tables."""
+    when all are done, drop the rows distributing left in the coordinator's tables. Citus
+    local tables (an older plan's) are made plain tables again first."""
+    local = [step.table for step in plan.steps if step.found == "local"]
+    if local:
+        await connection.execute(text(_UNDO_LOCAL), {"table": local[0]})
+        await connection.commit()
+        plan.steps = (await read_plan(connection)).steps
     for step in plan.steps:
         if not step.done:
             statement, values = step.bound()

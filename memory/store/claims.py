@@ -8,7 +8,10 @@ other) and, if no live lease holds it, writing its owner id and a lease expiry. 
 renews the lease while it works and clears it when done. A process killed mid-job
 renews nothing, so its item becomes claimable again when the lease runs out: that is
 the only way an item held by a dead process is freed, and why the lease must outlast
-the renewal interval by a good margin. Every statement names the conversation.
+the renewal interval by a good margin. Every statement names the conversation. Times
+are the transaction's ``now()`` (each transaction here is a few statements long): Citus
+refuses volatile functions such as ``clock_timestamp()`` in an UPDATE of a distributed
+table.
 """
 
 from __future__ import annotations
@@ -24,25 +27,23 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 _UPSERT = "INSERT INTO job_claims (conversation_id, job) VALUES (:c, :j) ON CONFLICT DO NOTHING"
 _LOCK_FREE = (
     "SELECT owner FROM job_claims WHERE conversation_id = :c AND job = :j "
-    "AND (lease_expires_at IS NULL OR lease_expires_at < clock_timestamp()) FOR UPDATE SKIP LOCKED"
+    "AND (lease_expires_at IS NULL OR lease_expires_at < now()) FOR UPDATE SKIP LOCKED"
 )
 _TAKE = (
-    "UPDATE job_claims SET owner = :o, claimed_at = clock_timestamp(), "
-    "lease_expires_at = clock_timestamp() + make_interval(secs => :lease) WHERE conversation_id = :c AND job = :j"
+    "UPDATE job_claims SET owner = :o, claimed_at = now(), "
+    "lease_expires_at = now() + make_interval(secs => :lease) WHERE conversation_id = :c AND job = :j"
 )
 _ABANDON = (
-    "UPDATE job_runs SET status = 'abandoned', finished_at = clock_timestamp() "
-    "WHERE conversation_id = :c AND job = :j AND status = 'running'"
+    "UPDATE job_runs SET status = 'abandoned', finished_at = now() WHERE conversation_id = :c AND job = :j AND status = 'running'"
 )
-_START = "INSERT INTO job_runs (conversation_id, job, owner, started_at) VALUES (:c, :j, :o, clock_timestamp()) RETURNING id"
+_START = "INSERT INTO job_runs (conversation_id, job, owner, started_at) VALUES (:c, :j, :o, now()) RETURNING id"
 _RENEW = (
-    "UPDATE job_claims SET lease_expires_at = clock_timestamp() + make_interval(secs => :lease) "
+    "UPDATE job_claims SET lease_expires_at = now() + make_interval(secs => :lease) "
     "WHERE conversation_id = :c AND job = :j AND owner = :o RETURNING 1"
 )
 _RELEASE = "UPDATE job_claims SET owner = NULL, lease_expires_at = NULL WHERE conversation_id = :c AND job = :j AND owner = :o"
 _FINISH = (
-    "UPDATE job_runs SET status = :s, result = CAST(:r AS jsonb), finished_at = clock_timestamp() "
-    "WHERE conversation_id = :c AND id = :id"
+    "UPDATE job_runs SET status = :s, result = CAST(:r AS jsonb), finished_at = now() WHERE conversation_id = :c AND id = :id"
 )
 
 
