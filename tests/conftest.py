@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import json
 import os
 import tempfile
 import uuid
@@ -20,6 +21,7 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import pytest
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
@@ -44,8 +46,8 @@ from memory.store.citus import read_catalogue  # noqa: E402
 from memory.store.conversations import ConversationRef, ensure_conversation  # noqa: E402
 from memory.store.database import async_url  # noqa: E402
 from memory.store.embedded import start_embedded  # noqa: E402
-from tests.routing import Capture  # noqa: E402
-from tests.servers import create_database, drop_database  # noqa: E402
+from tests.routing import TESTS, Capture, explainable, replayed, task_count  # noqa: E402
+from tests.servers import create_database, drop_database, dsn  # noqa: E402
 
 # Another server for the suite (unset: the embedded server, started per run).
 TEST_DATABASE_URL = os.environ.get("STASHBIRD_TEST_DATABASE_URL") or None
@@ -88,15 +90,49 @@ async def _distributed_tables(urls: set[str]) -> frozenset[str]:
     return frozenset(tables)
 
 
+async def _explained(capture: Capture, distributed: frozenset[str]) -> list[str]:
+    """On a Citus test database, the cluster's own answer: EXPLAIN of every served
+    statement pinned to a conversation must send one task to one worker."""
+    if TEST_DATABASE_URL is None or not distributed:
+        return []
+    connection = await asyncpg.connect(dsn(async_url(TEST_DATABASE_URL)))
+    lines = []
+    planned = 0
+    try:
+        if await connection.fetchval("SELECT count(*) FROM pg_extension WHERE extname = 'citus'") == 0:
+            return []
+        for statement, summaries in capture.executed.items():
+            if all(o.startswith(TESTS) for o in capture.origins[statement]) or not explainable(statement, distributed):
+                continue
+            for summary in sorted(summaries, key=repr)[:3]:
+                try:
+                    plan = await connection.fetchval("EXPLAIN (FORMAT JSON) " + statement, *replayed(summary))
+                except asyncpg.PostgresError as error:
+                    lines.append(f"EXPLAIN failed ({type(error).__name__}: {error})\n    {' '.join(statement.split())[:300]}")
+                    break
+                tasks = task_count(json.loads(plan) if isinstance(plan, str) else plan)
+                planned += tasks is not None
+                if tasks is not None and tasks != 1:
+                    lines.append(f"{tasks} tasks on the cluster\n    {' '.join(statement.split())[:300]}")
+                    break
+    finally:
+        await connection.close()
+    if not planned:
+        lines.append("the cluster planned none of the served statements as distributed (is the database distributed?)")
+    return lines
+
+
 @pytest.fixture(scope="session", autouse=True)
 async def routing_check() -> AsyncIterator[None]:
     """Every statement the suite executes must route to one shard under Citus
-    (tests/routing.py); checked once, at the end of the session."""
+    (tests/routing.py); checked once, at the end of the session. On a Citus test
+    database the cluster plans each one too (``_explained``)."""
     capture = Capture()
     event.listen(Engine, "before_cursor_execute", capture.record)
     yield
     event.remove(Engine, "before_cursor_execute", capture.record)
-    report = capture.report(await _distributed_tables(capture.urls))
+    distributed = await _distributed_tables(capture.urls)
+    report = capture.report(distributed) + await _explained(capture, distributed)
     assert not report, "statements that would not route to one shard:\n" + "\n".join(report)
 
 

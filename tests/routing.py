@@ -512,3 +512,36 @@ class Capture:
                 origins = ", ".join(sorted(self.origins[statement]))
                 lines.append(f"{'; '.join(sorted(found))} (from {origins})\n    {shown}")
         return lines
+
+
+def task_count(plan: Any) -> int | None:
+    """The tasks a Citus plan (``EXPLAIN (FORMAT JSON)``) sends to the workers: the
+    largest "Task Count" anywhere in it (None: no Citus node, a plain Postgres plan). Pure."""
+    counts: list[int] = []
+    stack = [plan]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if isinstance(node.get("Task Count"), int):
+                counts.append(node["Task Count"])
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return max(counts) if counts else None
+
+
+def explainable(sql: str, distributed: frozenset[str]) -> bool:
+    """A served statement the cluster can be asked to plan: it touches a distributed
+    table pinned to a conversation and is not a listed multi-shard read (nor already an
+    EXPLAIN, a cursor or a utility statement)."""
+    analysis = analyse(sql, distributed)
+    first = sql.lstrip().split(None, 1)[0].upper() if sql.strip() else ""
+    return bool(analysis.pins) and analysis.multi_shard is None and first in {"SELECT", "INSERT", "UPDATE", "DELETE", "WITH"}
+
+
+def replayed(summary: tuple[Any, ...]) -> list[Any]:
+    """Parameters for EXPLAIN from what the capture kept: integers as they were, a
+    one-item list as it was, anything else NULL (the plan's routing depends only on the
+    conversation ids, which are integers)."""
+    values = [_expand(s) for s in summary]
+    return [v if not isinstance(v, list) or (v and v[0] is not None) else None for v in values]

@@ -43,13 +43,13 @@ def _with_database(url: str, database: str, host: str | None = None, port: int |
     return parsed.render_as_string(hide_password=False)
 
 
-def _dsn(url: str) -> str:
+def dsn(url: str) -> str:
     """asyncpg's own DSN for a SQLAlchemy URL."""
     return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
 
 
 async def _execute(url: str, *statements: str) -> list[Any]:
-    connection = await asyncpg.connect(_dsn(url))
+    connection = await asyncpg.connect(dsn(url))
     try:
         return [await connection.fetch(statement) for statement in statements]
     finally:

@@ -24,6 +24,7 @@ from sqlalchemy.exc import DBAPIError
 from alembic import command
 from memory import ConversationRef, Principal, citus_plan, consolidate, ingest
 from memory.core import Memory, open_memory
+from memory.store.citus import REFERENCE_TABLES
 from memory.store.database import MIGRATIONS_DIR, create_engine, head_revision
 from memory.store.locks import LockPurpose, lock_conversation, try_hold
 from tests.conftest import TEST_DATABASE_URL
@@ -72,7 +73,7 @@ async def _assert_distributed(memory: Memory, foreign_keys: int) -> None:
     tables, keys = await _state(memory)
     reference = {name for name, (method, model, _) in tables.items() if method == "n" and model == "t"}
     distributed = {name for name, (method, _, _) in tables.items() if method == "h"}
-    assert reference == {"conversations", "store_settings"}
+    assert reference == REFERENCE_TABLES
     assert distributed == set(tables) - reference and len(distributed) >= 20
     assert len({tables[name][2] for name in distributed}) == 1  # one colocation group
     assert keys == foreign_keys  # every foreign key kept
@@ -92,12 +93,13 @@ async def test_a_fresh_database_is_distributed_once_and_migrated_after(cluster_d
     memory = await open_memory(url, embedder)
     try:
         _, keys = await _state(memory)
+        steps = len((await citus_plan(memory, principal=OPERATOR)).steps)
         first = await _apply_by_cli(url)
-        assert first.splitlines()[0].endswith("24 tables distributed or made reference tables now.")
+        assert first.splitlines()[0].endswith(f": {steps} tables distributed or made reference tables now.")
         await _assert_distributed(memory, keys)
         second = await _apply_by_cli(url)
         assert second.splitlines()[0].endswith(": 0 tables distributed or made reference tables now.")
-        assert second.count("-- already done") == 24
+        assert second.count("-- already done") == steps
         await _migrate_after_distribution(memory, tmp_path)
     finally:
         await memory.close()
@@ -224,6 +226,7 @@ def test_the_lifecycle_runs_on_the_distributed_tables(
 
 HOLDER = """
 import asyncio, sys
+from memory.store.citus import REFERENCE_TABLES
 from memory.store.database import MIGRATIONS_DIR, create_engine, head_revision
 from memory.store.locks import LockPurpose, lock_conversation
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -341,3 +344,16 @@ async def _migrate_after_distribution(memory: Memory, tmp_path: Path) -> None:
         await connection.execute(text("UPDATE episodes SET mood = 'glad' WHERE conversation_id = :c"), {"c": cid})
         with_mood = "SELECT count(*) FROM episodes WHERE conversation_id = :c AND mood = 'glad'"
         assert (await connection.execute(text(with_mood), {"c": cid})).scalar_one() >= 1
+
+
+async def test_the_routing_check_reads_the_task_count_of_the_clusters_own_plans(memory: Memory, coordinator: str) -> None:
+    """What tests/conftest.py asks the cluster at the end of the session, on a statement
+    pinned to one conversation and on one that is not."""
+    from tests.routing import task_count
+
+    async with memory.engine.connect() as connection:
+        explain = "EXPLAIN (FORMAT JSON) SELECT count(*) FROM episodes"
+        pinned = (await connection.execute(text(f"{explain} WHERE conversation_id = 1"))).scalar()
+        spread = (await connection.execute(text(explain))).scalar()
+    assert task_count(pinned) == 1
+    assert (task_count(spread) or 0) > 1

@@ -210,12 +210,12 @@ IDENTITY_COLUMNS = (
 
 
 async def test_ids_come_from_sequences_that_continue_after_the_identity_ids(new_database) -> None:
-    """Migration 0014: no identity column is left (Citus refuses to convert tables with
+    """Migration 0015: no identity column is left (Citus refuses to convert tables with
     one), and new ids follow the ones the identity columns gave, down and up again."""
     engine = create_engine(new_database())
     insert = text("INSERT INTO conversations (platform, channel_id) VALUES ('local', :c) RETURNING id")
     try:
-        await upgrade(engine, 384, "0013")
+        await upgrade(engine, 384, "0014")
         async with engine.begin() as connection:
             before = [(await connection.execute(insert, {"c": f"c{i}"})).scalar_one() for i in range(3)]
             assert (await connection.execute(text(IDENTITY_COLUMNS))).scalar_one() > 0
@@ -224,7 +224,7 @@ async def test_ids_come_from_sequences_that_continue_after_the_identity_ids(new_
             assert (await connection.execute(text(IDENTITY_COLUMNS))).scalar_one() == 0
             after = (await connection.execute(insert, {"c": "c3"})).scalar_one()
         assert after == max(before) + 1
-        await downgrade(engine, "0013")
+        await downgrade(engine, "0014")
         async with engine.begin() as connection:
             assert (await connection.execute(insert, {"c": "c4"})).scalar_one() == after + 1
     finally:

@@ -1,6 +1,6 @@
 """The background work each conversation is waiting for, and which conversations are due.
 
-``conversation_locks.due_at`` (migration 0015) holds, per conversation and writer lock,
+``conversation_locks.due_at`` (migration 0016) holds, per conversation and writer lock,
 when its work should next be looked at: every transaction that takes the conversation's
 CHAIN or GRAPH lock (every writer) sets it to now (memory.store.locks), and the scheduler's
 discovery (``read_due``) reads only the rows due by now, through a partial index, then

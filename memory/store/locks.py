@@ -16,7 +16,7 @@ is locked (and by the migration for existing conversations), so a conversation c
 by an older process still locks.
 
 Taking a CHAIN or GRAPH lock marks the conversation due for the scheduler in the same
-transaction, on the lock rows just taken (their ``due_at``, migration 0015; read and
+transaction, on the lock rows just taken (their ``due_at``, migration 0016; read and
 cleared by memory.store.backlog): every writer of a conversation takes one of them, so no
 write is missed by a discovery that reads only what is due, and marking waits on no one.
 

@@ -42,7 +42,7 @@ def _conversation_fk() -> Mapped[int]:
 
 def _id() -> Mapped[int]:
     """An id the database generates (a column default from its own sequence, migration
-    0014), second in the key after ``conversation_id``."""
+    0015), second in the key after ``conversation_id``."""
     return mapped_column(BigInteger, primary_key=True, autoincrement=True)
 
 

@@ -11,16 +11,16 @@ column's largest id.
 Tables Citus already manages keep their identity column: Citus refuses ``DROP
 IDENTITY`` on them (they were distributed by hand, and work as they are).
 
-Revision ID: 0014
-Revises: 0013
+Revision ID: 0015
+Revises: 0014
 """
 
 from sqlalchemy import text
 
 from alembic import op
 
-revision = "0014"
-down_revision = "0013"
+revision = "0015"
+down_revision = "0014"
 branch_labels = None
 depends_on = None
 

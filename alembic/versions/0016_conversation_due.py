@@ -11,16 +11,16 @@ the first tick looks at each of them once. A partial index holds the marked rows
 
 On a distributed database Citus adds the column and the index to every shard.
 
-Revision ID: 0015
-Revises: 0014
+Revision ID: 0016
+Revises: 0015
 """
 
 import sqlalchemy as sa
 
 from alembic import op
 
-revision = "0015"
-down_revision = "0014"
+revision = "0016"
+down_revision = "0015"
 branch_labels = None
 depends_on = None
 
