@@ -74,7 +74,7 @@ async def _due_ids(memory: Memory) -> set[int]:
 
 async def test_a_waiting_message_is_deferred_to_when_it_becomes_due(memory: Memory, conversation_ref: ConversationRef) -> None:
     await ingest(memory, conversation_ref, messages([("m1", "ann", "I moved to Quito last spring.")]), principal=TEST)
-    cid = await resolve_conversation(memory, conversation_ref)
+    cid = await resolve_conversation(memory, conversation_ref, principal=TEST)
     assert cid in await _due_ids(memory)  # the message marked it
     quiet = JobSettings(consolidate_tokens=10_000, consolidate_idle_seconds=3600, consolidate_max_wait_seconds=3600)
     assert cid not in {b.conversation_id for b in await discover(memory, quiet)}  # not due yet: deferred
