@@ -399,6 +399,9 @@ class ConversationLock(Base):
 
     conversation_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
     purpose: Mapped[int] = mapped_column(SmallInteger, primary_key=True)
+    # When the scheduler's discovery should look at the conversation next (migration 0016,
+    # memory.store.backlog); set by every writer lock, cleared when nothing is left.
+    due_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
 
 class JobClaim(Base):
