@@ -62,6 +62,8 @@ TABLE: dict[str, tuple[set[str], str | None]] = {
     "consolidate": (WORK, "consolidate"),
     "pending": (WORK, None),
     "backlog": (WORK, None),
+    "due_backlog": (WORK, None),
+    "defer_backlog": (WORK, None),
     "build_communities": (WORK, "build_communities"),
     "update_communities": (WORK, "update_communities"),
     "regenerate_communities": (WORK, "regenerate_communities"),
@@ -102,6 +104,8 @@ ELSEWHERE = {
     "renew_claim",
     "release_claim",
     "last_runs",
+    "due_backlog",
+    "defer_backlog",
 }
 
 
@@ -141,6 +145,10 @@ def _calls(n: int, fresh: ConversationRef, trace: int, held: api.Claim) -> dict[
         "consolidate": lambda m, r, p: api.consolidate(m, r, principal=p),
         "pending": lambda m, r, p: api.pending(m, r, principal=p),
         "backlog": lambda m, r, p: api.backlog(m, principal=p, conversation=r),
+        "due_backlog": lambda m, r, p: api.due_backlog(m, principal=p, limit=1),
+        "defer_backlog": lambda m, r, p: api.defer_backlog(
+            m, api.Backlog(0, r, 0, 0, None, None, 0, False, False), None, principal=p
+        ),
         "build_communities": lambda m, r, p: api.build_communities(m, r, principal=p),
         "update_communities": lambda m, r, p: api.update_communities(m, r, principal=p),
         "regenerate_communities": lambda m, r, p: api.regenerate_communities(m, r, principal=p),
