@@ -311,6 +311,6 @@ async def add_idle_conversations(memory: Memory, count: int) -> None:
     nothing waiting or marked due): the many channels of a hosted deployment where
     nothing happens (``bench jobs --idle``)."""
     workspace = f"idle-{uuid.uuid4().hex[:6]}"
-    async with memory.engine.begin() as connection:
+    async with memory._engine.begin() as connection:
         for statement in _IDLE if count else ():
             await connection.execute(text(f"/* multi-shard: bench-seed */ {statement}"), {"w": workspace, "m": count})

@@ -63,7 +63,7 @@ def cluster_database(coordinator: str) -> Iterator[Callable[[], str]]:
 
 
 async def _state(memory: Memory) -> tuple[dict[str, tuple[str, str, int]], int]:
-    async with memory.engine.connect() as connection:
+    async with memory._engine.connect() as connection:
         tables = {row[0]: tuple(row[1:]) for row in await connection.execute(text(TABLES))}
         keys = (await connection.execute(text(FOREIGN_KEYS))).scalar_one()
     return tables, int(keys)  # type: ignore[return-value]
@@ -109,7 +109,7 @@ COUNTED = ("conversations", "episodes", "search_documents", "entities", "relatio
 
 
 async def _counts(memory: Memory) -> dict[str, int]:
-    async with memory.engine.connect() as connection:
+    async with memory._engine.connect() as connection:
         return {t: (await connection.execute(text(f"SELECT count(*) FROM {t}"))).scalar_one() for t in COUNTED}
 
 
@@ -132,7 +132,7 @@ async def test_the_plan_finishes_a_database_an_older_plan_left_with_citus_local_
     try:
         await _populate(memory, 1)
         _, keys = await _state(memory)
-        async with memory.engine.begin() as connection:
+        async with memory._engine.begin() as connection:
             await connection.execute(text("SELECT create_reference_table('conversations')"))
         tables, _ = await _state(memory)
         assert tables["episodes"][:2] == ("n", "s")  # a Citus local table now
@@ -159,7 +159,7 @@ async def test_a_populated_database_moves_into_shards_resuming_after_a_failure_a
         refs = await _populate(memory)
         before, (_, keys) = await _counts(memory), await _state(memory)
         assert before["relations"] > 0
-        async with memory.engine.begin() as connection:
+        async with memory._engine.begin() as connection:
             database = (await connection.execute(text("SELECT current_database()"))).scalar_one()
             await connection.execute(text(f"ALTER DATABASE \"{database}\" SET lock_timeout = '1s'"))
         steps = (await citus_plan(memory, principal=OPERATOR)).steps
@@ -179,7 +179,7 @@ async def test_a_populated_database_moves_into_shards_resuming_after_a_failure_a
             await fresh.close()
         await _assert_distributed(memory, keys)
         assert await _counts(memory) == before
-        async with memory.engine.connect() as connection:  # the coordinator's own copies are gone
+        async with memory._engine.connect() as connection:  # the coordinator's own copies are gone
             sizes = await connection.execute(text("SELECT pg_relation_size('episodes'), pg_relation_size('conversations')"))
             assert tuple(sizes.one()) == (0, 0)
         asked = await asyncio.to_thread(stashbird, url, "ask", "Where does Ann live?", "--conversation", str(refs[0]))
@@ -262,13 +262,13 @@ async def test_a_lock_taken_through_a_worker_holds_for_a_process_on_the_coordina
         assert (await asyncio.to_thread(holder.stdout.readline)).strip() == "held"
 
         async def take() -> None:
-            async with memory.sessions.begin() as session:
+            async with memory._sessions.begin() as session:
                 await lock_conversation(session, conversation_id, LockPurpose.CHAIN)
 
         waiting = asyncio.ensure_future(take())
         await asyncio.sleep(1.5)
         assert not waiting.done()  # the coordinator's session waits for the worker's
-        async with try_hold(memory.engine, conversation_id, LockPurpose.INBOX) as held:
+        async with try_hold(memory._engine, conversation_id, LockPurpose.INBOX) as held:
             assert held  # another purpose is not held
         holder.stdin.write("\n")
         holder.stdin.flush()
@@ -332,12 +332,12 @@ async def _migrate_after_distribution(memory: Memory, tmp_path: Path) -> None:
         config.attributes["connection"] = connection
         command.upgrade(config, "head")
 
-    async with memory.engine.begin() as connection:
+    async with memory._engine.begin() as connection:
         await connection.run_sync(migrate)
     tables, _ = await _state(memory)
     assert tables["reactions"][0] == "h" and tables["reactions"][2] == tables["episodes"][2]  # co-located
     await _populate(memory, 1)
-    async with memory.engine.begin() as connection:
+    async with memory._engine.begin() as connection:
         cid, eid = (await connection.execute(text("SELECT conversation_id, id FROM episodes LIMIT 1"))).one()
         insert = "INSERT INTO reactions (conversation_id, episode_id, emoji) VALUES (:c, :e, 'tada') RETURNING id"
         assert (await connection.execute(text(insert), {"c": cid, "e": eid})).scalar_one() >= 1
@@ -351,7 +351,7 @@ async def test_the_routing_check_reads_the_task_count_of_the_clusters_own_plans(
     pinned to one conversation and on one that is not."""
     from tests.routing import task_count
 
-    async with memory.engine.connect() as connection:
+    async with memory._engine.connect() as connection:
         explain = "EXPLAIN (FORMAT JSON) SELECT count(*) FROM episodes"
         pinned = (await connection.execute(text(f"{explain} WHERE conversation_id = 1"))).scalar()
         spread = (await connection.execute(text(explain))).scalar()

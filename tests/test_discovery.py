@@ -60,7 +60,7 @@ def test_a_conversation_is_looked_at_again_exactly_when_some_job_would_want_it(i
 
 
 async def _marks(memory: Memory, conversation_id: int) -> list[datetime | None]:
-    async with memory.engine.connect() as connection:
+    async with memory._engine.connect() as connection:
         rows = await connection.execute(
             text("SELECT due_at FROM conversation_locks WHERE conversation_id = :c AND purpose IN (1, 2) ORDER BY purpose"),
             {"c": conversation_id},
@@ -81,16 +81,16 @@ async def test_a_waiting_message_is_deferred_to_when_it_becomes_due(memory: Memo
     assert cid not in await _due_ids(memory)
     assert all(mark is not None and mark > datetime.now(UTC) for mark in (await _marks(memory, cid))[:1])
     now = JobSettings(consolidate_tokens=0)
-    async with memory.sessions.begin() as session:  # a write (any writer lock) marks it due again
+    async with memory._sessions.begin() as session:  # a write (any writer lock) marks it due again
         await lock_conversation(session, cid, LockPurpose.GRAPH)
     assert cid in {b.conversation_id for b in await discover(memory, now)}
 
 
 async def test_a_write_after_discovery_read_the_conversation_keeps_it_due(memory: Memory, conversation_id: int) -> None:
-    async with memory.sessions.begin() as session:
+    async with memory._sessions.begin() as session:
         await lock_conversation(session, conversation_id, LockPurpose.CHAIN)
     [read] = [b for b in await due_backlog(memory, principal=TEST, limit=100_000) if b.conversation_id == conversation_id]
-    async with memory.sessions.begin() as session:
+    async with memory._sessions.begin() as session:
         await lock_conversation(session, conversation_id, LockPurpose.CHAIN)  # a message arrives meanwhile
     assert not await defer_backlog(memory, read, None, principal=TEST)
     assert conversation_id in await _due_ids(memory)
@@ -103,7 +103,7 @@ async def test_a_write_after_discovery_read_the_conversation_keeps_it_due(memory
 async def test_an_idle_conversation_is_not_read_by_discovery(memory: Memory, conversation_id: int) -> None:
     """Made, written once, cleared: from then on no tick reads it (its rows are outside
     the partial index discovery reads through)."""
-    async with memory.sessions.begin() as session:
+    async with memory._sessions.begin() as session:
         await lock_conversation(session, conversation_id, LockPurpose.CHAIN, LockPurpose.GRAPH)
     await discover(memory, SETTINGS)
     assert await _marks(memory, conversation_id) == [None, None]

@@ -88,7 +88,7 @@ async def due_backlog(memory: Memory, *, principal: Principal, limit: int = 1000
     from memory.store.backlog import read_due
 
     async with door(memory, "due_backlog", principal) as call:
-        async with memory.sessions() as session:
+        async with memory._sessions() as session:
             found = await read_due(session, limit)
         call.note(due=len(found))
     return found
@@ -100,7 +100,7 @@ async def defer_backlog(memory: Memory, item: Backlog, next_at: datetime | None,
     from memory.store.backlog import defer_due
 
     async with door(memory, "defer_backlog", principal) as call:
-        async with memory.sessions.begin() as session:
+        async with memory._sessions.begin() as session:
             moved = await defer_due(session, item, next_at)
         call.note(moved=moved)
     return moved
