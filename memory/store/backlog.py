@@ -25,7 +25,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memory.store.conversations import ConversationRef
-from memory.store.locks import WRITERS
+from memory.store.locks import WRITERS, defer_marks
 
 # ``{key}``: the conversation each figure is of (its id for one conversation: a correlated
 # subquery is not pinned by the outer query's filter, and Citus would not route it).
@@ -66,18 +66,6 @@ _DUE = (
     + _SELECT.format(key="d.conversation_id", marked=f"due_at <= now() AND {_WRITTEN}")
     + "ORDER BY d.due_at, d.conversation_id LIMIT :limit"
 )
-
-# Each row only if no writer marked it since it was read (its mark would differ), and none
-# a writer holds now (it marks the row itself, and the tick does not wait for it).
-_DEFER = f"""
-UPDATE conversation_locks l SET due_at = :next
-FROM unnest(CAST(:purposes AS smallint[]), CAST(:seen AS timestamptz[])) AS s(purpose, due_at)
-WHERE l.conversation_id = :conversation AND l.purpose = s.purpose AND l.due_at IS NOT DISTINCT FROM s.due_at
-  AND l.purpose IN (
-    SELECT purpose FROM conversation_locks
-    WHERE conversation_id = :conversation AND {_WRITTEN} FOR UPDATE SKIP LOCKED
-)
-"""
 
 
 @dataclass(frozen=True)
@@ -140,7 +128,7 @@ async def read_due(session: AsyncSession, limit: int) -> list[Backlog]:
     rows = (await session.execute(text(_DUE), {"limit": limit})).all()
     for row in rows:
         if row[1] is None:
-            await session.execute(text(_DEFER), {"conversation": row[0], "purposes": row[-2], "seen": row[-1], "next": None})
+            await defer_marks(session, row[0], list(zip(row[-2], row[-1], strict=True)), None)
     await session.commit()
     return _backlogs(rows)
 
@@ -148,10 +136,4 @@ async def read_due(session: AsyncSession, limit: int) -> list[Backlog]:
 async def defer_due(session: AsyncSession, item: Backlog, next_at: datetime | None) -> bool:
     """Look at ``item`` next at ``next_at`` (None: not until a writer marks it), unless a
     writer marked it since it was read (each lock row apart); whether any row was moved."""
-    values = {
-        "conversation": item.conversation_id,
-        "purposes": [purpose for purpose, _ in item.marks],
-        "seen": [mark for _, mark in item.marks],
-        "next": next_at,
-    }
-    return bool((await session.execute(text(_DEFER), values)).rowcount)  # type: ignore[attr-defined]
+    return await defer_marks(session, item.conversation_id, list(item.marks), next_at)

@@ -29,6 +29,7 @@ from __future__ import annotations
 import enum
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import datetime
 
 from sqlalchemy import Connection, text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
@@ -61,6 +62,18 @@ _TRY_LOCK = text(
 _MARK_DUE = text(
     "UPDATE conversation_locks SET due_at = now() WHERE conversation_id = :conversation AND purpose = ANY(:purposes)"
 )
+# Each row only if no writer marked it since it was read (its mark would differ), and none
+# a writer holds now (it marks the row itself, and the tick does not wait for it).
+_DEFER = text("""
+UPDATE conversation_locks l SET due_at = :next
+FROM unnest(CAST(:purposes AS smallint[]), CAST(:seen AS timestamptz[])) AS s(purpose, due_at)
+WHERE l.conversation_id = :conversation AND l.purpose = s.purpose AND l.due_at IS NOT DISTINCT FROM s.due_at
+  AND l.purpose IN (
+    SELECT purpose FROM conversation_locks
+    WHERE conversation_id = :conversation AND purpose = ANY(:writers) FOR UPDATE SKIP LOCKED
+)
+""")
+
 _MAKE = text(
     "INSERT INTO conversation_locks (conversation_id, purpose) "
     "SELECT :conversation, p FROM unnest(CAST(:purposes AS smallint[])) AS p ON CONFLICT DO NOTHING"
@@ -113,3 +126,19 @@ async def try_hold_connection(
 def lock_migrations(connection: Connection) -> None:
     """Keep two processes from migrating at once (to the end of the transaction)."""
     connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_KEY})
+
+
+async def defer_marks(
+    session: AsyncSession, conversation_id: int, marks: list[tuple[int, datetime | None]], next_at: datetime | None
+) -> bool:
+    """Set the writer lock rows' due marks to ``next_at`` (memory.store.backlog), each
+    only if it is still the mark read in ``marks`` ((purpose, due_at) pairs); whether any
+    row was moved."""
+    values = {
+        "conversation": int(conversation_id),
+        "purposes": [purpose for purpose, _ in marks],
+        "seen": [mark for _, mark in marks],
+        "next": next_at,
+        "writers": [int(p) for p in WRITERS],
+    }
+    return bool((await session.execute(_DEFER, values)).rowcount)  # type: ignore[attr-defined]
