@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import delete, func, select, text, update
+from sqlalchemy import delete, func, literal_column, select, text, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
 from sqlalchemy.sql import Executable
@@ -283,7 +283,7 @@ class InboxClaim:
             .values(
                 # the row's own fields kept; the text replaced; citations, answer id and notes gone
                 payload=InboxEvent.payload.op("-")(text("CAST(ARRAY['citations', 'answer_id', 'notes'] AS text[])")).op("||")(
-                    func.jsonb_build_object("text", notice)
+                    func.jsonb_build_object(literal_column("'text'"), notice)  # a constant key: Citus plans it
                 )
             )
         )
@@ -398,14 +398,18 @@ async def take_reply(
                 InboxEvent.kind,
                 InboxEvent.payload,
                 InboxEvent.attempts,
-                func.extract("epoch", func.now() - InboxEvent.received_at),
+                InboxEvent.received_at,
+                InboxEvent.not_before,
             )
         )
     ).one_or_none()
     if row is None:
         return None
-    event_id, kind, payload, attempts, age = row
-    return OutboxItem(conversation, conversation_id, InboxItem(row_id, event_id, kind, payload or {}, attempts), float(age))
+    # The age is read off the two times the row returns (both on the database's clock):
+    # Citus refuses now() in a RETURNING clause of a distributed table.
+    event_id, kind, payload, attempts, received_at, leased_until = row
+    age = (leased_until - lease - received_at).total_seconds()
+    return OutboxItem(conversation, conversation_id, InboxItem(row_id, event_id, kind, payload or {}, attempts), age)
 
 
 async def settle_reply(session: AsyncSession, taken: OutboxItem, error: str | None, retry_in: timedelta | None) -> None:
