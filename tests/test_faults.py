@@ -12,6 +12,8 @@ own (pgserver, as the embedded one), so it can be stopped and started again.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import shutil
 import signal
 import tempfile
 import time
@@ -83,8 +85,15 @@ def table(request: pytest.FixtureRequest) -> Iterator[list[Row]]:
 
 
 @pytest.fixture(scope="module")
-def postgres() -> RestartablePostgres:
-    return RestartablePostgres(Path(tempfile.mkdtemp(prefix="stashbird-faults-pg-")))
+def postgres() -> Iterator[RestartablePostgres]:
+    """Stopped at the end: a server this test restarted by hand is no longer the one
+    pgserver would stop when the process exits, so it would be left running."""
+    data_dir = Path(tempfile.mkdtemp(prefix="stashbird-faults-pg-"))
+    server = RestartablePostgres(data_dir)
+    yield server
+    with contextlib.suppress(Exception):  # a test that failed while it was down left it stopped
+        server.stop()
+    shutil.rmtree(data_dir, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
