@@ -109,7 +109,7 @@ if TYPE_CHECKING:
     from memory.store.backlog import Backlog
     from memory.store.citus import CitusPlan
     from memory.store.claims import Claim, RunRecord
-    from memory.store.conversations import ConversationRef
+    from memory.store.conversations import ConversationRef, Workspace
     from memory.store.embedded import default_data_dir, start_embedded
     from memory.store.erasure import MaintenanceReport
     from memory.store.inbox import InboxBacklog, InboxClaim, InboxEntry, InboxItem, OutboxItem
@@ -165,6 +165,7 @@ __all__ = [
     "StoredMessage",
     "UnknownConversation",
     "ValidationError",
+    "Workspace",
     "about",
     "ask",
     "audit_conversations",

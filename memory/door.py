@@ -74,15 +74,18 @@ async def door(
     create: bool = False,
     must_exist: bool = True,
     arguments: dict[str, Any] | None = None,
+    owner: str | None = None,
 ) -> AsyncIterator[Call]:
     """Run one command (see the module's docstring); raises ``AccessDenied`` for a
     principal its rule refuses, ``UnknownConversation`` for a conversation not in memory
-    (unless ``create``, or not ``must_exist``: then ``call.conversation_id`` is None)."""
+    (unless ``create``, or not ``must_exist``: then ``call.conversation_id`` is None).
+    ``owner``: the platform user id of the one person whose data the command touches
+    (an ``OWN`` grant allows that person only)."""
     rule = RULES[operation]
     began = time.perf_counter()
     where = "*" if conversation is None else str(conversation)
     arguments = arguments or {}
-    if not permits(rule, principal, memory.admin_ids):
+    if not permits(rule, principal, memory.admin_ids, owner):
         await _refused(memory, rule, operation, principal, conversation, arguments)
         _log(logging.WARNING, operation, where, principal, began, "denied", {})
         raise AccessDenied(str(principal), where, operation, rule.allowed())

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from memory import ConversationRef, Message, Principal, ValidationError, normalize_id, parse_time, validate_message
+from memory import ConversationRef, Message, Principal, ValidationError, Workspace, normalize_id, parse_time, validate_message
 from memory.limits import MAX_ID_CHARS, MAX_TEXT_CHARS
 from memory.validation import check_text
 
@@ -104,3 +104,24 @@ def test_model_replies_are_cleaned_and_supplied_extractions_checked(tmp_path: Pa
         path.write_bytes(content)
         with pytest.raises(ValidationError, match=where):
             ReplayExtractor.from_file(path)
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("slack:T024BE7LD", Workspace("slack", "T024BE7LD")),
+        (" discord: 81384788765712384 ", Workspace("discord", "81384788765712384")),
+        ("local:", Workspace("local", "")),
+    ],
+)
+def test_a_workspace_is_platform_and_id(text: str, expected: Workspace) -> None:
+    assert Workspace.parse(text) == expected
+    assert Workspace.parse(str(expected)) == expected
+    assert ConversationRef(expected.platform, expected.workspace_id, "C1").workspace == expected
+
+
+@pytest.mark.parametrize("text", ["", "slack", "slack:", ":T1", "slack:T1:C1", "slack:T\x001"])
+def test_a_workspace_that_is_not_platform_and_id_is_refused_in_one_line(text: str) -> None:
+    with pytest.raises(ValidationError) as refused:
+        Workspace.parse(text)
+    assert str(refused.value).startswith("workspace") and "\n" not in str(refused.value)

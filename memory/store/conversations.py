@@ -47,6 +47,38 @@ class ConversationRef:
             return self.channel_id
         return f"{self.platform}:{self.workspace_id}:{self.channel_id}"
 
+    @property
+    def workspace(self) -> Workspace:
+        return Workspace(self.platform, self.workspace_id)
+
+
+@dataclass(frozen=True)
+class Workspace:
+    """A Slack team or a Discord guild (``slack:TEAM``, ``discord:GUILD``): the scope of a
+    person's forgetting and opting out, since a platform user id means one person there."""
+
+    platform: str
+    workspace_id: str
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "platform", normalize_id(self.platform, "workspace"))
+        blank = isinstance(self.workspace_id, str) and not self.workspace_id.strip()
+        object.__setattr__(self, "workspace_id", "" if blank else normalize_id(self.workspace_id, "workspace"))
+
+    @classmethod
+    def parse(cls, value: str) -> Workspace:
+        """``platform:workspace``, e.g. ``slack:T024BE7LD``; a local conversation's
+        workspace is ``local:`` (no id)."""
+        if not isinstance(value, str) or not value.strip():
+            raise ValidationError("workspace", "is required")
+        platform, colon, workspace_id = value.strip().partition(":")
+        if not colon or not platform.strip() or ":" in workspace_id or (platform != "local" and not workspace_id.strip()):
+            raise ValidationError("workspace", f"must be PLATFORM:WORKSPACE (e.g. slack:T024BE7LD), got {value!r}")
+        return cls(platform, workspace_id)
+
+    def __str__(self) -> str:
+        return f"{self.platform}:{self.workspace_id}"
+
 
 async def find_conversation(session: AsyncSession, ref: ConversationRef) -> int | None:
     return (
