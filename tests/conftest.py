@@ -213,8 +213,9 @@ def scripted_llm() -> ScriptedLLMServer:
 
 @pytest.fixture
 async def llm_client(scripted_llm: ScriptedLLMServer) -> LLMClient:
-    """The real LLM client pointed at ``scripted_llm``, with short timeouts and backoff."""
-    client = LLMClient(base_url=scripted_llm.base_url, api_key="test", model="scripted", timeout=2, max_retries=2, backoff=0.01)
+    """The real LLM client pointed at ``scripted_llm``, with short backoff and a timeout
+    that a loaded machine's first call still meets (a timeout test uses its own client)."""
+    client = LLMClient(base_url=scripted_llm.base_url, api_key="test", model="scripted", timeout=10, max_retries=2, backoff=0.01)
     yield client
     await client.close()
 

@@ -3,6 +3,7 @@ scripted server (decompose, rerank, answer, usage), and the stored trace."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from datetime import datetime, timedelta, timezone
@@ -16,6 +17,7 @@ from memory.consolidation.extraction import ReplayExtractor
 from memory.core import Memory
 from memory.episodes.append import validate_message
 from memory.errors import UnknownConversation, ValidationError
+from memory.models.llm import LLMClient
 from memory.retrieval.answering import NOT_IN_MEMORY, NOTES, Answer
 from memory.store.conversations import ConversationRef
 from memory.store.schema import (
@@ -222,13 +224,20 @@ async def test_each_failing_llm_step_falls_back_offline_with_a_note(
     scripted_llm.on("decompose", lambda request: {"queries": ["Where did Tom move?", "Where is lunch?"]})
     scripted_llm.on("rerank", lambda request: {"scores": []})
     scripted_llm.on("answer", lambda request: {"answer": "Berlin.", "citations": ["E1"], "in_memory": True})
+    impatient = LLMClient(
+        base_url=scripted_llm.base_url, api_key="test", model="scripted", timeout=2, max_retries=2, backoff=0.01
+    )
     if fault == "status":
         scripted_llm.fail_next(10, status=503, operation=step)
     elif fault == "timeout":
         scripted_llm.timeout_next(10, seconds=3, operation=step)
+        llm_memory = dataclasses.replace(llm_memory, llm=impatient)
     else:
         scripted_llm.malformed_next(10, operation=step)
-    result = await _ask(llm_memory, conversation_ref, "Where did Tom move and where is lunch?")
+    try:
+        result = await _ask(llm_memory, conversation_ref, "Where did Tom move and where is lunch?")
+    finally:
+        await impatient.close()
     assert result.notes == [NOTES[step]] and result.reply.notes == (NOTES[step],)
     assert result.in_memory and result.citations
     if step == "answer":
