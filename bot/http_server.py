@@ -10,8 +10,13 @@ milliseconds) and its own write. Events it stores wake the service on the main l
 ``/healthz`` asks the service there.
 
 ``/metrics`` is the Prometheus text format of connectors.metrics; the gauges read from
-the database (inbox, outbox, consolidation backlog) are refreshed on each scrape, on
-this thread's connections, so a scrape never waits for processing.
+the database (inbox, outbox, consolidation backlog, backlog shedding) are refreshed on
+each scrape, on this thread's connections, so a scrape never waits for processing.
+
+``/healthz`` adds the consolidation backlog to the service's report, read here on this
+thread: past STASHBIRD_BACKLOG_SHED_MESSAGES the scheduler sheds derived work (jobs/shed.py),
+and the report says so (``status`` "degraded", a line in ``warnings``) without failing the
+check: messages are still stored and searchable, only consolidation is behind.
 """
 
 from __future__ import annotations
@@ -32,7 +37,8 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from connectors import metrics
 from connectors.service import ChatService, ThreadIntake
 from connectors.slack.app import SlackConnector
-from memory import Memory, Principal, backlog, inbox_backlog
+from jobs.shed import SHEDDABLE, shed_jobs, shed_warning
+from memory import Memory, Principal, Waiting, inbox_backlog, waiting_backlog
 
 Health = Callable[[], Awaitable[dict[str, Any]]]
 Refresh = Callable[[], Awaitable[None]]
@@ -73,13 +79,44 @@ def web_app(health: Health, slack: SlackConnector | None, events_path: str, refr
     return app
 
 
-async def refresh_gauges(memory: Memory) -> None:
-    """The gauges that are database state: inbox and outbox, consolidation backlog and lag."""
+def _lag(waiting: Waiting) -> float | None:
+    return (datetime.now(UTC) - waiting.oldest).total_seconds() if waiting.oldest is not None else None
+
+
+async def refresh_gauges(memory: Memory, shed_messages: int) -> None:
+    """The gauges that are database state: inbox and outbox, consolidation backlog and
+    lag, which derived work is shed."""
     metrics.observe_backlog(await inbox_backlog(memory, principal=SCRAPE))
-    waiting = await backlog(memory, principal=SCRAPE)
-    oldest = min((b.oldest_unconsolidated for b in waiting if b.oldest_unconsolidated is not None), default=None)
-    lag = (datetime.now(UTC) - oldest).total_seconds() if oldest is not None else None
-    metrics.observe_consolidation(sum(b.unconsolidated_messages for b in waiting), lag)
+    waiting = await waiting_backlog(memory, principal=SCRAPE)
+    shed = shed_jobs(waiting.messages, shed_messages)
+    metrics.observe_consolidation(waiting.messages, _lag(waiting), {job: job in shed for job in sorted(SHEDDABLE)})
+
+
+async def with_backlog(report: dict[str, Any], memory: Memory, shed_messages: int) -> dict[str, Any]:
+    """The service's health report with the consolidation backlog: ``status`` "ok",
+    "degraded" (derived work shed: a warning, the check still passes) or "failing"
+    (``ok`` false). A backlog that cannot be read adds nothing: the service's report
+    names the database already."""
+    warnings: list[str] = []
+    try:
+        waiting = await waiting_backlog(memory, principal=SCRAPE)
+    except Exception as error:  # noqa: BLE001 - health reports, it does not fail on a read
+        log.warning("health: the consolidation backlog was not read: %s", error)
+    else:
+        shed = shed_jobs(waiting.messages, shed_messages)
+        lag = _lag(waiting)
+        report["consolidation"] = {
+            "waiting_messages": waiting.messages,
+            "conversations": waiting.conversations,
+            "oldest_seconds": round(lag, 3) if lag is not None else None,
+            "shed_threshold": shed_messages,
+            "shedding": sorted(shed),
+        }
+        warning = shed_warning(waiting.messages, shed_messages)
+        warnings += [warning] if warning else []
+    report["warnings"] = warnings
+    report["status"] = "failing" if not report["ok"] else "degraded" if warnings else "ok"
+    return report
 
 
 class HttpThread:
@@ -87,10 +124,20 @@ class HttpThread:
     taking requests, lets the ones in hand finish and closes the thread's connections."""
 
     def __init__(
-        self, memory: Memory, service: ChatService, slack: SlackConnector | None, events_path: str, host: str, port: int
+        self,
+        memory: Memory,
+        service: ChatService,
+        slack: SlackConnector | None,
+        events_path: str,
+        host: str,
+        port: int,
+        shed_messages: int = 0,
     ) -> None:
+        """``shed_messages``: the scheduler's backlog shedding threshold, for ``/healthz``
+        and ``/metrics`` (0: shedding off)."""
         self.memory, self.service, self.slack = memory, service, slack
         self.events_path, self.host, self.port = events_path, host, port
+        self.shed_messages = shed_messages
         self._ready: concurrent.futures.Future[int] = concurrent.futures.Future()
         self._stopping: tuple[asyncio.AbstractEventLoop, asyncio.Event] | None = None
         self._thread = threading.Thread(target=self._main, name="stashbird-http", daemon=True)
@@ -126,10 +173,11 @@ class HttpThread:
                 events.intake = ThreadIntake(memory, self.service, service_loop)
 
             async def health() -> dict[str, Any]:
-                return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self.service.health(), service_loop))
+                report = await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self.service.health(), service_loop))
+                return await with_backlog(report, memory, self.shed_messages)
 
             async def refresh() -> None:
-                await refresh_gauges(memory)
+                await refresh_gauges(memory, self.shed_messages)
 
             runner = web.AppRunner(web_app(health, events, self.events_path, refresh), access_log=None)
             await runner.setup()

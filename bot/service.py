@@ -8,7 +8,8 @@ HTTP (bot/http_server.py, on a thread of its own so that acknowledgements never 
 processing): ``POST`` on the Slack events path goes to Bolt (signature checked, the event
 stored in the inbox, then acknowledged); ``GET /healthz`` answers 200 when the database
 answers, every connector is connected and the inbox is not stuck, else 503 naming what
-is wrong, with the inbox backlog either way; ``GET /metrics`` is the Prometheus text.
+is wrong, with the inbox and consolidation backlogs either way (past
+STASHBIRD_BACKLOG_SHED_MESSAGES: still 200, ``status`` "degraded" and a warning); ``GET /metrics`` is the Prometheus text.
 
 Shutdown (SIGTERM, or leaving ``running``): the HTTP site stops taking requests first,
 then the worker lets each conversation finish the event in hand and leaves the rest in
@@ -203,6 +204,7 @@ async def running(memory: Memory, settings: Settings, host: str | None = None, p
         settings.slack_events_path,
         host or settings.http_host,
         settings.http_port if port is None else port,
+        settings.job_settings().shed_messages,
     )
     state = Running(service, slack, await http.start(), connectors)
     state.tasks.append(asyncio.create_task(service.run()))

@@ -86,6 +86,7 @@ class Settings(BaseSettings):
     community_rebuild_share: float | None = Field(
         None, ge=0, le=1, allow_inf_nan=False, validation_alias=_env("STASHBIRD_COMMUNITY_REBUILD_SHARE")
     )
+    backlog_shed_messages: int | None = Field(None, ge=0, validation_alias=_env("STASHBIRD_BACKLOG_SHED_MESSAGES"))
 
     def job_settings(self) -> JobSettings:
         """The scheduler's settings: what the environment sets, the scheduler's defaults
@@ -102,6 +103,7 @@ class Settings(BaseSettings):
             "shutdown_grace": self.jobs_shutdown_grace,
             "misfire_grace_seconds": self.jobs_misfire_grace,
             "rebuild_share": self.community_rebuild_share,
+            "shed_messages": self.backlog_shed_messages,
         }
         return JobSettings(**{name: value for name, value in given.items() if value is not None})
 

@@ -9,8 +9,9 @@ whether it is up), the service what it does. Who counts what, so nothing is coun
 - ``ACK_SECONDS``: Slack's HTTP acknowledgement by the HTTP edge (bot/http_server.py),
   everything else (Socket Mode, the Discord gateway) by ``ChatService.accept``.
 - ``PROCESSED``, ``REPLIES``, ``DELETIONS``, ``WORKER_FAILURES``: the service.
-- the inbox, outbox and consolidation gauges: set from the database when ``/metrics``
-  or ``/healthz`` is read (``observe_backlog``, ``observe_consolidation``).
+- the inbox, outbox and consolidation gauges, and which derived work is shed: set from
+  the database when ``/metrics`` or ``/healthz`` is read (``observe_backlog``,
+  ``observe_consolidation``), whichever process runs the scheduler.
 - ``PARSE_ERRORS``, ``RECONNECTS``: the connectors; ``CONNECTOR_UP``: the connectors
   and ``/healthz`` (from each ``Platform.connected``).
 
@@ -91,6 +92,13 @@ CONSOLIDATION_LAG = Gauge(
     "stashbird_consolidation_lag_seconds", "Age of the oldest message waiting for consolidation (0: none)", registry=REGISTRY
 )
 
+BACKLOG_SHEDDING = Gauge(
+    "stashbird_backlog_shedding",
+    "1 while the job's work is shed because the consolidation backlog passed STASHBIRD_BACKLOG_SHED_MESSAGES",
+    ["job"],
+    registry=REGISTRY,
+)
+
 
 def observe_backlog(backlog: InboxBacklog) -> None:
     """Set the inbox and outbox gauges from the inbox's backlog (memory.InboxBacklog)."""
@@ -102,9 +110,12 @@ def observe_backlog(backlog: InboxBacklog) -> None:
     REPLIES_OLDEST.set(backlog.oldest_reply_seconds or 0.0)
 
 
-def observe_consolidation(messages: int, lag_seconds: float | None) -> None:
+def observe_consolidation(messages: int, lag_seconds: float | None, shedding: dict[str, bool]) -> None:
+    """The consolidation backlog, its lag, and for each job that can be shed whether it is."""
     CONSOLIDATION_BACKLOG.set(messages)
     CONSOLIDATION_LAG.set(lag_seconds or 0.0)
+    for job, shed in shedding.items():
+        BACKLOG_SHEDDING.labels(job).set(int(shed))
 
 
 def exposition() -> bytes:

@@ -17,3 +17,5 @@ class JobSettings:
     shutdown_grace: float = 10.0  # a running item may finish for this long on shutdown
     misfire_grace_seconds: int = 30  # a firing this late is skipped (the next one runs)
     rebuild_share: float = 0.2  # full community rebuild past this share of new entities
+    shed_messages: int = 5_000  # past this many messages waiting for consolidation, derived work is shed (0: never)
+    shed_retry_seconds: float = 30.0  # a conversation whose work was shed is looked at again after this

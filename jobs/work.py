@@ -21,19 +21,27 @@ Jobs run in this order in ``run_once``, so one pass takes new messages all the w
 regenerated communities.
 
 Discovery reads only the conversations due by now (``due_backlog``: every write marks
-its conversation due), at most ``DISCOVERY_LIMIT`` at a time. A due conversation no job
-wants now is deferred (``next_look``): to when its waiting messages become due, or
-until the next write when nothing waits. A tick costs what is due, not what exists.
+its conversation due), the longest waiting first, at most ``DISCOVERY_LIMIT`` at a time.
+A due conversation no job wants now is deferred (``next_look``): to when its waiting
+messages become due, or until the next write when nothing waits. A tick costs what is
+due, not what exists.
+
+Backlog shedding (jobs/shed.py): past ``shed_messages`` messages waiting in all
+conversations, the community jobs find nothing due (and the summary's past twice that);
+a conversation only they want is deferred ``shed_retry_seconds``, and their work runs
+once the backlog is back under.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from jobs.job import Due, Job, Prepare, Work, WorkItem
 from jobs.settings import JobSettings
+from jobs.shed import SHEDDABLE, shed_jobs, shed_warning
 from memory import (
     Backlog,
     Memory,
@@ -45,18 +53,21 @@ from memory import (
     regenerate_communities,
     regenerate_summary,
     update_communities,
+    waiting_backlog,
 )
 
+log = logging.getLogger(__name__)
 SCHEDULER = Principal.job("scheduler")
 DISCOVERY_LIMIT = 1000  # due conversations read per discovery; the rest on the next
 
 
-async def discover(memory: Memory, settings: JobSettings) -> list[Backlog]:
-    """The due conversations some job wants now; the others are deferred (``next_look``)."""
+async def discover(memory: Memory, settings: JobSettings, shed: frozenset[str] = frozenset()) -> list[Backlog]:
+    """The due conversations some job wants now; the others are deferred (``next_look``),
+    those only shed jobs want to ``shed_retry_seconds`` from now."""
     now = datetime.now(UTC)
     wanted = []
     for item in await due_backlog(memory, principal=SCHEDULER, limit=DISCOVERY_LIMIT):
-        look = next_look(item, settings, now)
+        look = next_look(item, settings, now, shed)
         if look is not None and look <= now:
             wanted.append(item)
         else:
@@ -64,28 +75,74 @@ async def discover(memory: Memory, settings: JobSettings) -> list[Backlog]:
     return wanted
 
 
+async def shedding(memory: Memory, settings: JobSettings) -> frozenset[str]:
+    """The jobs shed now, from every conversation's consolidation backlog (jobs.shed)."""
+    if settings.shed_messages <= 0:
+        return frozenset()
+    waiting = await waiting_backlog(memory, principal=SCHEDULER)
+    shed = shed_jobs(waiting.messages, settings.shed_messages)
+    _log_change(shed, waiting.messages, settings.shed_messages)
+    return shed
+
+
+_shed_logged: list[frozenset[str]] = [frozenset()]  # what this process last logged as shed
+
+
+def _log_change(shed: frozenset[str], messages: int, threshold: int) -> None:
+    """One log line when shedding starts, widens or ends, not one per tick."""
+    if shed != _shed_logged[0]:
+        _shed_logged[0] = shed
+        if shed:
+            log.warning("%s", shed_warning(messages, threshold))
+        else:
+            log.warning("consolidation backlog back under %d messages (%d waiting): derived work resumes", threshold, messages)
+
+
 def _due(
-    settings: JobSettings, select: Callable[[Backlog], bool], order: Callable[[Backlog], Any] = lambda b: b.conversation_id
+    settings: JobSettings,
+    name: str,
+    select: Callable[[Backlog], bool],
+    order: Callable[[Backlog], Any] = lambda b: b.conversation_id,
 ) -> Due:
     async def due(memory: Memory) -> list[WorkItem]:
-        waiting = [b for b in await discover(memory, settings) if select(b)]
+        shed = await shedding(memory, settings) if name in SHEDDABLE else frozenset()
+        found = await discover(memory, settings, shed)
+        if name in shed:
+            return []
+        waiting = [b for b in found if select(b)]
         return [WorkItem(b.conversation_id, b.conversation) for b in sorted(waiting, key=order)]
 
     return due
 
 
-def next_look(item: Backlog, settings: JobSettings, now: datetime) -> datetime | None:
-    """When discovery should look at the conversation next: ``now`` while some job
-    wants it; when its waiting messages become due (quiet long enough, or the oldest
-    waited too long; more messages mark it due anyway); None when nothing waits. Pure."""
-    if item.dirty_communities or item.summary_dirty or item.graph_changed or consolidation_due(settings, now)(item):
+def wanted_by(item: Backlog, settings: JobSettings, now: datetime) -> frozenset[str]:
+    """The jobs that want the conversation now. Pure."""
+    wants = {
+        "consolidation": consolidation_due(settings, now)(item),
+        "communities": item.graph_changed,
+        "community_regeneration": item.dirty_communities > 0,
+        "summary": item.summary_dirty,
+    }
+    return frozenset(job for job, want in wants.items() if want)
+
+
+def next_look(item: Backlog, settings: JobSettings, now: datetime, shed: frozenset[str] = frozenset()) -> datetime | None:
+    """When discovery should look at the conversation next: ``now`` while some job not
+    shed wants it; when its waiting messages become due (quiet long enough, or the oldest
+    waited too long; more messages mark it due anyway), or ``shed_retry_seconds`` from now
+    while only shed jobs want it, whichever is sooner; None when nothing waits. Pure."""
+    wanted = wanted_by(item, settings, now)
+    if wanted - shed:
         return now
-    if not item.unconsolidated_messages or item.newest_unconsolidated is None or item.oldest_unconsolidated is None:
-        return None
-    return min(
-        item.newest_unconsolidated + timedelta(seconds=settings.consolidate_idle_seconds),
-        item.oldest_unconsolidated + timedelta(seconds=settings.consolidate_max_wait_seconds),
-    )
+    looks = [now + timedelta(seconds=settings.shed_retry_seconds)] if wanted else []
+    if item.unconsolidated_messages and item.newest_unconsolidated is not None and item.oldest_unconsolidated is not None:
+        looks.append(
+            min(
+                item.newest_unconsolidated + timedelta(seconds=settings.consolidate_idle_seconds),
+                item.oldest_unconsolidated + timedelta(seconds=settings.consolidate_max_wait_seconds),
+            )
+        )
+    return min(looks, default=None)
 
 
 def consolidation_due(settings: JobSettings, now: datetime | None = None) -> Callable[[Backlog], bool]:
@@ -145,8 +202,15 @@ def default_jobs(settings: JobSettings) -> list[Job]:
         return Job(name, due, work, every, coalesce=True, max_instances=1, misfire_grace_time=grace, prepare=prepare)
 
     return [
-        core("consolidation", _due(settings, consolidation_due(settings), oldest_first), consolidate_one, prepare_one),
-        core("communities", _due(settings, communities_due(settings)), communities_one),
-        core("community_regeneration", _due(settings, lambda b: b.dirty_communities > 0), regenerate_one),
-        core("summary", _due(settings, lambda b: b.summary_dirty), summary_one),
+        core(
+            "consolidation",
+            _due(settings, "consolidation", consolidation_due(settings), oldest_first),
+            consolidate_one,
+            prepare_one,
+        ),
+        core("communities", _due(settings, "communities", communities_due(settings)), communities_one),
+        core(
+            "community_regeneration", _due(settings, "community_regeneration", lambda b: b.dirty_communities > 0), regenerate_one
+        ),
+        core("summary", _due(settings, "summary", lambda b: b.summary_dirty), summary_one),
     ]

@@ -79,6 +79,7 @@ if TYPE_CHECKING:
         reindex,
         update_communities,
         vacuum,
+        waiting_backlog,
     )
     from memory.communities.run import CommunityReport
     from memory.consolidation.extraction import (
@@ -106,7 +107,7 @@ if TYPE_CHECKING:
     from memory.params import MemoryParams
     from memory.principal import Principal
     from memory.retrieval.answering import Answer, AnswerReply, Citation, QuotedMessage
-    from memory.store.backlog import Backlog
+    from memory.store.backlog import Backlog, Waiting
     from memory.store.citus import CitusPlan
     from memory.store.claims import Claim, RunRecord
     from memory.store.conversations import ConversationRef, Workspace
@@ -165,6 +166,7 @@ __all__ = [
     "StoredMessage",
     "UnknownConversation",
     "ValidationError",
+    "Waiting",
     "Workspace",
     "about",
     "ask",
@@ -221,6 +223,7 @@ __all__ = [
     "usage",
     "vacuum",
     "validate_message",
+    "waiting_backlog",
 ]
 
 

@@ -112,6 +112,7 @@ RULES: dict[str, Rule] = {
     "backlog": Rule(_WORK, Audit.NONE, store_wide=True),
     "due_backlog": Rule(_WORK, Audit.NONE, store_wide=True),
     "defer_backlog": Rule(_WORK, Audit.NONE, store_wide=True),
+    "waiting_backlog": Rule(_WORK, Audit.NONE, store_wide=True),
     "build_communities": Rule(_WORK),
     "update_communities": Rule(_WORK),
     "regenerate_communities": Rule(_WORK),

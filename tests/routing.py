@@ -48,6 +48,12 @@ MULTI_SHARD: dict[str, str] = {
         "every figure inside it is per conversation, joined on conversation_id, and the work it "
         "finds is then claimed and done per conversation (jobs.claims)"
     ),
+    "waiting-backlog": (
+        "backlog shedding and the service's health (memory.store.backlog.read_waiting): the "
+        "messages waiting for consolidation in all conversations, one aggregate over the "
+        "conversations with work marked (each shard's partial index on due_at); every figure "
+        "inside it is per conversation, joined on conversation_id"
+    ),
     "backlog-listing": (
         "`stashbird jobs status` without a conversation: every conversation's waiting work, one "
         "read for an operator, on demand, never on a tick or a message's path"

@@ -64,6 +64,7 @@ TABLE: dict[str, tuple[set[str], str | None]] = {
     "backlog": (WORK, None),
     "due_backlog": (WORK, None),
     "defer_backlog": (WORK, None),
+    "waiting_backlog": (WORK, None),
     "build_communities": (WORK, "build_communities"),
     "update_communities": (WORK, "update_communities"),
     "regenerate_communities": (WORK, "regenerate_communities"),
@@ -106,6 +107,7 @@ ELSEWHERE = {
     "last_runs",
     "due_backlog",
     "defer_backlog",
+    "waiting_backlog",
 }
 
 
@@ -149,6 +151,7 @@ def _calls(n: int, fresh: ConversationRef, trace: int, held: api.Claim) -> dict[
         "defer_backlog": lambda m, r, p: api.defer_backlog(
             m, api.Backlog(0, r, 0, 0, None, None, 0, False, False), None, principal=p
         ),
+        "waiting_backlog": lambda m, r, p: api.waiting_backlog(m, principal=p),
         "build_communities": lambda m, r, p: api.build_communities(m, r, principal=p),
         "update_communities": lambda m, r, p: api.update_communities(m, r, principal=p),
         "regenerate_communities": lambda m, r, p: api.regenerate_communities(m, r, principal=p),

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from memory.consolidation.extraction import Extractor
     from memory.consolidation.run import ConsolidationReport
     from memory.core import Memory
-    from memory.store.backlog import Backlog
+    from memory.store.backlog import Backlog, Waiting
     from memory.store.citus import CitusPlan
     from memory.store.conversations import ConversationRef
     from memory.store.erasure import MaintenanceReport
@@ -91,6 +91,19 @@ async def due_backlog(memory: Memory, *, principal: Principal, limit: int = 1000
         async with memory._sessions() as session:
             found = await read_due(session, limit)
         call.note(due=len(found))
+    return found
+
+
+async def waiting_backlog(memory: Memory, *, principal: Principal) -> Waiting:
+    """The messages waiting for consolidation in all conversations, with the oldest one's
+    arrival: what backlog shedding and the service's health judge by. Reads only the
+    conversations with work marked (memory.store.backlog), not every conversation."""
+    from memory.store.backlog import read_waiting
+
+    async with door(memory, "waiting_backlog", principal) as call:
+        async with memory._sessions() as session:
+            found = await read_waiting(session)
+        call.note(messages=found.messages)
     return found
 
 

@@ -3,7 +3,8 @@
 ``conversation_locks.due_at`` (migration 0016) holds, per conversation and writer lock,
 when its work should next be looked at: every transaction that takes the conversation's
 CHAIN or GRAPH lock (every writer) sets it to now (memory.store.locks), and the scheduler's
-discovery (``read_due``) reads only the rows due by now, through a partial index, then
+discovery (``read_due``) reads only the rows due by now, through a partial index, the
+longest waiting first (by its oldest waiting message, else its mark), then
 clears each one with nothing left or moves it to when its waiting messages become due
 (``defer_due``, only where no writer marked it again meanwhile). A tick therefore costs what is due, not what exists: a quiet
 conversation's rows have no ``due_at`` and are outside the index.
@@ -64,8 +65,22 @@ _ALL = (
 _DUE = (
     "/* multi-shard: due-backlog */\n"
     + _SELECT.format(key="d.conversation_id", marked=f"due_at <= now() AND {_WRITTEN}")
-    + "ORDER BY d.due_at, d.conversation_id LIMIT :limit"
+    + "ORDER BY coalesce(w.oldest, d.due_at), d.conversation_id LIMIT :limit"
 )
+# Every conversation with a waiting message has a mark (a write sets it; discovery clears
+# it only when nothing waits, else moves it to when the messages become due), so the
+# marked rows are where every waiting message is: the total costs what waits, not what exists.
+_WAITING = """/* multi-shard: waiting-backlog */
+SELECT coalesce(sum(w.messages), 0), coalesce(sum(CASE WHEN w.messages > 0 THEN 1 ELSE 0 END), 0), min(w.oldest)
+FROM (SELECT DISTINCT conversation_id FROM conversation_locks WHERE due_at IS NOT NULL AND {written}) d
+LEFT JOIN checkpoints k ON k.conversation_id = d.conversation_id
+CROSS JOIN LATERAL (
+    SELECT count(*) AS messages, min(e.ingested_at) AS oldest
+    FROM episodes e
+    WHERE e.conversation_id = d.conversation_id
+      AND (e.id > coalesce(k.last_episode_id, 0) OR e.id = ANY(coalesce(k.pending_episode_ids, '{{}}')))
+) w
+""".format(written=_WRITTEN)
 
 
 @dataclass(frozen=True)
@@ -86,6 +101,19 @@ class Backlog:
 
     def as_dict(self) -> dict[str, Any]:
         return {**asdict(self), "conversation": str(self.conversation)}
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """Every conversation's consolidation backlog in one figure: what the scheduler's
+    backlog shedding and the service's health judge by."""
+
+    messages: int  # stored, not yet consolidated (new, or edited since)
+    conversations: int  # with at least one such message
+    oldest: datetime | None  # when the oldest of them arrived
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
 
 
 def _backlogs(rows: Any) -> list[Backlog]:
@@ -123,7 +151,8 @@ async def read_backlog(session: AsyncSession, conversation_id: int | None = None
 
 
 async def read_due(session: AsyncSession, limit: int) -> list[Backlog]:
-    """The conversations due by now, longest due first, at most ``limit``; the marks of
+    """The conversations due by now, the longest waiting first (by the oldest waiting
+    message, else by the mark: a busy conversation's mark is always new), at most ``limit``; the marks of
     dropped conversations are cleared on the way (committed)."""
     rows = (await session.execute(text(_DUE), {"limit": limit})).all()
     for row in rows:
@@ -131,6 +160,12 @@ async def read_due(session: AsyncSession, limit: int) -> list[Backlog]:
             await defer_marks(session, row[0], list(zip(row[-2], row[-1], strict=True)), None)
     await session.commit()
     return _backlogs(rows)
+
+
+async def read_waiting(session: AsyncSession) -> Waiting:
+    """The messages waiting for consolidation in all conversations (see ``_WAITING``)."""
+    messages, conversations, oldest = (await session.execute(text(_WAITING))).one()
+    return Waiting(int(messages), int(conversations), oldest)
 
 
 async def defer_due(session: AsyncSession, item: Backlog, next_at: datetime | None) -> bool:
