@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from memory.audit.overview import ConversationSummary, Overview
     from memory.audit.provenance import Provenance
     from memory.audit.stats import Stats
+    from memory.audit.store_log import StoreAuditLog, StoreAuditRow
     from memory.commands.audit import (
         about,
         audit_conversations,
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
         overview,
         provenance,
         stats,
+        store_audit,
         usage,
     )
     from memory.commands.claims import claim_work, last_runs, release_claim, renew_claim
@@ -163,6 +165,8 @@ __all__ = [
     "RunRecord",
     "StashbirdError",
     "Stats",
+    "StoreAuditLog",
+    "StoreAuditRow",
     "StoredMessage",
     "UnknownConversation",
     "ValidationError",
@@ -218,6 +222,7 @@ __all__ = [
     "save_cursor",
     "start_embedded",
     "stats",
+    "store_audit",
     "stored_messages",
     "update_communities",
     "usage",

@@ -22,6 +22,7 @@ from memory.door import door
 from memory.errors import ValidationError
 from memory.limits import MAX_EVIDENCE_K
 from memory.principal import Principal
+from memory.store.audit import write_store_audit
 from memory.store.conversations import delete_conversation, list_conversations
 from memory.validation import check_text, normalize_id
 
@@ -166,13 +167,16 @@ async def edit(
 
 
 async def drop_conversation(memory: Memory, conversation: ConversationRef, *, principal: Principal) -> bool:
-    """Remove a conversation and everything stored for it (its audit log too: the
-    door's log line is what remains of it); False when there was none."""
+    """Remove a conversation and everything stored for it, its audit log too; who
+    dropped it is recorded in the store-wide audit log, in the same transaction. False
+    when there was none (and nothing is recorded)."""
     async with door(memory, "drop_conversation", principal, conversation, must_exist=False) as call:
         async with memory._sessions.begin() as session:
             dropped = await delete_conversation(session, conversation)
+            if dropped:
+                details = {"query": "drop_conversation", "conversation_id": call.conversation_id}
+                await write_store_audit(session, str(principal), "drop_conversation", details, conversation=conversation)
         call.note(dropped=dropped)
-        call.gone()
     return dropped
 
 

@@ -6,8 +6,10 @@ unknown conversation is refused to whoever may not act on it rather than reveale
 resolves the conversation (creating it when the command adds to it); and when the block
 ends logs one structured line (operation, conversation, principal, elapsed_ms, outcome,
 and the fields the command noted) and writes the audit row of a command that changes or
-reveals memory. A refusal is logged, and written to the conversation's audit log when
-the conversation exists.
+reveals memory: to the conversation's audit log, or for a command of the whole store
+(no conversation) to the store-wide one (memory/store/audit.py). A refusal is logged,
+and written to the conversation's audit log when the conversation exists, to the
+store-wide one for a command of the whole store.
 
 A command that only polls (queues, cursors, counts: ``Audit.NONE``) logs at DEBUG, so
 that a service with nothing to do prints nothing; every other command logs at INFO.
@@ -25,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from memory.errors import AccessDenied, StashbirdError, UnknownConversation
 from memory.principal import Principal
 from memory.rules import RULES, Audit, Rule, permits
-from memory.store.audit import write_audit
+from memory.store.audit import write_audit, write_store_audit
 from memory.store.conversations import ConversationRef, ensure_conversation, find_conversation
 
 if TYPE_CHECKING:
@@ -47,10 +49,6 @@ class Call:
     def note(self, **fields: Any) -> None:
         """Add fields to the command's log line and audit row (ids and counts, no text)."""
         self.fields.update(fields)
-
-    def gone(self) -> None:
-        """The conversation no longer exists (dropped): there is no audit log to write to."""
-        self.conversation_id = None
 
 
 async def resolve(memory: Memory, conversation: ConversationRef, *, create: bool = False) -> int:
@@ -99,10 +97,14 @@ async def door(
     except BaseException as error:
         _log(logging.WARNING, operation, where, principal, began, f"failed: {type(error).__name__}: {error}", {})
         raise
-    if rule.audit is Audit.DOOR and call.conversation_id is not None:
+    if rule.audit is Audit.DOOR and (call.conversation_id is not None or conversation is None):
         async with memory._sessions.begin() as session:
             details = {"query": operation, "arguments": arguments, "result": call.fields}
-            await write_audit(session, call.conversation_id, str(principal), rule.action or operation, details)
+            action = rule.action or operation
+            if call.conversation_id is None:
+                await write_store_audit(session, str(principal), action, details)
+            else:
+                await write_audit(session, call.conversation_id, str(principal), action, details)
     level = logging.DEBUG if rule.audit is Audit.NONE else logging.INFO
     _log(level, operation, where, principal, began, "ok", {"conversation_id": call.conversation_id, **call.fields})
 
@@ -122,14 +124,17 @@ async def _refused(
     conversation: ConversationRef | None,
     arguments: dict[str, Any],
 ) -> None:
-    """Write the refusal to the conversation's audit log, when there is one."""
-    if conversation is None:
-        return
+    """Write the refusal to the conversation's audit log, when there is one, or to the
+    store-wide log for a command of the whole store."""
+    details = {"query": operation, "arguments": arguments}
+    action = f"{rule.action or operation}_refused"
     async with memory._sessions.begin() as session:
+        if conversation is None:
+            await write_store_audit(session, str(principal), action, details)
+            return
         conversation_id = await find_conversation(session, conversation)
         if conversation_id is not None:
-            details = {"query": operation, "arguments": arguments}
-            await write_audit(session, conversation_id, str(principal), f"{rule.action or operation}_refused", details)
+            await write_audit(session, conversation_id, str(principal), action, details)
 
 
 def _log(

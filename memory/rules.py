@@ -43,7 +43,7 @@ class Audit(Enum):
 
     NONE = "none"  # reveals and changes nothing of the memory (queues, cursors, counts)
     DOOR = "door"  # the door writes it once the command succeeded
-    COMMAND = "command"  # the command writes it in its own transaction (forget, edit)
+    COMMAND = "command"  # the command writes it in its own transaction (forget, edit, drop_conversation)
 
 
 @dataclass(frozen=True)
@@ -89,7 +89,7 @@ RULES: dict[str, Rule] = {
     "ingest": Rule(_CONTENT),
     "forget": Rule(_CONTENT, Audit.COMMAND),
     "edit": Rule(_CONTENT, Audit.COMMAND),
-    "drop_conversation": Rule(_CONTENT),
+    "drop_conversation": Rule(_CONTENT, Audit.COMMAND),  # to the store-wide log: the conversation's goes
     "stored_messages": Rule(_CONTENT, Audit.NONE),  # ids and times only, to compare with the platform
     "resolve_conversation": Rule(_CONTENT, Audit.NONE),
     # asking
@@ -106,6 +106,7 @@ RULES: dict[str, Rule] = {
     "list_communities": _audit(),
     "usage": Rule(_AUDIT, Audit.NONE),
     "audit_conversations": _audit(store_wide=True),
+    "store_audit": _audit(store_wide=True),
     # background work
     "consolidate": Rule(_WORK),
     "pending": Rule(_WORK, Audit.NONE),

@@ -22,10 +22,10 @@ from sqlalchemy import Connection, text
 from sqlalchemy.exc import DBAPIError
 
 from alembic import command
-from memory import ConversationRef, Principal, citus_plan, consolidate, ingest
+from memory import ConversationRef, Principal, citus_plan, consolidate, drop_conversation, ingest, store_audit
 from memory.core import Memory, open_memory
-from memory.store.citus import REFERENCE_TABLES
-from memory.store.database import MIGRATIONS_DIR, create_engine, head_revision
+from memory.store.citus import REFERENCE_TABLES, apply_plan, read_plan
+from memory.store.database import MIGRATIONS_DIR, create_engine, downgrade, head_revision, upgrade
 from memory.store.locks import LockPurpose, lock_conversation, try_hold
 from tests.conftest import TEST_DATABASE_URL
 from tests.servers import create_cluster_database, drop_cluster_database, worker_url
@@ -187,6 +187,44 @@ async def test_a_populated_database_moves_into_shards_resuming_after_a_failure_a
     finally:
         await blocker.dispose()
         await memory.close()
+
+
+async def test_migration_0018_makes_the_store_wide_audit_log_a_reference_table(cluster_database, embedder) -> None:
+    """A database distributed before the store-wide audit log existed: its migration
+    makes it a reference table, which records a dropped conversation."""
+    url = cluster_database()
+    memory = await open_memory(url, embedder)
+    try:
+        await downgrade(memory._engine, "0018-1")
+        async with memory._engine.connect() as connection:
+            plan = await read_plan(connection)
+            await apply_plan(connection, plan)
+        assert "store_audit_log" not in plan.applied
+        await upgrade(memory._engine, embedder.dim)
+        tables, _ = await _state(memory)
+        assert tables["store_audit_log"][:2] == ("n", "t")
+        ref = (await _populate(memory, 1))[0]
+        assert await drop_conversation(memory, ref, principal=Principal.job("cluster"))
+        found = await store_audit(memory, principal=OPERATOR, conversation=ref)
+        assert [(e.action, e.principal) for e in found.entries] == [("drop_conversation", "job:cluster")]
+    finally:
+        await memory.close()
+
+
+async def test_a_conversation_dropped_through_a_worker_is_recorded_for_every_node(
+    coordinator: str, memory: Memory, database_url: str, embedder
+) -> None:
+    """The store-wide audit log is a reference table: a process connected to a worker
+    drops a conversation, and its row is read through the coordinator."""
+    through_worker = await open_memory(worker_url(database_url, 0), embedder, migrate=False)  # migrations: the coordinator's
+    try:
+        ref = ConversationRef("test", "worker", f"dropped-{uuid.uuid4().hex[:8]}")
+        await ingest(through_worker, ref, messages([("m1", "ann", "I moved to Quito.")]), principal=OPERATOR)
+        assert await drop_conversation(through_worker, ref, principal=Principal.job("cluster"))
+    finally:
+        await through_worker.close()
+    found = await store_audit(memory, principal=OPERATOR, conversation=ref)
+    assert [(e.action, e.principal) for e in found.entries] == [("drop_conversation", "job:cluster")]
 
 
 def test_the_lifecycle_runs_on_the_distributed_tables(

@@ -23,6 +23,7 @@ from memory import (
     Principal,
     ask,
     consolidate,
+    drop_conversation,
     forget,
     ingest,
     stats,
@@ -110,6 +111,26 @@ async def test_audit_commands_and_the_html_report(memory: Memory, database_url: 
     shot = tmp_path / "report.png"
     taken = chromium(f"--screenshot={shot}", "--window-size=1200,1600", out.as_uri(), profile=tmp_path / "profile")
     assert taken.returncode == 0 and shot.stat().st_size > 20_000, taken.stderr
+
+
+async def test_the_store_wide_log_shows_who_dropped_a_conversation(memory: Memory, database_url: str) -> None:
+    """``audit forgotten`` without a conversation: the store-wide log, where a dropped
+    conversation's row outlives it."""
+    ref = ConversationRef("slack", "T-cli", f"C{uuid.uuid4().hex[:8]}")
+    await ingest(
+        memory,
+        ref,
+        [validate_message({"id": "1", "author": "Ann", "text": "Hi.", "ts": "2026-02-01T10:00:00Z"})],
+        principal=OPERATOR,
+    )
+    assert await drop_conversation(memory, ref, principal=Principal.event("Ev-gone"))
+    code, shown, _ = stashbird(database_url, "audit", "forgotten")
+    assert code == 0 and re.search(rf"\sdrop_conversation\s+{ref}\s+platform event\s+event:Ev-gone", shown), shown
+    code, as_json, _ = stashbird(database_url, "audit", "forgotten", "--json", "--since", "2026-01-01")
+    dropped = [e for e in json.loads(as_json)["entries"] if e["about"] == str(ref)]
+    assert code == 0 and [(e["action"], e["principal"]) for e in dropped] == [("drop_conversation", "event:Ev-gone")]
+    code, _, error = stashbird(database_url, "audit", "stats")
+    assert code == 2 and "--conversation" in error
 
 
 def test_report_layout_is_deterministic_and_inside_the_picture() -> None:

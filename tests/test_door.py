@@ -21,7 +21,7 @@ from sqlalchemy import select
 import memory as api
 from memory import AccessDenied, ConversationRef, Memory, Principal, validate_message
 from memory.rules import RULES, Grant, Rule, actor, permits
-from memory.store.schema import AuditEntry
+from memory.store.schema import AuditEntry, StoreAuditEntry
 
 T0 = datetime(2026, 3, 1, 9, tzinfo=UTC)
 PRINCIPALS = {
@@ -44,7 +44,7 @@ TABLE: dict[str, tuple[set[str], str | None]] = {
     "ingest": (CONTENT, "ingest"),
     "forget": (CONTENT, "delete_episode"),
     "edit": (CONTENT, "edit_episode"),
-    "drop_conversation": (CONTENT, None),  # its audit log goes with it
+    "drop_conversation": (CONTENT, None),  # its audit log goes with it: the store-wide log says who
     "stored_messages": (CONTENT, None),
     "resolve_conversation": (CONTENT, None),
     "ask": ({"operator", "user", "workspace admin", "configured admin"}, "ask"),
@@ -59,6 +59,7 @@ TABLE: dict[str, tuple[set[str], str | None]] = {
     "list_communities": (AUDIT, "audit"),
     "usage": (AUDIT, None),
     "audit_conversations": ({"operator", "configured admin"}, None),  # of the whole store
+    "store_audit": ({"operator", "configured admin"}, None),
     "consolidate": (WORK, "consolidate"),
     "pending": (WORK, None),
     "backlog": (WORK, None),
@@ -92,6 +93,7 @@ TABLE: dict[str, tuple[set[str], str | None]] = {
 ELSEWHERE = {
     "drop_conversation",
     "audit_conversations",
+    "store_audit",
     "vacuum",
     "conversations",
     "inbox_put",
@@ -109,6 +111,17 @@ ELSEWHERE = {
     "defer_backlog",
     "waiting_backlog",
 }
+
+# commands whose audit row goes to the store-wide log (memory/store/audit.py), by action
+STORE_WIDE = {
+    "drop_conversation": "drop_conversation",
+    "audit_conversations": "audit",
+    "store_audit": "audit",
+    "vacuum": "vacuum",
+    "citus_plan": "citus_plan",
+}
+# commands of the whole store (no conversation): their refusals go to the store-wide log
+NO_CONVERSATION = ELSEWHERE - {"drop_conversation"}
 
 
 async def _claim(memory: Memory, ref: ConversationRef, principal: Principal) -> None:
@@ -144,6 +157,7 @@ def _calls(n: int, fresh: ConversationRef, trace: int, held: api.Claim) -> dict[
         "list_communities": lambda m, r, p: api.list_communities(m, r, principal=p),
         "usage": lambda m, r, p: api.usage(m, r, principal=p),
         "audit_conversations": lambda m, r, p: api.audit_conversations(m, principal=p),
+        "store_audit": lambda m, r, p: api.store_audit(m, principal=p, conversation=r),
         "consolidate": lambda m, r, p: api.consolidate(m, r, principal=p),
         "pending": lambda m, r, p: api.pending(m, r, principal=p),
         "backlog": lambda m, r, p: api.backlog(m, principal=p, conversation=r),
@@ -196,6 +210,12 @@ async def _audit_rows(memory: Memory, ref: ConversationRef) -> Counter[tuple[str
         return Counter((principal, action) for principal, action in rows)
 
 
+async def _store_rows(memory: Memory) -> Counter[tuple[str, str]]:
+    async with memory._sessions() as session:
+        rows = await session.execute(select(StoreAuditEntry.principal, StoreAuditEntry.action))
+        return Counter((principal, action) for principal, action in rows)
+
+
 async def test_every_command_as_every_principal(memory: Memory) -> None:
     memory = dataclasses.replace(memory, admin_ids=ADMINS)
     operator = PRINCIPALS["operator"]
@@ -215,7 +235,7 @@ async def test_every_command_as_every_principal(memory: Memory) -> None:
         assert held is not None
         for command, call in _calls(n, fresh, trace, held).items():
             allowed, action = TABLE[command]
-            before = await _audit_rows(memory, ref)
+            before, store_before = await _audit_rows(memory, ref), await _store_rows(memory)
             try:
                 await call(memory, ref, principal)
                 outcomes[command, kind] = "allowed"
@@ -230,8 +250,38 @@ async def test_every_command_as_every_principal(memory: Memory) -> None:
                 assert added == Counter({(str(principal), refused): 1}), (command, kind, added)
             elif action is None or command in ELSEWHERE:
                 assert added == Counter(), (command, kind, added)
+            store_added = await _store_rows(memory) - store_before
+            if outcomes[command, kind] == "allowed" and command in STORE_WIDE:
+                assert store_added == Counter({(str(principal), STORE_WIDE[command]): 1}), (command, kind, store_added)
+            elif outcomes[command, kind] == "denied" and command in NO_CONVERSATION:
+                refused = f"{STORE_WIDE.get(command, command)}_refused"
+                assert store_added == Counter({(str(principal), refused): 1}), (command, kind, store_added)
+            else:
+                assert store_added == Counter(), (command, kind, store_added)
     expected = {(c, k): "allowed" if k in TABLE[c][0] else "denied" for c in TABLE for k in PRINCIPALS}
     assert outcomes == expected
+
+
+async def test_a_dropped_conversation_leaves_who_dropped_it_in_the_store_wide_log(memory: Memory) -> None:
+    """Its own audit log goes with it; the store-wide row survives, names it and the
+    principal, and is found by the conversation's name once it is gone."""
+    ref = ConversationRef("door-test", "W-drop", f"gone-{uuid.uuid4().hex[:10]}")
+    message = validate_message({"id": "m1", "author": "ann", "text": "I adopted a cat.", "ts": T0.isoformat()})
+    await api.ingest(memory, ref, [message], principal=PRINCIPALS["operator"])
+    conversation_id = await api.resolve_conversation(memory, ref, principal=PRINCIPALS["operator"])
+    channel_gone = Principal.event("Ev-channel-deleted")
+    assert await api.drop_conversation(memory, ref, principal=channel_gone)
+    assert not await api.drop_conversation(memory, ref, principal=channel_gone)  # nothing left: nothing recorded
+    async with memory._sessions() as session:
+        left = await session.execute(select(AuditEntry.id).where(AuditEntry.conversation_id == conversation_id))
+        assert left.all() == []
+    found = await api.store_audit(memory, principal=PRINCIPALS["operator"], conversation=ref)
+    assert [(e.action, e.about, e.principal, e.requested_by) for e in found.entries] == [
+        ("drop_conversation", str(ref), "event:Ev-channel-deleted", "platform event")
+    ]
+    assert found.entries[0].details["conversation_id"] == conversation_id
+    elsewhere = ConversationRef("door-test", "W-drop", "another")
+    assert (await api.store_audit(memory, principal=PRINCIPALS["operator"], conversation=elsewhere)).entries == ()
 
 
 async def test_a_refusal_comes_before_the_conversation_is_looked_up(memory: Memory) -> None:

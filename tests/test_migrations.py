@@ -35,6 +35,7 @@ TABLES = {
     "checkpoints",
     "usage_ledger",
     "audit_log",
+    "store_audit_log",
     "answer_traces",
     "answer_evidence",
     "store_settings",

@@ -40,6 +40,7 @@ WRITERS = {
     "answer_evidence": "memory/store/answers.py",
     "usage_ledger": "memory/store/ledger.py",
     "audit_log": "memory/store/audit.py",
+    "store_audit_log": "memory/store/audit.py",
     "store_settings": "memory/store/settings.py",
     "inbox_events": "memory/store/inbox.py",
     "connector_cursors": "memory/store/inbox.py",

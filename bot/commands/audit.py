@@ -29,6 +29,7 @@ from memory import (
     parse_time,
     provenance,
     stats,
+    store_audit,
 )
 
 OPERATOR = Principal.operator("cli")
@@ -38,7 +39,10 @@ QUERIES = {
     "conversations": "every conversation in memory, with its message count",
     "about": "entities matching a name: their facts, current and superseded, with the messages behind them",
     "explain": "a stored answer's trace: question, sub-queries, times, evidence with scores and messages, usage",
-    "forgotten": "the deletion log: when, which message, who asked, what it removed, kept, anchored, restored",
+    "forgotten": (
+        "the deletion log: when, which message, who asked, what it removed, kept, anchored, restored; without "
+        "--conversation, the store-wide log: dropped conversations, people forgotten, store-wide commands, who asked"
+    ),
     "provenance": "everything derived from one message, and what deleting it would do (a dry run)",
     "stats": "messages, speakers, entities, anchors, relations, communities, consolidation lag, usage",
     "report": "write one self-contained HTML report: entity graph, facts and history, deletions, usage",
@@ -52,7 +56,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
         sub = queries.add_parser(name, help=help_text, description=help_text)
         sub.add_argument("--json", action="store_true", help="print the result as JSON")
         if name != "conversations":
-            sub.add_argument("--conversation", required=True, help="conversation name, or platform:workspace:channel")
+            sub.add_argument(
+                "--conversation", required=name != "forgotten", help="conversation name, or platform:workspace:channel"
+            )
         subs[name] = sub
     subs["about"].add_argument("name", help="a name (fuzzy and by meaning)")
     subs["explain"].add_argument("answer_id", type=int, help="the answer's trace id (printed by `stashbird ask`)")
@@ -64,6 +70,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
 async def _query(memory: Memory, args: argparse.Namespace) -> dict[str, Any]:
     if args.query == "conversations":
         return {"conversations": [c.as_dict() for c in await audit_conversations(memory, principal=OPERATOR)]}
+    if args.query == "forgotten" and args.conversation is None:
+        since = parse_time(args.since, "since") if args.since else None
+        return {"store_wide": True, **(await store_audit(memory, principal=OPERATOR, since=since)).as_dict()}
     ref = ConversationRef.parse(args.conversation)
     if args.query == "about":
         return (await about(memory, ref, args.name, principal=OPERATOR)).as_dict()
@@ -193,6 +202,8 @@ def render_explain(result: dict[str, Any]) -> list[str]:
 
 
 def render_forgotten(result: dict[str, Any]) -> list[str]:
+    if result.get("store_wide"):
+        return render_store_log(result)
     rows = [
         (
             _when(f["at"]),
@@ -207,6 +218,13 @@ def render_forgotten(result: dict[str, Any]) -> list[str]:
     if not rows:
         return ["nothing forgotten" + (f" since {result['since']}" if result["since"] else "")]
     return table(["when", "action", "message", "status", "requested by", "removed", "kept", "anchored", "restored"], rows)
+
+
+def render_store_log(result: dict[str, Any]) -> list[str]:
+    rows = [(_when(e["at"]), e["action"], e["about"], e["requested_by"], e["principal"]) for e in result["entries"]]
+    if not rows:
+        return ["nothing in the store-wide audit log" + (f" since {result['since']}" if result["since"] else "")]
+    return table(["when", "action", "about", "requested by", "principal"], rows)
 
 
 def render_provenance(result: dict[str, Any]) -> list[str]:

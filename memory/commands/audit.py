@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from memory.audit.overview import ConversationSummary, Overview
     from memory.audit.provenance import Provenance
     from memory.audit.stats import Stats
+    from memory.audit.store_log import StoreAuditLog
     from memory.core import Memory
     from memory.store.conversations import ConversationRef
 
@@ -63,6 +64,29 @@ async def forgotten(
             entries = await deletion_log(session, call.conversation_id, since, limit)
         call.note(entries=len(entries))
     return DeletionLog(str(conversation), since, tuple(entries))
+
+
+async def store_audit(
+    memory: Memory,
+    *,
+    principal: Principal,
+    conversation: ConversationRef | None = None,
+    since: datetime | None = None,
+    limit: int = 200,
+) -> StoreAuditLog:
+    """The store-wide audit log (newest first): dropped conversations, people forgotten
+    or opted out, the store-wide commands and refusals, who asked. With
+    ``conversation``, what concerns it or its workspace, even once it is dropped: the
+    operator's or a configured admin's alone, as every store-wide audit is."""
+    from memory.audit.store_log import StoreAuditLog, store_log
+
+    named = None if conversation is None else str(conversation)
+    arguments = {"conversation": named, "since": since.isoformat() if since else None, "limit": limit}
+    async with door(memory, "store_audit", principal, arguments=arguments) as call:
+        async with memory._sessions() as session:
+            entries = await store_log(session, since, limit, conversation)
+        call.note(entries=len(entries))
+    return StoreAuditLog(named, since, tuple(entries))
 
 
 async def provenance(memory: Memory, conversation: ConversationRef, message_id: str, *, principal: Principal) -> Provenance:

@@ -7,8 +7,10 @@ Every table is one of three kinds, listed here and nowhere else:
   and is not listed below), so that all of a conversation's rows live on one shard;
 - *reference*: replicated whole to every node (``REFERENCE_TABLES``): the
   conversations themselves (unique on platform, workspace and channel, which no
-  conversation id can be part of), the per-database settings and the Slack app's
-  installations and OAuth states (multi-workspace mode: a few rows read by every node);
+  conversation id can be part of), the per-database settings, the store-wide audit log
+  (written through any node, rarely: it must outlive the conversations it names) and
+  the Slack app's installations and OAuth states (multi-workspace mode: a few rows read
+  by every node);
 - *local*: stays on the coordinator only (``LOCAL_TABLES``): alembic's version row.
 
 The rules (Citus' own, as its foreign-key and constraint checks enforce them):
@@ -32,7 +34,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 DISTRIBUTION_COLUMN = "conversation_id"
 DISTRIBUTION_TYPE = "bigint"
-REFERENCE_TABLES = frozenset({"conversations", "store_settings", "slack_installations", "slack_bots", "slack_oauth_states"})
+REFERENCE_TABLES = frozenset(
+    {"conversations", "store_settings", "store_audit_log", "slack_installations", "slack_bots", "slack_oauth_states"}
+)
 LOCAL_TABLES = frozenset({"alembic_version"})
 
 # pg_constraint's action codes: a = no action, r = restrict, c = cascade, n = set null, d = set default
@@ -323,6 +327,15 @@ FROM pg_dist_partition WHERE logicalrelid = CAST('conversations' AS regclass) AN
 """
 
 
+def _first_distributed(connection: Connection) -> str | None:
+    """The table the others are co-located with, on a database ``citus-plan``
+    distributed (the conversations a reference table); None on any other."""
+    if connection.execute(text("SELECT to_regclass('pg_dist_partition')")).scalar() is None:
+        return None
+    found = connection.execute(text(_SHARDED)).scalar()
+    return None if found is None else str(found)
+
+
 def distribute_new_table(connection: Connection, table: str) -> str | None:
     """For a migration that adds a per-conversation table: on a database ``citus-plan``
     distributed already, distribute ``table`` by ``conversation_id`` co-located with the
@@ -330,11 +343,21 @@ def distribute_new_table(connection: Connection, table: str) -> str | None:
     after creating the table and before adding its foreign keys (Citus refuses to
     distribute a table whose keys point at distributed tables). Returns the table it was
     co-located with, or None."""
-    if connection.execute(text("SELECT to_regclass('pg_dist_partition')")).scalar() is None:
-        return None
-    colocate_with = connection.execute(text(_SHARDED)).scalar()
+    colocate_with = _first_distributed(connection)
     if colocate_with is None:
         return None
     connection.execute(text(_NO_LOCAL_TABLES))
-    connection.execute(text(_DISTRIBUTED), {"table": table, "column": DISTRIBUTION_COLUMN, "colocate_with": str(colocate_with)})
-    return str(colocate_with)
+    connection.execute(text(_DISTRIBUTED), {"table": table, "column": DISTRIBUTION_COLUMN, "colocate_with": colocate_with})
+    return colocate_with
+
+
+def reference_new_table(connection: Connection, table: str) -> bool:
+    """For a migration that adds a table of the whole store (listed in
+    ``REFERENCE_TABLES``): on a database ``citus-plan`` distributed already, make it a
+    reference table (on any other nothing: the plan does it when it runs). Call it after
+    creating the table; it may point only at reference tables. True when it did."""
+    if _first_distributed(connection) is None:
+        return False
+    connection.execute(text(_NO_LOCAL_TABLES))
+    connection.execute(text(_REFERENCE), {"table": table})
+    return True

@@ -1,6 +1,7 @@
 """ORM models for every table of the memory (the schema itself lives in alembic/).
 
-Every table carries ``conversation_id`` so that no query needs to cross conversations
+Every table but the reference tables (the conversations, the settings, the store-wide
+audit log) carries ``conversation_id`` so that no query needs to cross conversations
 and the schema can be sharded by conversation on Citus (memory.store.citus): in every
 table but the reference tables, the key begins with ``conversation_id`` and every
 foreign key between them carries it first on both sides (migration 0010).
@@ -315,6 +316,24 @@ class AuditEntry(Base):
     id: Mapped[int] = _id()
     principal: Mapped[str] = mapped_column(Text)
     action: Mapped[str] = mapped_column(Text)
+    details: Mapped[dict[str, Any]] = mapped_column(JSONB, default=dict)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+
+class StoreAuditEntry(Base):
+    """Who did what to the store as a whole, or to what outlives a conversation's audit
+    log (a dropped conversation, a person across conversations): no conversation key,
+    the conversation or workspace named in text (migration 0018). ``details`` holds ids
+    and counts, never deleted text."""
+
+    __tablename__ = "store_audit_log"
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)
+    principal: Mapped[str] = mapped_column(Text)
+    action: Mapped[str] = mapped_column(Text)
+    platform: Mapped[str | None] = mapped_column(Text)
+    workspace_id: Mapped[str | None] = mapped_column(Text)
+    channel_id: Mapped[str | None] = mapped_column(Text)
     details: Mapped[dict[str, Any]] = mapped_column(JSONB, default=dict)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
 

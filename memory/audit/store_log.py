@@ -1,0 +1,90 @@
+"""The store-wide audit log as the audit shows it: dropped conversations, people
+forgotten or opted out, the store-wide commands and their refusals, who asked (rows
+written by memory/store/audit.py; ids and counts only, never a message's text).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import or_, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from memory.audit.forgotten import requester
+from memory.store.conversations import ConversationRef
+from memory.store.schema import StoreAuditEntry
+
+
+def scope(platform: str | None, workspace: str | None, channel: str | None) -> str:
+    """What a row is about, in words: a conversation, a platform's workspace, or the
+    whole store. Pure."""
+    if platform is None:
+        return "the store"
+    if channel is not None:
+        return str(ConversationRef(platform, workspace or "", channel))
+    return f"{platform}:{workspace}" if workspace else platform
+
+
+@dataclass(frozen=True)
+class StoreAuditRow:
+    at: datetime
+    action: str
+    about: str  # see ``scope``
+    requested_by: str
+    principal: str
+    details: dict[str, Any]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "at": self.at.isoformat(),
+            "action": self.action,
+            "about": self.about,
+            "requested_by": self.requested_by,
+            "principal": self.principal,
+            "details": self.details,
+        }
+
+
+@dataclass(frozen=True)
+class StoreAuditLog:
+    conversation: str | None  # the filter, when one was given
+    since: datetime | None
+    entries: tuple[StoreAuditRow, ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "conversation": self.conversation,
+            "since": self.since.isoformat() if self.since else None,
+            "entries": [e.as_dict() for e in self.entries],
+        }
+
+
+async def store_log(
+    session: AsyncSession, since: datetime | None, limit: int, conversation: ConversationRef | None
+) -> list[StoreAuditRow]:
+    """Newest first; with ``conversation``, the rows about it (dropped or not) and about
+    its workspace as a whole."""
+    query = select(
+        StoreAuditEntry.created_at,
+        StoreAuditEntry.action,
+        StoreAuditEntry.platform,
+        StoreAuditEntry.workspace_id,
+        StoreAuditEntry.channel_id,
+        StoreAuditEntry.principal,
+        StoreAuditEntry.details,
+    )
+    if since is not None:
+        query = query.where(StoreAuditEntry.created_at >= since)
+    if conversation is not None:
+        query = query.where(
+            StoreAuditEntry.platform == conversation.platform,
+            StoreAuditEntry.workspace_id == conversation.workspace_id,
+            or_(StoreAuditEntry.channel_id == conversation.channel_id, StoreAuditEntry.channel_id.is_(None)),
+        )
+    query = query.order_by(StoreAuditEntry.created_at.desc(), StoreAuditEntry.id.desc()).limit(limit)
+    return [
+        StoreAuditRow(at, action, scope(platform, workspace, channel), requester(principal), principal, details)
+        for at, action, platform, workspace, channel, principal, details in await session.execute(query)
+    ]
