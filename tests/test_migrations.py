@@ -49,6 +49,8 @@ TABLES = {
     "slack_installations",
     "slack_bots",
     "slack_oauth_states",
+    "participant_optouts",
+    "conversation_retention",
 }
 
 

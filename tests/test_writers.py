@@ -42,6 +42,8 @@ WRITERS = {
     "audit_log": "memory/store/audit.py",
     "store_audit_log": "memory/store/audit.py",
     "store_settings": "memory/store/settings.py",
+    "participant_optouts": "memory/store/participants.py",
+    "conversation_retention": "memory/store/participants.py",
     "inbox_events": "memory/store/inbox.py",
     "connector_cursors": "memory/store/inbox.py",
     "conversation_locks": "memory/store/locks.py",

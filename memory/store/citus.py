@@ -8,9 +8,10 @@ Every table is one of three kinds, listed here and nowhere else:
 - *reference*: replicated whole to every node (``REFERENCE_TABLES``): the
   conversations themselves (unique on platform, workspace and channel, which no
   conversation id can be part of), the per-database settings, the store-wide audit log
-  (written through any node, rarely: it must outlive the conversations it names) and
-  the Slack app's installations and OAuth states (multi-workspace mode: a few rows read
-  by every node);
+  (written through any node, rarely: it must outlive the conversations it names), the
+  people who opted out of a workspace (read by every node that ingests) and the Slack
+  app's installations and OAuth states (multi-workspace mode: a few rows read by every
+  node);
 - *local*: stays on the coordinator only (``LOCAL_TABLES``): alembic's version row.
 
 The rules (Citus' own, as its foreign-key and constraint checks enforce them):
@@ -35,7 +36,15 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 DISTRIBUTION_COLUMN = "conversation_id"
 DISTRIBUTION_TYPE = "bigint"
 REFERENCE_TABLES = frozenset(
-    {"conversations", "store_settings", "store_audit_log", "slack_installations", "slack_bots", "slack_oauth_states"}
+    {
+        "conversations",
+        "store_settings",
+        "store_audit_log",
+        "participant_optouts",
+        "slack_installations",
+        "slack_bots",
+        "slack_oauth_states",
+    }
 )
 LOCAL_TABLES = frozenset({"alembic_version"})
 

@@ -378,6 +378,32 @@ class StoreSetting(Base):
     value: Mapped[str] = mapped_column(Text)
 
 
+class ParticipantOptout(Base):
+    """A person who opted out of being remembered in one workspace (migration 0017): while
+    the row exists their new messages are acknowledged and not stored. No conversation
+    key: a reference table on Citus (memory.store.citus)."""
+
+    __tablename__ = "participant_optouts"
+
+    platform: Mapped[str] = mapped_column(Text, primary_key=True)
+    workspace_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    platform_user_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    since: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    set_by: Mapped[str] = mapped_column(Text)  # the principal, ``kind:id``
+
+
+class ConversationRetention(Base):
+    """A conversation's own retention window (migration 0017), overriding the store's
+    default; ``days`` None keeps everything, whatever the default."""
+
+    __tablename__ = "conversation_retention"
+
+    conversation_id: Mapped[int] = _conversation_fk()
+    days: Mapped[int | None] = mapped_column(Integer)
+    set_by: Mapped[str] = mapped_column(Text)
+    set_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+
 class InboxEvent(Base):
     """A platform event as its connector normalised it, stored before it was
     acknowledged; ``payload`` is cleared once the event is processed (memory.store.inbox)."""
