@@ -27,6 +27,8 @@ COMMANDS = {
     "consolidate": "turn new messages into entities and relations with provenance",
     "ask": "answer a question from a conversation's memory, with citations",
     "forget": "delete a message and everything that rested only on it",
+    "optout": "opt a person out of being remembered in a workspace (or back in with --off)",
+    "retention": "a conversation's retention window: show it, set it (--days N|off), apply it now",
     "edit": "correct a message: retract what its old text supported, store and consolidate the new",
     "backfill": "import a channel's history through the platform API (resumable, idempotent)",
     "import": "import a platform export file (a Slack workspace export)",

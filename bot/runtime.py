@@ -79,7 +79,9 @@ async def memory_from_settings(settings: Settings, embedder: Embedder | None = N
     try:
         from memory import open_memory
 
-        memory = await open_memory(await url, embedder, llm=llm, admin_ids=settings.admins)
+        memory = await open_memory(
+            await url, embedder, llm=llm, admin_ids=settings.admins, retention_days=settings.retention_days
+        )
     except BaseException:
         if llm is not None:
             await llm.close()

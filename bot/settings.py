@@ -66,6 +66,8 @@ class Settings(BaseSettings):
     discord_api_base: str = Field("https://discord.com/api/v10", validation_alias=_env("DISCORD_API_BASE"))
     discord_gateway_url: str = Field("wss://gateway.discord.gg/", validation_alias=_env("DISCORD_GATEWAY_URL"))
     admin_ids: str = Field("", validation_alias=_env("STASHBIRD_ADMIN_IDS"))
+    # unset: keep; memory/retention_window.py MAX_DAYS is the bound
+    retention_days: int | None = Field(None, ge=1, le=36_500, validation_alias=_env("STASHBIRD_RETENTION_DAYS"))
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", validation_alias=_env("STASHBIRD_LOG_LEVEL"))
 
     # The scheduler's settings: bounds here, defaults in jobs/settings.py (unset: its default).

@@ -25,6 +25,7 @@ class BackfillReport:
     stored: int = 0
     duplicate: int = 0
     tombstoned: int = 0
+    opted_out: int = 0  # not stored: their authors opted out of the workspace
     skipped: int = 0
     forgotten: int = 0
     resumed_after: str | None = None
@@ -34,6 +35,7 @@ class BackfillReport:
         self.stored += counts.stored
         self.duplicate += counts.duplicate
         self.tombstoned += counts.tombstoned
+        self.opted_out += counts.opted_out
         self.rejected += [{"message": r.platform_message_id, "reason": r.reason} for r in counts.rejected]
 
     def as_dict(self) -> dict[str, Any]:

@@ -16,6 +16,11 @@
 - ``community_regeneration``: conversations with dirty communities (after deletions,
   edits or joins): re-summarised from surviving members, or dissolved.
 - ``summary``: a running summary a deletion cleared and whose rebuild did not finish.
+- ``retention``: conversations whose oldest message is past their retention window (the
+  conversation's own, else ``STASHBIRD_RETENTION_DAYS``): forgotten through Algorithm 1,
+  oldest first, in batches (``memory.apply_retention``), as ``job:retention``. A run
+  forgets at most a bounded number; the conversation is due again at once if more is
+  past the window (forgetting marks it), so a long history is caught up in turns.
 
 Jobs run in this order in ``run_once``, so one pass takes new messages all the way to
 regenerated communities.
@@ -23,8 +28,9 @@ regenerated communities.
 Discovery reads only the conversations due by now (``due_backlog``: every write marks
 its conversation due), the longest waiting first, at most ``DISCOVERY_LIMIT`` at a time.
 A due conversation no job wants now is deferred (``next_look``): to when its waiting
-messages become due, or until the next write when nothing waits. A tick costs what is
-due, not what exists.
+messages become due, or until the next write when nothing waits, but never past the
+moment its oldest message passes its retention window. A tick costs what is due, not
+what exists.
 
 Backlog shedding (jobs/shed.py): past ``shed_messages`` messages waiting in all
 conversations, the community jobs find nothing due (and the summary's past twice that);
@@ -46,6 +52,7 @@ from memory import (
     Backlog,
     Memory,
     Principal,
+    apply_retention,
     consolidate,
     defer_backlog,
     due_backlog,
@@ -54,10 +61,12 @@ from memory import (
     regenerate_summary,
     update_communities,
     waiting_backlog,
+    watch_retention_default,
 )
 
 log = logging.getLogger(__name__)
 SCHEDULER = Principal.job("scheduler")
+RETENTION = Principal.job("retention")
 DISCOVERY_LIMIT = 1000  # due conversations read per discovery; the rest on the next
 
 
@@ -122,6 +131,7 @@ def wanted_by(item: Backlog, settings: JobSettings, now: datetime) -> frozenset[
         "communities": item.graph_changed,
         "community_regeneration": item.dirty_communities > 0,
         "summary": item.summary_dirty,
+        "retention": retention_due(now)(item),
     }
     return frozenset(job for job, want in wants.items() if want)
 
@@ -129,12 +139,15 @@ def wanted_by(item: Backlog, settings: JobSettings, now: datetime) -> frozenset[
 def next_look(item: Backlog, settings: JobSettings, now: datetime, shed: frozenset[str] = frozenset()) -> datetime | None:
     """When discovery should look at the conversation next: ``now`` while some job not
     shed wants it; when its waiting messages become due (quiet long enough, or the oldest
-    waited too long; more messages mark it due anyway), or ``shed_retry_seconds`` from now
-    while only shed jobs want it, whichever is sooner; None when nothing waits. Pure."""
+    waited too long; more messages mark it due anyway), ``shed_retry_seconds`` from now
+    while only shed jobs want it, or when its oldest message passes its retention window,
+    whichever is sooner; None when nothing waits. Pure."""
     wanted = wanted_by(item, settings, now)
     if wanted - shed:
         return now
     looks = [now + timedelta(seconds=settings.shed_retry_seconds)] if wanted else []
+    if item.retention_due is not None:
+        looks.append(item.retention_due)
     if item.unconsolidated_messages and item.newest_unconsolidated is not None and item.oldest_unconsolidated is not None:
         looks.append(
             min(
@@ -160,6 +173,11 @@ def consolidation_due(settings: JobSettings, now: datetime | None = None) -> Cal
         )
 
     return due
+
+
+def retention_due(now: datetime | None = None) -> Callable[[Backlog], bool]:
+    """The conversation's oldest message is past its retention window."""
+    return lambda item: item.retention_due is not None and item.retention_due <= (now or datetime.now(UTC))
 
 
 def communities_due(settings: JobSettings, now: datetime | None = None) -> Callable[[Backlog], bool]:
@@ -194,6 +212,12 @@ def default_jobs(settings: JobSettings) -> list[Job]:
     async def summary_one(memory: Memory, item: WorkItem) -> dict[str, Any]:
         return {"rebuilt": await regenerate_summary(memory, _ref(item), principal=SCHEDULER)}
 
+    async def prepare_retention(memory: Memory) -> None:
+        await watch_retention_default(memory, principal=RETENTION)
+
+    async def retention_one(memory: Memory, item: WorkItem) -> dict[str, Any]:
+        return (await apply_retention(memory, _ref(item), principal=RETENTION)).as_dict()
+
     oldest_first = lambda b: (b.oldest_unconsolidated or datetime.max.replace(tzinfo=UTC), b.conversation_id)  # noqa: E731
 
     def core(name: str, due: Due, work: Work, prepare: Prepare | None = None) -> Job:
@@ -213,4 +237,5 @@ def default_jobs(settings: JobSettings) -> list[Job]:
             "community_regeneration", _due(settings, "community_regeneration", lambda b: b.dirty_communities > 0), regenerate_one
         ),
         core("summary", _due(settings, "summary", lambda b: b.summary_dirty), summary_one),
+        core("retention", _due(settings, "retention", lambda b: retention_due()(b)), retention_one, prepare_retention),
     ]

@@ -66,6 +66,15 @@ if TYPE_CHECKING:
         read_cursor,
         save_cursor,
     )
+    from memory.commands.privacy import (
+        RetentionReport,
+        apply_retention,
+        optout_status,
+        retention,
+        set_optout,
+        set_retention,
+        watch_retention_default,
+    )
     from memory.commands.work import (
         backlog,
         build_communities,
@@ -108,6 +117,7 @@ if TYPE_CHECKING:
     from memory.models.llm import LLMClient
     from memory.params import MemoryParams
     from memory.principal import Principal
+    from memory.retention_window import Retention
     from memory.retrieval.answering import Answer, AnswerReply, Citation, QuotedMessage
     from memory.store.backlog import Backlog, Waiting
     from memory.store.citus import CitusPlan
@@ -162,6 +172,8 @@ __all__ = [
     "QuotedMessage",
     "Rejected",
     "ReplayExtractor",
+    "Retention",
+    "RetentionReport",
     "RunRecord",
     "StashbirdError",
     "Stats",
@@ -173,6 +185,7 @@ __all__ = [
     "Waiting",
     "Workspace",
     "about",
+    "apply_retention",
     "ask",
     "audit_conversations",
     "backlog",
@@ -205,6 +218,7 @@ __all__ = [
     "messages",
     "normalize_id",
     "open_memory",
+    "optout_status",
     "outbox_settle",
     "outbox_take",
     "overview",
@@ -219,7 +233,10 @@ __all__ = [
     "release_claim",
     "renew_claim",
     "resolve_conversation",
+    "retention",
     "save_cursor",
+    "set_optout",
+    "set_retention",
     "start_embedded",
     "stats",
     "store_audit",
@@ -229,6 +246,7 @@ __all__ = [
     "vacuum",
     "validate_message",
     "waiting_backlog",
+    "watch_retention_default",
 ]
 
 

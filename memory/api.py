@@ -53,6 +53,7 @@ class IngestReport:
     rejected: tuple[Rejected, ...] = ()
     stopped: str | None = None  # why the run ended early (the messages after the last result were not attempted)
     attempted: int = 0
+    opted_out: int = 0  # acknowledged and not stored: their authors opted out of the workspace
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -62,6 +63,7 @@ class IngestReport:
             "rejected": [asdict(r) for r in self.rejected],
             "stopped": self.stopped,
             "attempted": self.attempted,
+            "opted_out": self.opted_out,
         }
 
 
@@ -85,12 +87,16 @@ async def ingest(
 ) -> IngestReport:
     """Append messages (idempotent on their platform ids); each is searchable at once. A
     message the database refuses is reported in ``rejected`` and costs the others
-    nothing; an embedding endpoint that fails stops the run (``stopped``)."""
+    nothing; an embedding endpoint that fails stops the run (``stopped``). A message by
+    someone opted out of the conversation's workspace is not stored (``opted_out``):
+    every path that stores messages comes through here, so none can skip the check."""
+    from memory.commands.privacy import opted_out_of
     from memory.episodes.ingest import ingest_messages
 
     async with door(memory, "ingest", principal, conversation, create=True) as call:
         assert call.conversation_id is not None
-        run = await ingest_messages(memory, call.conversation_id, messages, on_batch=on_batch)
+        excluded = await opted_out_of(memory, conversation.workspace)
+        run = await ingest_messages(memory, call.conversation_id, messages, on_batch=on_batch, opted_out=excluded)
         counts = Counter(r.status for r in run.results)
         rejected = tuple(
             Rejected(index, r.platform_message_id, r.reason or "")
@@ -98,9 +104,21 @@ async def ingest(
             if r.status == "rejected"
         )
         report = IngestReport(
-            counts["stored"], counts["duplicate"], counts["tombstoned"], rejected, run.stopped, len(run.results)
+            counts["stored"],
+            counts["duplicate"],
+            counts["tombstoned"],
+            rejected,
+            run.stopped,
+            len(run.results),
+            counts["opted_out"],
         )
-        call.note(stored=report.stored, duplicate=report.duplicate, tombstoned=report.tombstoned, stopped=run.stopped)
+        call.note(
+            stored=report.stored,
+            duplicate=report.duplicate,
+            tombstoned=report.tombstoned,
+            opted_out=report.opted_out,
+            stopped=run.stopped,
+        )
     return report
 
 

@@ -15,6 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from memory.errors import ConfigurationError
 from memory.models.embedder import Embedder
 from memory.models.llm import LLMClient
+from memory.optouts import OptoutCache
 from memory.params import MemoryParams
 from memory.store.database import (
     check_embedding_dim,
@@ -36,6 +37,8 @@ class Memory:
     llm: LLMClient | None = None
     params: MemoryParams = field(default_factory=MemoryParams)
     admin_ids: frozenset[str] = frozenset()  # platform user ids allowed to audit (STASHBIRD_ADMIN_IDS)
+    retention_days: int | None = None  # the default retention window (STASHBIRD_RETENTION_DAYS; None: keep)
+    _optouts: OptoutCache = field(default_factory=OptoutCache, repr=False, compare=False)
 
     @property
     def database_url(self) -> str:
@@ -48,7 +51,14 @@ class Memory:
         loop (a pool belongs to the loop that made it): same database, embedder,
         parameters and admins, no LLM. Close it with ``close_database`` (the embedder
         stays this one's)."""
-        return await open_memory(self.database_url, self.embedder, params=self.params, migrate=False, admin_ids=self.admin_ids)
+        return await open_memory(
+            self.database_url,
+            self.embedder,
+            params=self.params,
+            migrate=False,
+            admin_ids=self.admin_ids,
+            retention_days=self.retention_days,
+        )
 
     async def close_database(self) -> None:
         """Close the database pool only."""
@@ -69,6 +79,7 @@ async def open_memory(
     params: MemoryParams | None = None,
     migrate: bool = True,
     admin_ids: frozenset[str] = frozenset(),
+    retention_days: int | None = None,
 ) -> Memory:
     """Connect, migrate to head (by default), check the embedding dimension, then wait
     until the embedder is loaded (the local model loads in a thread meanwhile). A URL
@@ -84,7 +95,7 @@ async def open_memory(
     except BaseException:
         await engine.dispose()
         raise
-    return Memory(engine, session_factory(engine), embedder, llm, params or MemoryParams(), admin_ids)
+    return Memory(engine, session_factory(engine), embedder, llm, params or MemoryParams(), admin_ids, retention_days)
 
 
 async def _check_database(engine: AsyncEngine, dim: int, migrate: bool) -> None:

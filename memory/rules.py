@@ -18,7 +18,7 @@ A principal (memory/principal.py) acts as one of these actors:
 
 Each grant is ``ALL``, ``OWN`` or ``NONE``. ``OWN`` allows a principal to act on data that
 is its own only (the caller names the owner: a person forgetting what they said, opting
-out); no command grants it yet, but the decision below already honours it.
+out): ``set_optout`` and ``optout_status`` grant it to users.
 """
 
 from __future__ import annotations
@@ -94,6 +94,13 @@ RULES: dict[str, Rule] = {
     "resolve_conversation": Rule(_CONTENT, Audit.NONE),
     # asking
     "ask": Rule(_ASK),
+    # what participants decide: opting out (a workspace's, audited store-wide), retention
+    "set_optout": Rule({"user": Grant.OWN, "admin": ALL}, Audit.COMMAND),
+    "optout_status": Rule({"user": Grant.OWN, "admin": ALL}, Audit.NONE),
+    "set_retention": Rule(_AUDIT),
+    "retention": Rule(_ASK, Audit.NONE),
+    "apply_retention": Rule(_WORK, action="retention"),
+    "watch_retention_default": Rule(_WORK, Audit.NONE, store_wide=True),
     # the audit
     "about": _audit(),
     "explain": _audit(),

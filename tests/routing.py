@@ -76,6 +76,11 @@ MULTI_SHARD: dict[str, str] = {
         "`stashbird jobs status`: the newest run of each job in the conversations the backlog "
         "listed, one read for an operator; the runs themselves are claimed per conversation"
     ),
+    "retention-default": (
+        "the store's default retention window changed (memory.commands.privacy): every "
+        "conversation marked due once, so that discovery looks at each again under the new "
+        "window; one statement at a process's start after the change, never on a tick"
+    ),
     "audit-conversations": (
         "the audit's list of conversations with their message counts (memory.audit.overview), "
         "for the operator or a configured admin; each count is of one conversation's rows"

@@ -48,6 +48,13 @@ TABLE: dict[str, tuple[set[str], str | None]] = {
     "stored_messages": (CONTENT, None),
     "resolve_conversation": (CONTENT, None),
     "ask": ({"operator", "user", "workspace admin", "configured admin"}, "ask"),
+    # the user's own opt-out only (the calls name U-plain); audited store-wide, not in the conversation
+    "set_optout": ({"operator", "user", "workspace admin", "configured admin"}, None),
+    "optout_status": ({"operator", "user", "workspace admin", "configured admin"}, None),
+    "set_retention": (AUDIT, "set_retention"),
+    "retention": ({"operator", "user", "workspace admin", "configured admin"}, None),
+    "apply_retention": (WORK, "retention"),
+    "watch_retention_default": (WORK, None),
     "about": (AUDIT, "audit"),
     "explain": (AUDIT, "audit"),
     "forgotten": (AUDIT, "audit"),
@@ -92,6 +99,9 @@ TABLE: dict[str, tuple[set[str], str | None]] = {
 # commands that do not name the test's conversation (the whole store, or another one)
 ELSEWHERE = {
     "drop_conversation",
+    "set_optout",
+    "optout_status",
+    "watch_retention_default",
     "audit_conversations",
     "store_audit",
     "vacuum",
@@ -146,6 +156,12 @@ def _calls(n: int, fresh: ConversationRef, trace: int, held: api.Claim) -> dict[
         "stored_messages": lambda m, r, p: api.stored_messages(m, r, principal=p),
         "resolve_conversation": lambda m, r, p: api.resolve_conversation(m, r, principal=p),
         "ask": lambda m, r, p: api.ask(m, r, "Who has a cat?", principal=p, date=T0 + timedelta(days=1)),
+        "set_optout": lambda m, r, p: api.set_optout(m, "U-plain", workspace=r.workspace, opted_out=n % 2 == 0, principal=p),
+        "optout_status": lambda m, r, p: api.optout_status(m, "U-plain", workspace=r.workspace, principal=p),
+        "set_retention": lambda m, r, p: api.set_retention(m, r, None, principal=p),
+        "retention": lambda m, r, p: api.retention(m, r, principal=p),
+        "apply_retention": lambda m, r, p: api.apply_retention(m, r, principal=p),
+        "watch_retention_default": lambda m, r, p: api.watch_retention_default(m, principal=p),
         "about": lambda m, r, p: api.about(m, r, "Ann", principal=p),
         "explain": lambda m, r, p: api.explain(m, r, trace, principal=p),
         "forgotten": lambda m, r, p: api.forgotten(m, r, principal=p),
@@ -246,7 +262,7 @@ async def test_every_command_as_every_principal(memory: Memory) -> None:
             if action is not None and outcomes[command, kind] == "allowed":
                 assert added[str(principal), action] >= 1, (command, kind, added)
             if outcomes[command, kind] == "denied" and command not in ELSEWHERE:  # every refusal is recorded
-                refused = f"{'audit' if action == 'audit' else command}_refused"
+                refused = f"{action if action in ('audit', 'retention') else command}_refused"  # a rule's own action
                 assert added == Counter({(str(principal), refused): 1}), (command, kind, added)
             elif action is None or command in ELSEWHERE:
                 assert added == Counter(), (command, kind, added)

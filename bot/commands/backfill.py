@@ -56,5 +56,6 @@ def render(result: dict[str, Any]) -> str:
     return (
         f"{result['conversation']}{resumed}: {result['fetched']} messages read, {result['stored']} stored, "
         f"{result['duplicate']} already stored, {result['tombstoned']} refused as deleted, "
-        f"{result['forgotten']} marked deleted and forgotten, {result['skipped']} skipped"
+        f"{result['forgotten']} marked deleted and forgotten, {result['skipped']} skipped, "
+        f"{result['opted_out']} not stored (their authors opted out)"
     )

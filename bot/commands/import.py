@@ -82,7 +82,8 @@ def _render_slack(result: dict[str, Any]) -> list[str]:
     for c in result["channels"]:
         lines.append(
             f"  #{c['channel']} ({c['conversation']}): {c['stored']} stored, {c['duplicate']} already stored, "
-            f"{c['tombstoned']} refused as deleted, {c['forgotten']} marked deleted and forgotten, {c['skipped']} skipped"
+            f"{c['tombstoned']} refused as deleted, {c['forgotten']} marked deleted and forgotten, {c['skipped']} skipped, "
+            f"{c['opted_out']} not stored (their authors opted out)"
         )
         lines += [f"    {r['message']} rejected: {r['reason']}" for r in c["rejected"]]
     return lines
@@ -93,7 +94,8 @@ def render(result: dict[str, Any]) -> str:
         return "\n".join(_render_slack(result))
     lines = [
         f"{result['conversation']} (#{result['channel']}): {result['stored']} stored, {result['duplicate']} already stored, "
-        f"{result['tombstoned']} refused as deleted, {result['skipped']} skipped (system notices, empty)"
+        f"{result['tombstoned']} refused as deleted, {result['skipped']} skipped (system notices, empty), "
+        f"{result['opted_out']} not stored (their authors opted out)"
     ]
     lines += [f"  message {r['position']} rejected: {r['reason']}" for r in result["rejected"]]
     return "\n".join(lines)

@@ -42,6 +42,7 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
         "ingested": report.stored,
         "duplicates": report.duplicate,
         "tombstoned": report.tombstoned,
+        "opted_out": report.opted_out,
         "rejected": sorted(parsed.rejected + refused, key=lambda r: r["line"] or 0),
         "stopped": stopped,
     }
@@ -50,7 +51,8 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
 def render(result: dict[str, Any]) -> str:
     lines = [
         f"{result['conversation']}: ingested {result['ingested']}, duplicates skipped {result['duplicates']}, "
-        f"refused as deleted {result['tombstoned']}, rejected {len(result['rejected'])}"
+        f"refused as deleted {result['tombstoned']}, not stored (authors opted out) {result['opted_out']}, "
+        f"rejected {len(result['rejected'])}"
     ]
     lines += [f"  line {r['line']}: {r['reason']}" if r["line"] else f"  {r['reason']}" for r in result["rejected"]]
     if result["stopped"]:

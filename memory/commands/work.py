@@ -76,7 +76,7 @@ async def backlog(memory: Memory, *, principal: Principal, conversation: Convers
 
     async with door(memory, "backlog", principal, conversation) as call:
         async with memory._sessions() as session:
-            found = await read_backlog(session, call.conversation_id)
+            found = await read_backlog(session, call.conversation_id, memory.retention_days)
         call.note(waiting=len(found))
     return found
 
@@ -89,7 +89,7 @@ async def due_backlog(memory: Memory, *, principal: Principal, limit: int = 1000
 
     async with door(memory, "due_backlog", principal) as call:
         async with memory._sessions() as session:
-            found = await read_due(session, limit)
+            found = await read_due(session, limit, memory.retention_days)
         call.note(due=len(found))
     return found
 

@@ -64,7 +64,7 @@ class Message:
 @dataclass(frozen=True)
 class AppendResult:
     platform_message_id: str
-    status: str  # stored | duplicate | tombstoned | rejected (the database refused it: ``reason``)
+    status: str  # stored | duplicate | tombstoned | rejected (the database refused it: ``reason``) | opted_out
     episode_id: int | None
     reason: str | None = None
 

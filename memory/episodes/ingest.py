@@ -70,14 +70,38 @@ async def _store(
     return first + await _store(memory, conversation_id, batch[half:], vectors[half:], None)
 
 
+def _merged(messages: Sequence[Message], opted_out: frozenset[str], run: IngestRun) -> IngestRun:
+    """The results of the messages kept, with the opted-out ones back in input order, up
+    to the first kept message the run did not attempt. Pure."""
+    attempted = iter(run.results)
+    results: list[AppendResult] = []
+    for message in messages:
+        if message.speaker_id in opted_out:
+            results.append(AppendResult(message.platform_message_id, "opted_out", None))
+        elif (result := next(attempted, None)) is not None:
+            results.append(result)
+        else:
+            break
+    return IngestRun(results, run.stopped)
+
+
 async def ingest_messages(
     memory: Memory,
     conversation_id: int,
     messages: Sequence[Message],
     batch_size: int = 64,
     on_batch: Callable[[list[AppendResult]], object] | None = None,
+    opted_out: frozenset[str] = frozenset(),
 ) -> IngestRun:
-    """Append messages; one result per message (stored, duplicate, tombstoned, rejected)."""
+    """Append messages; one result per message (stored, duplicate, tombstoned, rejected,
+    or ``opted_out``: its speaker is in ``opted_out``, and it is neither embedded nor stored)."""
+    if opted_out:
+        kept = [m for m in messages if m.speaker_id not in opted_out]
+        if len(kept) < len(messages):
+            skipped = [AppendResult(m.platform_message_id, "opted_out", None) for m in messages if m.speaker_id in opted_out]
+            if on_batch:
+                on_batch(skipped)
+            return _merged(messages, opted_out, await ingest_messages(memory, conversation_id, kept, batch_size, on_batch))
     batches = [messages[i : i + batch_size] for i in range(0, len(messages), batch_size)]
     run = IngestRun()
     pending: asyncio.Future[EmbeddingBatch] | None = None

@@ -14,6 +14,11 @@ Every figure is computed per conversation (subqueries filtered by its id, joined
 (or on one, for one conversation) with nothing to join across shards. Unconsolidated
 tokens are an estimate (UTF-8 bytes / 4): counting exactly would read every waiting
 message into Python.
+
+With a retention window (the conversation's own, else the store's default), each row also
+says when its oldest message passes the window (``retention_due``): discovery defers a
+conversation to then at the latest, so the retention job finds it on time without any
+look at conversations with nothing due (memory/retention_window.py).
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from memory.retention_window import expires_at, window
 from memory.store.conversations import ConversationRef
 from memory.store.locks import WRITERS, defer_marks
 
@@ -38,7 +44,9 @@ SELECT d.conversation_id, c.platform, c.workspace_id, c.channel_id,
        coalesce((SELECT max(id) FROM entities x WHERE x.conversation_id = {key}), 0) > coalesce(s.seen_entity_id, 0)
        OR coalesce((SELECT max(id) FROM relations r WHERE r.conversation_id = {key}), 0)
           > coalesce(s.seen_relation_id, 0) AS graph_changed,
-       d.due_at, d.purposes, d.marks
+       d.due_at, d.purposes, d.marks,
+       (SELECT min(o.message_time) FROM episodes o WHERE o.conversation_id = {key}) AS oldest_said,
+       rw.conversation_id IS NOT NULL AS own_window, rw.days
 FROM (
     SELECT conversation_id, max(due_at) AS due_at,
            array_agg(purpose ORDER BY purpose) AS purposes, array_agg(due_at ORDER BY purpose) AS marks
@@ -47,6 +55,7 @@ FROM (
 LEFT JOIN conversations c ON c.id = {key}
 LEFT JOIN checkpoints k ON k.conversation_id = {key}
 LEFT JOIN community_state s ON s.conversation_id = {key}
+LEFT JOIN conversation_retention rw ON rw.conversation_id = {key}
 CROSS JOIN LATERAL (
     SELECT count(*) AS messages, coalesce(sum(octet_length(e.text)), 0) / 4 AS tokens,
            min(e.ingested_at) AS oldest, max(e.ingested_at) AS newest
@@ -98,6 +107,7 @@ class Backlog:
     graph_changed: bool  # entities or relations the community pass has not seen yet
     due_at: datetime | None = None  # when discovery is to look at it next (None: nothing marked)
     marks: tuple[tuple[int, datetime | None], ...] = ()  # (lock purpose, its due_at) as read
+    retention_due: datetime | None = None  # when its oldest message passes its retention window (None: never)
 
     def as_dict(self) -> dict[str, Any]:
         return {**asdict(self), "conversation": str(self.conversation)}
@@ -116,13 +126,15 @@ class Waiting:
         return asdict(self)
 
 
-def _backlogs(rows: Any) -> list[Backlog]:
+def _backlogs(rows: Any, default_days: int | None) -> list[Backlog]:
     """A conversation that was dropped has no row in ``conversations`` (its lock rows stay:
-    memory.store.locks); it is left out (``read_due`` clears its mark)."""
+    memory.store.locks); it is left out (``read_due`` clears its mark). ``default_days``:
+    the store's default retention window."""
     found = []
     for row in rows:
         cid, platform, workspace, channel, messages, tokens, oldest, newest, dirty, summary_dirty, changed = row[:11]
-        due_at, purposes, marks = row[11:]
+        due_at, purposes, marks, oldest_said, own_window, days = row[11:]
+        applies = window((days,) if own_window else None, default_days)
         if platform is None:
             continue
         found.append(
@@ -138,28 +150,31 @@ def _backlogs(rows: Any) -> list[Backlog]:
                 bool(changed),
                 due_at,
                 tuple(zip(purposes, marks, strict=True)),
+                expires_at(oldest_said, applies.days),
             )
         )
     return found
 
 
-async def read_backlog(session: AsyncSession, conversation_id: int | None = None) -> list[Backlog]:
+async def read_backlog(
+    session: AsyncSession, conversation_id: int | None = None, default_days: int | None = None
+) -> list[Backlog]:
     """Every conversation that was ever written to (an operator's listing), or one."""
     if conversation_id is None:
-        return _backlogs(await session.execute(text(_ALL)))
-    return _backlogs(await session.execute(text(_ONE), {"conversation": conversation_id}))
+        return _backlogs(await session.execute(text(_ALL)), default_days)
+    return _backlogs(await session.execute(text(_ONE), {"conversation": conversation_id}), default_days)
 
 
-async def read_due(session: AsyncSession, limit: int) -> list[Backlog]:
+async def read_due(session: AsyncSession, limit: int, default_days: int | None = None) -> list[Backlog]:
     """The conversations due by now, the longest waiting first (by the oldest waiting
     message, else by the mark: a busy conversation's mark is always new), at most ``limit``; the marks of
     dropped conversations are cleared on the way (committed)."""
     rows = (await session.execute(text(_DUE), {"limit": limit})).all()
     for row in rows:
         if row[1] is None:
-            await defer_marks(session, row[0], list(zip(row[-2], row[-1], strict=True)), None)
+            await defer_marks(session, row[0], list(zip(row[12], row[13], strict=True)), None)
     await session.commit()
-    return _backlogs(rows)
+    return _backlogs(rows, default_days)
 
 
 async def read_waiting(session: AsyncSession) -> Waiting:

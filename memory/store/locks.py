@@ -123,6 +123,23 @@ async def try_hold_connection(
                 await connection.rollback()
 
 
+async def mark_due(session: AsyncSession, conversation_id: int) -> None:
+    """Mark the conversation due for the scheduler without taking a lock: for a change
+    that is not a write of its memory but changes what is due (a new retention window)."""
+    await session.execute(_MARK_DUE, {"conversation": int(conversation_id), "purposes": [int(p) for p in WRITERS]})
+
+
+async def mark_all_due(session: AsyncSession) -> int:
+    """Mark every conversation due now (those already due stay as they are): once, when
+    the store's default retention window changed, since discovery may have deferred
+    conversations past the moment a new window makes their messages due. How many rows."""
+    statement = text(
+        "/* multi-shard: retention-default */ UPDATE conversation_locks SET due_at = now() "
+        "WHERE purpose = ANY(:writers) AND (due_at IS NULL OR due_at > now())"
+    )
+    return int((await session.execute(statement, {"writers": [int(p) for p in WRITERS]})).rowcount)  # type: ignore[attr-defined]
+
+
 def lock_migrations(connection: Connection) -> None:
     """Keep two processes from migrating at once (to the end of the transaction)."""
     connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_KEY})
