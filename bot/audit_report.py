@@ -219,7 +219,7 @@ def _usage(usage: list[dict[str, Any]]) -> str:
 
 
 def _cards(stats: dict[str, Any]) -> str:
-    shown = [k for k in stats if k not in ("conversation", "consolidated_at", "usage")]
+    shown = [k for k in stats if k not in ("conversation", "consolidated_at", "usage", "retention_source")]
     return (
         '<div class="cards">'
         + "".join(f'<div class="card"><b>{stats[k]}</b><span>{k.replace("_", " ")}</span></div>' for k in shown)

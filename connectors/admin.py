@@ -105,7 +105,8 @@ def render_stats(result: Stats) -> str:
         f"{result.messages} messages by {result.speakers} speakers; "
         f"{result.entities} entities ({result.anchors} anchors), {result.relations_active} facts "
         f"({result.relations_superseded} superseded), {result.communities} communities; "
-        f"{result.answers} answers, {result.deletions} deletions; {result.waiting} messages waiting for consolidation."
+        f"{result.answers} answers, {result.deletions} deletions; {result.waiting} messages waiting for consolidation.\n"
+        f"Messages are kept {result.retention.describe()}; {result.opted_out} people opted out of this workspace."
     )
 
 

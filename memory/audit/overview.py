@@ -107,7 +107,9 @@ async def _nodes(session: AsyncSession, conversation_id: int) -> list[Node]:
     return [Node(e, name, type_, anchor, c, int(m)) for e, name, type_, anchor, c, m in rows]
 
 
-async def overview(session: AsyncSession, conversation: ConversationRef, conversation_id: int) -> Overview:
+async def overview(
+    session: AsyncSession, conversation: ConversationRef, conversation_id: int, default_days: int | None = None
+) -> Overview:
     nodes = await _nodes(session, conversation_id)
     drawn = [n.id for n in nodes]
     relation_ids = (
@@ -138,7 +140,7 @@ async def overview(session: AsyncSession, conversation: ConversationRef, convers
         .order_by(day, UsageEntry.phase)
     )
     return Overview(
-        await conversation_stats(session, str(conversation), conversation_id),
+        await conversation_stats(session, conversation, conversation_id, default_days),
         tuple(nodes),
         tuple(sorted(facts.values(), key=lambda f: f.id)),
         tuple(CommunityView(c, label, dirty, int(n)) for c, label, dirty, n in communities),

@@ -1,5 +1,6 @@
 """``stats()``: a conversation's memory in numbers, in one round trip (each count an
-index scan filtered by the conversation), plus usage by phase from the ledger."""
+index scan filtered by the conversation), plus usage by phase from the ledger, the
+retention window that applies and how many people opted out of its workspace."""
 
 from __future__ import annotations
 
@@ -11,6 +12,9 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memory.consolidation.run import unconsolidated_count
+from memory.retention_window import Retention, window
+from memory.store.conversations import ConversationRef
+from memory.store.participants import count_opted_out, read_retention
 from memory.store.schema import (
     AnswerTrace,
     AuditEntry,
@@ -56,11 +60,15 @@ class Stats:
     waiting: int  # messages not consolidated yet (new, or edited since)
     consolidated_at: datetime | None  # the checkpoint's last save
     usage: tuple[PhaseUsage, ...]
+    retention: Retention = Retention(None, "none")  # the window that applies
+    opted_out: int = 0  # people opted out of the conversation's workspace
 
     def as_dict(self) -> dict[str, Any]:
-        fields = {k: v for k, v in self.__dict__.items() if k not in ("usage", "consolidated_at")}
+        fields = {k: v for k, v in self.__dict__.items() if k not in ("usage", "consolidated_at", "retention")}
         return {
             **fields,
+            "retention_days": self.retention.days,
+            "retention_source": self.retention.source,
             "consolidated_at": self.consolidated_at.isoformat() if self.consolidated_at else None,
             "usage": [u.as_dict() for u in self.usage],
         }
@@ -84,7 +92,10 @@ def _count(model: Any, conversation_id: int, *conditions: Any) -> Any:
     return select(func.count()).select_from(model).where(model.conversation_id == conversation_id, *conditions).scalar_subquery()
 
 
-async def conversation_stats(session: AsyncSession, conversation: str, conversation_id: int) -> Stats:
+async def conversation_stats(
+    session: AsyncSession, conversation: ConversationRef, conversation_id: int, default_days: int | None = None
+) -> Stats:
+    """``default_days``: the store's default retention window."""
     cid = conversation_id
     counts = (
         await session.execute(
@@ -115,10 +126,13 @@ async def conversation_stats(session: AsyncSession, conversation: str, conversat
         .order_by(UsageEntry.phase)
     )
     numbers = dict(zip(COUNTED, (int(c) for c in counts[: len(COUNTED)]), strict=True))
+    own = await read_retention(session, cid)
     return Stats(
-        conversation=conversation,
+        conversation=str(conversation),
         **numbers,
         waiting=await unconsolidated_count(session, cid),
         consolidated_at=counts[len(COUNTED)],
         usage=tuple(PhaseUsage(phase, int(calls), int(prompt), int(completion)) for phase, calls, prompt, completion in usage),
+        retention=window(None if own is None else (own.days,), default_days),
+        opted_out=await count_opted_out(session, conversation.workspace),
     )

@@ -109,7 +109,7 @@ async def stats(memory: Memory, conversation: ConversationRef, *, principal: Pri
     async with door(memory, "stats", principal, conversation) as call:
         assert call.conversation_id is not None
         async with memory._sessions() as session:
-            return await conversation_stats(session, str(conversation), call.conversation_id)
+            return await conversation_stats(session, conversation, call.conversation_id, memory.retention_days)
 
 
 async def overview(memory: Memory, conversation: ConversationRef, *, principal: Principal) -> Overview:
@@ -119,7 +119,7 @@ async def overview(memory: Memory, conversation: ConversationRef, *, principal: 
     async with door(memory, "overview", principal, conversation) as call:
         assert call.conversation_id is not None
         async with memory._sessions() as session:
-            return await _overview(session, conversation, call.conversation_id)
+            return await _overview(session, conversation, call.conversation_id, memory.retention_days)
 
 
 async def audit_conversations(memory: Memory, *, principal: Principal) -> list[ConversationSummary]:
