@@ -59,6 +59,7 @@ from memory import (
     set_optout,
     set_retention,
     stats,
+    store_audit,
     validate_message,
     watch_retention_default,
 )
@@ -107,6 +108,15 @@ async def test_an_opted_out_persons_messages_are_not_stored_until_they_opt_back_
 
     assert await set_optout(memory, olive, workspace=workspace, opted_out=False, principal=TEST)
     assert not await optout_status(memory, olive, workspace=workspace, principal=TEST)
+    logged = [
+        (e.action, e.about, e.principal)
+        for e in (await store_audit(memory, principal=TEST)).entries
+        if e.details == {"author": olive}
+    ]
+    assert logged == [
+        ("optin", f"slack:{team}", "operator:test"),
+        ("optout", f"slack:{team}", "operator:test"),
+    ]  # newest first, once each
     later = said("4", olive, "Back from the dentist.", 3)
     again = await ingest(memory, general, [validate_message(m) for m in [batch[1], later]], principal=TEST)
     assert (again.stored, again.opted_out) == (2, 0)  # the earlier message, delivered again, is stored now too

@@ -28,6 +28,7 @@ from memory.principal import Principal
 from memory.retention_window import Retention, check_days, cutoff, window
 from memory.store import participants
 from memory.store import settings as store_settings
+from memory.store.audit import write_store_audit
 from memory.store.locks import mark_all_due, mark_due
 from memory.store.schema import Episode
 from memory.validation import normalize_id
@@ -55,8 +56,9 @@ async def opted_out_of(memory: Memory, workspace: Workspace) -> frozenset[str]:
 
 async def set_optout(memory: Memory, author: str, *, workspace: Workspace, opted_out: bool, principal: Principal) -> bool:
     """Opt ``author`` out of being remembered in ``workspace`` (or back in); True when it
-    changed. Returns once every process sees the change (memory/optouts.py), so a
-    message checked after this returns is checked against it."""
+    changed (recorded in the store-wide audit log as ``optout``/``optin``). Returns once
+    every process sees the change (memory/optouts.py), so a message checked after this
+    returns is checked against it."""
     author = normalize_id(author, "author")
     arguments = {"author": author, "workspace": str(workspace), "opted_out": opted_out}
     async with door(memory, "set_optout", principal, owner=author, arguments=arguments) as call:
@@ -65,6 +67,12 @@ async def set_optout(memory: Memory, author: str, *, workspace: Workspace, opted
                 changed = await participants.opt_out(session, workspace, author, str(principal))
             else:
                 changed = await participants.opt_in(session, workspace, author)
+            if changed:  # the workspace's, so the store-wide log (no conversation's log holds it)
+                action = "optout" if opted_out else "optin"
+                details = {"author": author}
+                await write_store_audit(
+                    session, str(principal), action, details, platform=workspace.platform, workspace=workspace.workspace_id
+                )
         memory._optouts.drop(workspace)
         if changed:
             await asyncio.sleep(memory._optouts.seconds)
