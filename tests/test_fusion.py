@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from datetime import datetime, timezone
 
 import pytest
@@ -23,7 +24,7 @@ from memory.retrieval.llm_steps import (
     clean_sub_queries,
     needs_decomposition,
 )
-from memory.retrieval.pipeline import named_speaker
+from memory.retrieval.pipeline import named_speaker, named_speakers, without_names
 from memory.retrieval.search import (
     Candidate,
     choose_plan,
@@ -75,6 +76,37 @@ def test_named_speaker() -> None:
     assert named_speaker("Where did Ann go hiking?", ["ann", "bob"]) == "ann"
     assert named_speaker("What do Caroline and Melanie both like?", speakers) is None
     assert named_speaker("What did Joanna say?", speakers) is None
+    assert named_speakers("What do Caroline and Melanie both like?", speakers) == ["Caroline", "Melanie Smith"]
+
+
+_NAMES = st.sampled_from(["Ann", "Bob", "Caroline", "Melanie Smith", "Jon", "Gina"])
+
+
+@given(
+    st.lists(_NAMES, min_size=1, max_size=3, unique=True),
+    st.lists(st.sampled_from(["what", "do", "both", "like", "play", "and", "'s", "?", "kids"]), max_size=8),
+    st.randoms(),
+)
+def test_a_question_without_its_names_asks_the_same_of_no_one(names: list[str], words: list[str], rng: random.Random) -> None:
+    """Every named speaker is found; the name-free question names none of them and
+    keeps every other word in order; a question of names alone is kept whole."""
+    parts = words + [name + ("'s" if rng.random() < 0.3 else "") for name in names]
+    rng.shuffle(parts)
+    question = " ".join(parts)
+    speakers = ["Ann", "Bob", "Caroline", "Melanie Smith", "Jon", "Gina", "Omar"]
+    assert set(named_speakers(question, speakers)) == set(names)
+    rest = without_names(question, names)
+    if rest == question:
+        assert not [w for w in words if w not in ("'s", "?")]
+    else:
+        assert named_speakers(rest, speakers) == []
+        assert rest.split() == words_of(parts, names)
+    assert without_names(question, []) == question
+
+
+def words_of(parts: list[str], names: list[str]) -> list[str]:
+    forms = {n for name in names for n in (name, name + "'s")}
+    return [p for p in parts if p not in forms]
 
 
 def _candidate(ref_id: int) -> Candidate:

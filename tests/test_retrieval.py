@@ -306,3 +306,33 @@ async def test_search_sizes_are_the_planners_estimates(memory: Memory, conversat
         index_rows, planned = await planned_sizes(session, conversation_id, ["episode", "community"])
     assert index_rows >= planned["episode"] >= 1
     assert planned["community"] >= 1  # the planner never estimates below one row
+
+
+# A group chat where Dana greets Ann and Bob by name all the time, and Ann and Bob each
+# say once, in words of their own, what they play.
+GROUP_CHAT = [
+    ("dana", "Morning Ann and Bob!"),
+    ("ann", "I've been practising the violin every evening this month."),
+    ("dana", "Ann, Bob, are you both coming on Friday?"),
+    ("bob", "My cello lessons start again next week, can't wait."),
+    ("dana", "Thanks Ann and Bob, you two are the best!"),
+    ("dana", "Bob and Ann, see you both soon!"),
+    ("ann", "Sure, see you then."),
+    ("dana", "Hey Ann and Bob, how are you both doing?"),
+]
+
+
+async def test_both_people_a_question_names_bring_their_own_messages(memory: Memory, conversation_id: int) -> None:
+    """A question that joins two people ("both") finds what each of them said, which
+    the same search without the speakers named and with the question's own vector (the
+    names in it) misses: it brings the messages that greet them."""
+    ids = await _store(memory, conversation_id, GROUP_CHAT)
+    evidence = {ids[1], ids[3]}
+    question = "What instruments do Ann and Bob both play?"
+    retrieval = await retrieve(memory, conversation_id, question, T0 + timedelta(days=1))
+    top = {c.ref_id for c in retrieval.candidates[:3] if c.kind == "episode"}
+    assert evidence <= top
+    vector = (await memory.embedder.embed([question])).vectors[0]
+    async with memory._sessions.begin() as session:
+        plain = await search(session, conversation_id, [QueryVariant(question, vector)], SearchConfig(chain_share=0.15))
+    assert not evidence <= {c.ref_id for c in plain.candidates[:3] if c.kind == "episode"}

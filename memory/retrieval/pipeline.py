@@ -52,12 +52,12 @@ class Retrieval:
     question_vector: list[float] = field(default_factory=list)
 
 
-def named_speaker(question: str, speakers: Sequence[str]) -> str | None:
-    """The one speaker the question names (by full name or first name, possessive
-    included), or None when it names none or several. A name counts where the question
-    writes it capitalised or as the speaker spells it ("What is the code name?" names
-    no speaker called "Name U1"), anywhere in a question all in lower case, as chat
-    questions often are. Pure."""
+def named_speakers(question: str, speakers: Sequence[str]) -> list[str]:
+    """The speakers the question names (by full name or first name, possessive
+    included), in the order of ``speakers``. A name counts where the question writes it
+    capitalised or as the speaker spells it ("What is the code name?" names no speaker
+    called "Name U1"), anywhere in a question all in lower case, as chat questions
+    often are. Pure."""
     any_case = question == question.lower()
 
     def names(name: str) -> bool:
@@ -67,8 +67,27 @@ def named_speaker(question: str, speakers: Sequence[str]) -> str | None:
             for m in re.finditer(pattern, question, re.IGNORECASE)
         )
 
-    named = [name for name in speakers if name.split() and names(name)]
+    return [name for name in speakers if name.split() and names(name)]
+
+
+def named_speaker(question: str, speakers: Sequence[str]) -> str | None:
+    """The one speaker the question names, or None when it names none or several. Pure."""
+    named = named_speakers(question, speakers)
     return named[0] if len(named) == 1 else None
+
+
+def without_names(question: str, names: Sequence[str]) -> str:
+    """What the question asks of the people it names: the question without their names
+    (full or first, possessive included), or the question itself when nothing else is
+    left. Its vector is the one searched: with the name in it, the nearest messages are
+    those that greet the person ("Hey Melanie! Just wanted to say hi!"), not what they
+    did; whose messages they are is said by the named speakers' own lists. Pure."""
+    forms = sorted({form for name in names if name.split() for form in (name, name.split()[0])}, key=len, reverse=True)
+    if not forms:
+        return question
+    pattern = re.compile(rf"\b(?:{'|'.join(re.escape(f) for f in forms)})(?:'s|’s)?(?!\w)", re.IGNORECASE)
+    rest = " ".join(pattern.sub(" ", question).split())
+    return rest if re.search(r"\w", rest) else question
 
 
 async def speaker_names(session: AsyncSession, conversation_id: int) -> list[str]:
@@ -90,13 +109,18 @@ async def retrieve(
     ranges = [r for r in parsed if isinstance(r, TimeRange)]
     anchors = [r for r in parsed if isinstance(r, AnchoredOffset)]
     texts = [question, *sub_queries, *(a.anchor for a in anchors)]
-    batch = await memory.embedder.embed(texts)
-    usage = Usage.embedding("retrieval", "embed_query", batch)
-    variants = [QueryVariant(t, v) for t, v in zip(texts, batch.vectors, strict=True)]
     hybrid, anchor = service_configs(memory.params)
     hybrid = replace(hybrid, kinds=tuple(kinds))
     # A second connection reads the full-text lists while the first reads the vector ones.
     async with memory._sessions.begin() as session, memory._sessions() as text_session:
+        speakers = named_speakers(question, await speaker_names(session, conversation_id))
+        asked = without_names(question, speakers)
+        # The question's own vector is kept for the answer steps; its name-free one is
+        # what the question's variant searches with (its text still goes to full text).
+        batch = await memory.embedder.embed([*texts, asked] if asked != question else texts)
+        usage = Usage.embedding("retrieval", "embed_query", batch)
+        variants = [QueryVariant(t, v) for t, v in zip(texts, batch.vectors, strict=False)]
+        variants[0] = QueryVariant(question, batch.vectors[-1] if asked != question else batch.vectors[0])
         for offset, variant in zip(anchors, variants[len(texts) - len(anchors) :], strict=False):
             # When did the anchor event happen? The best dated match says; if nothing
             # matches, the anchor phrase is still searched but there is no time boost.
@@ -110,7 +134,7 @@ async def retrieve(
             time_ranges=tuple(ranges),
             prefer_current=prefer_current,
             asks_when=asks_when(question),
-            named_speaker=named_speaker(question, await speaker_names(session, conversation_id)),
+            named_speakers=tuple(speakers),
         )
         result = await search(session, conversation_id, variants, hybrid, hints, text_session=text_session)
     return Retrieval(

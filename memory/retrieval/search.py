@@ -33,10 +33,10 @@ while the messages they are expected to match stay under ``TEXT_MATCH_ROWS``, an
 most that many matches are ranked, which bounds the work (the vector side still sees
 everything).
 
-Named speakers. Documents hold a message's text alone; when the question names one
-speaker, that speaker's messages are searched by vector on their own as one more ranked
-list (the speaker indexed apart from the text), and the messages by or naming them are
-weighted up after fusion.
+Named speakers. Documents hold a message's text alone; each speaker the question names
+("What do Jon and Gina both like?" names two) has their messages searched by vector on
+their own as one more ranked list (the speaker indexed apart from the text), and the
+messages by or naming any of them are weighted up after fusion.
 
 Named times. When the question names a time ("on 7 July, 2023", "last week"), the
 messages of that time are searched by vector on their own as one more ranked list, so
@@ -158,12 +158,12 @@ class SearchHints:
     """What the question itself says: the times it names (their messages are searched
     on their own and weighted up), whether it asks about the present (current facts
     weighted up), whether it asks when (documents that name a time weighted up), and
-    the one speaker it names (a display name: that speaker's messages weighted up)."""
+    the speakers it names (display names: their messages searched apart and weighted up)."""
 
     time_ranges: tuple[TimeRange, ...] = ()
     prefer_current: bool = True
     asks_when: bool = False
-    named_speaker: str | None = None
+    named_speakers: tuple[str, ...] = ()
 
 
 # Named configurations. The service's own search takes its sizes from MemoryParams
@@ -298,15 +298,10 @@ async def _vector_lists(session: AsyncSession, run: _Search, planned: Awaitable[
         bounds = {f"{edge}{i}": getattr(r, edge) for i, r in enumerate(ranges) for edge in ("start", "end")}
         params = {**run.base_params(), "cap": DATED_CAP, "q": list(run.variants[0].embedding), **bounds}
         found.append(await sql.ranked_lists(session, sql.in_range_sql(len(ranges)), params, run.rows, "similarity", True))
-    if run.hints.named_speaker and "episode" in config.kinds and run.variants:
-        # The speaker is indexed apart from the text: the named person's own messages
+    for name in run.hints.named_speakers if "episode" in config.kinds and run.variants else ():
+        # The speaker is indexed apart from the text: each named person's own messages
         # are one more ranked list.
-        params = {
-            **run.base_params(),
-            "cap": DATED_CAP,
-            "q": list(run.variants[0].embedding),
-            "name": run.hints.named_speaker,
-        }
+        params = {**run.base_params(), "cap": DATED_CAP, "q": list(run.variants[0].embedding), "name": name}
         found.append(await sql.ranked_lists(session, sql.BY_SPEAKER_SQL, params, run.rows, "similarity", True))
     for variant in run.variants:
         for kinds, exact in ((plan.exact, True), (plan.hnsw, False)):
@@ -366,19 +361,21 @@ async def _ranked(
     return planned.result(), vector_task.result(), text_task.result()
 
 
-async def _about_speaker(session: AsyncSession, conversation_id: int, name: str, rows: dict[Key, sql.Row]) -> set[Key]:
-    """The found messages about the named speaker: theirs, or naming them (first name
+async def _about_speakers(
+    session: AsyncSession, conversation_id: int, names: Sequence[str], rows: dict[Key, sql.Row]
+) -> set[Key]:
+    """The found messages about the named speakers: theirs, or naming them (first name
     or full name), whoever wrote them. Documents hold no speaker name, so who wrote a
     message is read from its episode."""
     episodes = [ref_id for kind, ref_id in rows if kind == "episode"]
-    if not episodes:
-        return set()
-    theirs = await sql.written_by(session, conversation_id, episodes, name)
-    forms = "|".join(re.escape(form) for form in dict.fromkeys([name, name.split()[0] if name.split() else name]))
-    naming = re.compile(rf"\b({forms})\b", re.IGNORECASE)
-    return {("episode", ref_id) for ref_id in theirs} | {
-        key for key in rows if key[0] == "episode" and naming.search(rows[key].text)
-    }
+    about: set[Key] = set()
+    for name in names if episodes else ():
+        theirs = await sql.written_by(session, conversation_id, episodes, name)
+        forms = "|".join(re.escape(form) for form in dict.fromkeys([name, name.split()[0] if name.split() else name]))
+        naming = re.compile(rf"\b({forms})\b", re.IGNORECASE)
+        about |= {("episode", ref_id) for ref_id in theirs}
+        about |= {key for key in rows if key[0] == "episode" and naming.search(rows[key].text)}
+    return about
 
 
 def _preference(row: sql.Row, hints: SearchHints, about: bool) -> float:
@@ -420,7 +417,7 @@ async def search(
         for kind in lists
     ]
     rows = run.rows
-    about = await _about_speaker(session, conversation_id, hints.named_speaker, rows) if hints.named_speaker else set()
+    about = await _about_speakers(session, conversation_id, hints.named_speakers, rows)
     fused = reciprocal_rank_fusion(rankings, config.rrf_k, weights)
     scores = weigh(fused, lambda key: _preference(rows[key], hints, key in about))
     if config.chain_share and "episode" in config.kinds:
