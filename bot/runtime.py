@@ -14,27 +14,27 @@ from contextlib import asynccontextmanager
 from functools import cache
 from typing import TYPE_CHECKING, AsyncIterator
 
-from bot.settings import Settings
+from bot.settings import DatabaseSettings, ModelSettings, Settings
 from memory import ConfigurationError, Embedder, LocalEmbedder, OpenAIEmbedder, start_embedded
 
 if TYPE_CHECKING:
     from memory import LLMClient, Memory
 
 
-def build_embedder(settings: Settings) -> Embedder:
-    if settings.embedding_base_url or settings.embedding_api_key:
+def build_embedder(models: ModelSettings) -> Embedder:
+    if models.embedding_base_url or models.embedding_api_key:
         return OpenAIEmbedder(
-            base_url=settings.embedding_base_url,
-            api_key=settings.embedding_api_key or "unused",
-            model=settings.embedding_model,
-            dim=settings.embedding_dim,
+            base_url=models.embedding_base_url,
+            api_key=models.embedding_api_key or "unused",
+            model=models.embedding_model,
+            dim=models.embedding_dim,
         )
-    if settings.embedding_dim != LocalEmbedder.dim:
+    if models.embedding_dim != LocalEmbedder.dim:
         raise ConfigurationError(
-            f"STASHBIRD_EMBEDDING_DIM is {settings.embedding_dim}, but the local embedder (no "
+            f"STASHBIRD_EMBEDDING_DIM is {models.embedding_dim}, but the local embedder (no "
             f"STASHBIRD_EMBEDDING_BASE_URL) makes {LocalEmbedder.dim}-dimensional vectors; unset it or configure an endpoint"
         )
-    return _local_embedder(settings.embedding_threads)
+    return _local_embedder(models.embedding_threads)
 
 
 @cache
@@ -44,27 +44,27 @@ def _local_embedder(threads: int) -> LocalEmbedder:
     return LocalEmbedder(threads=threads)
 
 
-def build_llm(settings: Settings) -> LLMClient | None:
+def build_llm(models: ModelSettings) -> LLMClient | None:
     """The configured LLM, or None (offline mode) when no LLM base URL or key is set."""
-    if not settings.llm_enabled:
+    if not models.llm_enabled:
         return None
     from memory import LLMClient
 
     return LLMClient(
-        base_url=settings.llm_base_url,
+        base_url=models.llm_base_url,
         # A local OpenAI-compatible server usually needs no key, but the client wants one.
-        api_key=settings.llm_api_key or "unused",
-        model=settings.llm_model,
-        timeout=settings.llm_timeout,
-        max_retries=settings.llm_max_retries,
-        response_format=settings.llm_response_format,
+        api_key=models.llm_api_key or "unused",
+        model=models.llm_model,
+        timeout=models.llm_timeout,
+        max_retries=models.llm_max_retries,
+        response_format=models.llm_response_format,
     )
 
 
-def database_url(settings: Settings) -> str:
-    if settings.database_url:
-        return settings.database_url
-    return start_embedded(settings.data_dir, settings.database_name)
+def database_url(database: DatabaseSettings) -> str:
+    if database.url:
+        return database.url
+    return start_embedded(database.data_dir, database.name)
 
 
 @asynccontextmanager
@@ -73,14 +73,14 @@ async def memory_from_settings(settings: Settings, embedder: Embedder | None = N
     server starts, each in a thread, while the core is imported; ``open_memory`` waits
     for the model, so that one that cannot load fails the command before its work
     begins, as the database does."""
-    embedder = embedder or build_embedder(settings)  # first: its model loads meanwhile
-    url = asyncio.get_running_loop().run_in_executor(None, database_url, settings)  # the server starts meanwhile
-    llm = build_llm(settings)
+    embedder = embedder or build_embedder(settings.models)  # first: its model loads meanwhile
+    url = asyncio.get_running_loop().run_in_executor(None, database_url, settings.database)  # the server starts meanwhile
+    llm = build_llm(settings.models)
     try:
         from memory import open_memory
 
         memory = await open_memory(
-            await url, embedder, llm=llm, admin_ids=settings.admins, retention_days=settings.retention_days
+            await url, embedder, llm=llm, admin_ids=settings.chat.admins, retention_days=settings.chat.retention_days
         )
     except BaseException:
         if llm is not None:

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from bot.http_server import HttpThread
-from bot.settings import Settings
+from bot.settings import ChatSettings, Settings
 from connectors.discord.client import DiscordConnector, endpoints_from
 from connectors.discord.gateway import GatewayPolicy
 from connectors.service import ChatService, Platform, ServiceConfig
@@ -56,45 +56,45 @@ class Running:
     scheduler: Scheduler | None = None
 
 
-def service_config(settings: Settings) -> ServiceConfig:
-    set_limit(SweepLimit(settings.sweep_max_share, settings.sweep_min_missing))
+def service_config(chat: ChatSettings) -> ServiceConfig:
+    set_limit(SweepLimit(chat.sweep_max_share, chat.sweep_min_missing))
     return ServiceConfig(
-        admin_ids=settings.admins,
-        concurrency=settings.workers,
-        stuck_seconds=settings.inbox_stuck_seconds,
-        reply_give_up_seconds=settings.reply_give_up_seconds,
+        admin_ids=chat.admins,
+        concurrency=chat.workers,
+        stuck_seconds=chat.inbox_stuck_seconds,
+        reply_give_up_seconds=chat.reply_give_up_seconds,
     )
 
 
-def slack_connector(service: ChatService, settings: Settings) -> SlackConnector | None:
+def slack_connector(service: ChatService, chat: ChatSettings) -> SlackConnector | None:
     """The Slack connector: one workspace with a bot token (the signing secret is then
     required), many with the app's OAuth client id and secret (installations stored in
     the database)."""
-    oauth = bool(settings.slack_client_id or settings.slack_client_secret)
-    if not settings.slack_bot_token and not oauth:
+    oauth = bool(chat.slack_client_id or chat.slack_client_secret)
+    if not chat.slack_bot_token and not oauth:
         return None
-    if settings.slack_bot_token and oauth:
+    if chat.slack_bot_token and oauth:
         raise StashbirdError("set SLACK_BOT_TOKEN (one workspace) or SLACK_CLIENT_ID and SLACK_CLIENT_SECRET (many), not both")
-    if oauth and not (settings.slack_client_id and settings.slack_client_secret and settings.slack_signing_secret):
+    if oauth and not (chat.slack_client_id and chat.slack_client_secret and chat.slack_signing_secret):
         raise StashbirdError("SLACK_CLIENT_ID, SLACK_CLIENT_SECRET and SLACK_SIGNING_SECRET are required together")
-    if not settings.slack_signing_secret and not settings.slack_app_token:
+    if not chat.slack_signing_secret and not chat.slack_app_token:
         raise StashbirdError("SLACK_SIGNING_SECRET is required with SLACK_BOT_TOKEN (or SLACK_APP_TOKEN for Socket Mode)")
     return SlackConnector(
         service,
         SlackConfig(
-            bot_token=settings.slack_bot_token,
-            signing_secret=settings.slack_signing_secret or "",
-            api_url=settings.slack_api_url,
-            app_token=settings.slack_app_token,
-            gap_sweep_days=settings.sweep_days,
-            oauth=slack_oauth(service, settings) if oauth else None,
+            bot_token=chat.slack_bot_token,
+            signing_secret=chat.slack_signing_secret or "",
+            api_url=chat.slack_api_url,
+            app_token=chat.slack_app_token,
+            gap_sweep_days=chat.sweep_days,
+            oauth=slack_oauth(service, chat) if oauth else None,
         ),
     )
 
 
-def slack_oauth(service: ChatService, settings: Settings) -> OAuthConfig:
+def slack_oauth(service: ChatService, chat: ChatSettings) -> OAuthConfig:
     url = service.memory.database_url
-    return OAuthConfig(str(settings.slack_client_id), str(settings.slack_client_secret), url, settings.slack_forget_on_uninstall)
+    return OAuthConfig(str(chat.slack_client_id), str(chat.slack_client_secret), url, chat.slack_forget_on_uninstall)
 
 
 async def sweep_all(memory: Memory, connectors: list[Any], days: int) -> list[SweepReport]:
@@ -166,23 +166,23 @@ class VacuumAfterRemovals:
 def scheduler_for(memory: Memory, settings: Settings, service: ChatService, connectors: list[Any]) -> Scheduler | None:
     """The core's jobs plus a sweep per connector that has one (with ``STASHBIRD_SERVE_JOBS``),
     and the VACUUM after chat deletions (always: it follows this process's deletions)."""
-    scheduler = Scheduler(memory, settings.job_settings(), jobs=None if settings.serve_jobs else [])
-    if settings.serve_jobs and settings.sweep_hours > 0:
+    scheduler = Scheduler(memory, settings.jobs, jobs=None if settings.chat.serve_jobs else [])
+    if settings.chat.serve_jobs and settings.chat.sweep_hours > 0:
         for connector in connectors:
             if getattr(connector, "sweep", None) is not None:
-                scheduler.register(sweep_job(connector, settings.sweep_days, settings.sweep_hours))
-    if settings.vacuum_seconds > 0:
-        scheduler.register(VacuumAfterRemovals(service, settings.vacuum_seconds).job())
+                scheduler.register(sweep_job(connector, settings.chat.sweep_days, settings.chat.sweep_hours))
+    if settings.chat.vacuum_seconds > 0:
+        scheduler.register(VacuumAfterRemovals(service, settings.chat.vacuum_seconds).job())
     return scheduler if scheduler.jobs else None
 
 
 def build_connectors(service: ChatService, settings: Settings) -> tuple[SlackConnector | None, list[Connector]]:
     """The configured connectors, registered with the service."""
-    slack = slack_connector(service, settings)
+    slack = slack_connector(service, settings.chat)
     connectors: list[Connector] = [slack] if slack is not None else []
-    if settings.discord_bot_token:
-        policy = GatewayPolicy(gap_sweep_days=settings.sweep_days)  # the sweep after a gateway gap
-        connectors.append(DiscordConnector(service, endpoints_from(settings), policy))
+    if settings.chat.discord_bot_token:
+        policy = GatewayPolicy(gap_sweep_days=settings.chat.sweep_days)  # the sweep after a gateway gap
+        connectors.append(DiscordConnector(service, endpoints_from(settings.chat), policy))
     for connector in connectors:
         service.add_platform(connector)
     return slack, connectors
@@ -191,7 +191,7 @@ def build_connectors(service: ChatService, settings: Settings) -> tuple[SlackCon
 @asynccontextmanager
 async def running(memory: Memory, settings: Settings, host: str | None = None, port: int | None = None) -> AsyncIterator[Running]:
     """Start everything; on exit shut down gracefully (see the module doc)."""
-    service = ChatService(memory, config=service_config(settings))
+    service = ChatService(memory, config=service_config(settings.chat))
     slack, connectors = build_connectors(service, settings)
     if not connectors:
         log.warning(NO_CONNECTOR)
@@ -201,10 +201,10 @@ async def running(memory: Memory, settings: Settings, host: str | None = None, p
         memory,
         service,
         slack,
-        settings.slack_events_path,
-        host or settings.http_host,
-        settings.http_port if port is None else port,
-        settings.job_settings().shed_messages,
+        settings.chat.slack_events_path,
+        host or settings.chat.http_host,
+        settings.chat.http_port if port is None else port,
+        settings.jobs.shed_messages,
     )
     state = Running(service, slack, await http.start(), connectors)
     state.tasks.append(asyncio.create_task(service.run()))

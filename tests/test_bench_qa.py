@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from bot.cli import build_parser
-from bot.settings import Settings
+from bot.settings import DatabaseSettings, ModelSettings, Settings
 from memory.errors import ConfigurationError
 
 CONVERSATION = {
@@ -65,7 +65,10 @@ def locomo_folder(tmp_path: Path) -> Path:
 async def test_bench_qa_runs_and_counts(locomo_folder: Path, database_url: str, scripted_llm) -> None:
     scripted_llm.on("answer", lambda request: REPLIES[_question(request.user)])
     scripted_llm.on("judge", _judge)
-    settings = Settings(database_url=database_url, llm_base_url=scripted_llm.base_url, llm_api_key="test", llm_model="scripted")
+    settings = Settings(
+        database=DatabaseSettings(url=database_url),
+        models=ModelSettings(llm_base_url=scripted_llm.base_url, llm_api_key="test", llm_model="scripted"),
+    )
     argv = ["bench", "qa", "--locomo", str(locomo_folder)]
     args = build_parser(argv).parse_args(argv)
     result = await args.module.run(args, settings)
@@ -90,4 +93,6 @@ async def test_bench_qa_needs_an_llm(locomo_folder: Path, database_url: str) -> 
     argv = ["bench", "qa", "--locomo", str(locomo_folder)]
     args = build_parser(argv).parse_args(argv)
     with pytest.raises(ConfigurationError, match="needs an LLM"):
-        await args.module.run(args, Settings(database_url=database_url, llm_base_url=None, llm_api_key=None))
+        await args.module.run(
+            args, Settings(database=DatabaseSettings(url=database_url), models=ModelSettings(llm_base_url=None, llm_api_key=None))
+        )

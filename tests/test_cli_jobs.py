@@ -14,7 +14,7 @@ from sqlalchemy import func, select
 
 import memory as api
 from bot.commands import jobs as jobs_command
-from bot.settings import Settings
+from bot.settings import DatabaseSettings, Settings
 from memory.core import Memory
 from memory.store.conversations import ConversationRef
 from memory.store.residue import find_tokens
@@ -45,7 +45,7 @@ async def test_a_dirty_community_is_regenerated_by_run_once(
 
     # ``jobs status`` in this process (a second subprocess would double the test's time)
     args = argparse.Namespace(action="status", conversation=str(conversation_ref))
-    status = await jobs_command.run(args, Settings(database_url=database_url))
+    status = await jobs_command.run(args, Settings(database=DatabaseSettings(url=database_url)))
     (row,) = status["conversations"]
     assert row["dirty_communities"] == 1 and row["unconsolidated_messages"] == 0
     assert "1 dirty communities" in jobs_command.render(status)

@@ -17,7 +17,7 @@ import pytest
 from sqlalchemy import select
 
 from bot.service import running
-from bot.settings import Settings
+from bot.settings import ChatSettings, Settings
 from bot.testing.discord_standin import GUILD_FORUM, DiscordStandIn, User, until
 from connectors import admin
 from connectors.discord.client import DiscordConnector, DiscordEndpoints
@@ -219,11 +219,13 @@ async def test_serve_runs_the_discord_connector_from_its_settings(memory: Memory
     guild = standin.add_guild("Serve", bob)
     channel = await standin.add_channel(guild, "general")
     settings = Settings(
-        discord_bot_token=standin.token,
-        discord_api_base=standin.rest_base,
-        discord_gateway_url=standin.gateway_url,
-        slack_bot_token=None,
-        serve_jobs=False,
+        chat=ChatSettings(
+            discord_bot_token=standin.token,
+            discord_api_base=standin.rest_base,
+            discord_gateway_url=standin.gateway_url,
+            slack_bot_token=None,
+            serve_jobs=False,
+        )
     )
     try:
         async with running(memory, settings, "127.0.0.1", 0) as state:

@@ -10,7 +10,7 @@ import pytest
 from pydantic import BaseModel
 
 from bot.runtime import build_llm, memory_from_settings
-from bot.settings import Settings
+from bot.settings import DatabaseSettings, ModelSettings, Settings
 from bot.testing.scripted_llm import ChatRequest, ScriptedLLMServer
 from memory.core import Memory
 from memory.errors import LLMError
@@ -231,8 +231,10 @@ def test_llm_error_is_one_of_the_core_errors() -> None:
 
 
 def test_build_llm_from_settings(scripted_llm: ScriptedLLMServer) -> None:
-    assert build_llm(Settings(llm_base_url=None, llm_api_key=None)) is None
-    client = build_llm(Settings(llm_base_url=scripted_llm.base_url, llm_model="local-model", llm_timeout=5, llm_max_retries=1))
+    assert build_llm(ModelSettings(llm_base_url=None, llm_api_key=None)) is None
+    client = build_llm(
+        ModelSettings(llm_base_url=scripted_llm.base_url, llm_model="local-model", llm_timeout=5, llm_max_retries=1)
+    )
     assert isinstance(client, LLMClient)
     assert (client.model, client.timeout, client.retry.max_retries) == ("local-model", 5, 1)
 
@@ -240,11 +242,14 @@ def test_build_llm_from_settings(scripted_llm: ScriptedLLMServer) -> None:
 async def test_memory_from_settings_carries_the_llm_and_closes_it(
     scripted_llm: ScriptedLLMServer, database_url: str, embedder: LocalEmbedder
 ) -> None:
-    settings = Settings(database_url=database_url, llm_base_url=scripted_llm.base_url, llm_model="local-model")
+    settings = Settings(
+        database=DatabaseSettings(url=database_url),
+        models=ModelSettings(llm_base_url=scripted_llm.base_url, llm_model="local-model"),
+    )
     async with memory_from_settings(settings, embedder) as memory:
         assert memory.llm is not None
         result = await memory.llm.complete_text(system="s", user="q", phase="retrieval", operation="answer")
         assert result.value == "OK." and result.usage.model == "local-model"
     assert memory.llm._client.is_closed()
-    async with memory_from_settings(Settings(database_url=database_url), embedder) as offline:
+    async with memory_from_settings(Settings(database=DatabaseSettings(url=database_url)), embedder) as offline:
         assert offline.llm is None

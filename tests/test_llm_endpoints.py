@@ -20,7 +20,7 @@ from sqlalchemy import func, select
 
 import memory as api
 from bot.runtime import build_llm
-from bot.settings import Settings, load_settings
+from bot.settings import ModelSettings, load_settings
 from bot.testing import scripted_memory
 from bot.testing.scripted_llm import BEHAVIOURS, ChatRequest, ScriptedLLMServer
 from memory.core import Memory
@@ -344,12 +344,12 @@ async def test_prose_that_holds_no_object_degrades_as_a_malformed_reply(
 
 
 def test_the_response_format_setting(scripted_llm: ScriptedLLMServer, monkeypatch: pytest.MonkeyPatch) -> None:
-    auto = build_llm(Settings(llm_base_url=scripted_llm.base_url))
-    fixed = build_llm(Settings(llm_base_url=scripted_llm.base_url, llm_response_format="none"))
+    auto = build_llm(ModelSettings(llm_base_url=scripted_llm.base_url))
+    fixed = build_llm(ModelSettings(llm_base_url=scripted_llm.base_url, llm_response_format="none"))
     assert auto is not None and fixed is not None
     assert (auto.format_mode, auto.fixed_format, fixed.format_mode, fixed.fixed_format) == ("json_schema", False, "none", True)
     monkeypatch.setenv("STASHBIRD_LLM_RESPONSE_FORMAT", "json_object")
-    assert load_settings().llm_response_format == "json_object"
+    assert load_settings().models.llm_response_format == "json_object"
     monkeypatch.setenv("STASHBIRD_LLM_RESPONSE_FORMAT", "xml")
     with pytest.raises(ConfigurationError, match=r"^STASHBIRD_LLM_RESPONSE_FORMAT='xml': Input should be 'auto', "):
         load_settings()

@@ -23,7 +23,7 @@ from clirun import stashbird
 from sqlalchemy import select
 
 from bot.service import Running
-from bot.settings import Settings
+from bot.settings import DatabaseSettings, Settings
 from bot.testing.slack_standin import TEAM, SlackStandIn
 from connectors import admin
 from connectors.backfill import store
@@ -184,7 +184,7 @@ async def test_a_slack_export_import_skips_the_opted_out(tmp_path: Path, memory:
             archive.write(file, f"export/{file.relative_to(DATA / 'slack_export')}")
     await set_optout(memory, "U05MAYA01", workspace=Workspace("slack", team), opted_out=True, principal=TEST)
     args = argparse.Namespace(format="slack-export", file=path, workspace=team)
-    result = await import_command.run(args, Settings(database_url=database_url))
+    result = await import_command.run(args, Settings(database=DatabaseSettings(url=database_url)))
     general = result["channels"][0]
     assert general["opted_out"] > 0 and "not stored (their authors opted out)" in import_command.render(result)
     for channel in result["channels"]:

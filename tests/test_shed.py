@@ -121,7 +121,10 @@ async def test_the_scheduler_sheds_communities_over_the_threshold_and_resumes_un
 async def test_healthz_says_degraded_while_shedding_and_stays_healthy(memory: Memory, slack: SlackStandIn) -> None:
     busy = ConversationRef("shed", "w", f"health-{datetime.now(UTC).timestamp()}")
     baseline = (await api.waiting_backlog(memory, principal=OPERATOR)).messages
-    settings = service_settings(slack).model_copy(update={"backlog_shed_messages": baseline + 3})
+    served_settings = service_settings(slack)
+    settings = served_settings.model_copy(
+        update={"jobs": served_settings.jobs.model_copy(update={"shed_messages": baseline + 3})}
+    )
     async with running(memory, settings, "127.0.0.1", 0) as served:
         burst = [(f"h{i}", "Cy", f"Burst message {i} about the launch.") for i in range(5)]
         await api.ingest(memory, busy, messages(burst), principal=OPERATOR)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.settings import Settings
+from bot.settings import DatabaseSettings, Settings
 from connectors.events import Author, ChatMessage, MessagePosted
 from connectors.service import ChatService
 from connectors.slack.export import read_export
@@ -66,7 +66,7 @@ async def test_import_then_live_events_for_imported_messages_are_duplicates(
     for ref in (GENERAL, DESIGN):
         await drop_conversation(memory, ref, principal=TEST)
     args = argparse.Namespace(format="slack-export", file=zipped(tmp_path), workspace=None)
-    settings = Settings(database_url=database_url)
+    settings = Settings(database=DatabaseSettings(url=database_url))
     result = await import_command.run(args, settings)
     general, design = result["channels"]
     assert (general["stored"], general["forgotten"], general["skipped"]) == (7, 1, 1)
@@ -119,7 +119,7 @@ async def test_an_export_without_channels_json_is_refused_in_one_line_naming_it(
 ) -> None:
     args = argparse.Namespace(format="slack-export", file=export_zip(tmp_path, files), workspace=None)
     with pytest.raises(ValidationError, match="channels.json.* is missing from the export") as refused:
-        await import_command.run(args, Settings(database_url=database_url))
+        await import_command.run(args, Settings(database=DatabaseSettings(url=database_url)))
     assert "\n" not in str(refused.value)
 
 

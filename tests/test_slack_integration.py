@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import pytest
 
 from bot.service import Running, running, scheduler_for, sweep_all
-from bot.settings import Settings
+from bot.settings import ChatSettings, Settings
 from bot.testing.serve_process import start_serve, stop_serve
 from bot.testing.slack_standin import TEAM, SlackStandIn, service_settings
 from bot.testing.slack_storm import Storm
@@ -151,7 +151,8 @@ async def test_serve_schedules_the_sweep_with_the_core_jobs(served: Running, sla
     lost = await slack.post(c, "U1", "Deleted while no event reached us.")
     await settle(memory, served, [c])
     del slack.channels[c][lost]
-    with_jobs = service_settings(slack).model_copy(update={"serve_jobs": True})
+    served_settings = service_settings(slack)
+    with_jobs = served_settings.model_copy(update={"chat": served_settings.chat.model_copy(update={"serve_jobs": True})})
     scheduler = scheduler_for(memory, with_jobs, served.service, list(served.connectors))
     assert scheduler is not None and {"consolidation", "slack-sweep", "vacuum"} <= set(scheduler.jobs)
     results = [r for r in await scheduler.run_job("slack-sweep") if r.result.get("conversation") == str(ref(c))]
@@ -238,7 +239,9 @@ async def test_a_message_storm_ends_with_the_platform_history(served: Running, s
 
 async def test_socket_mode_takes_the_same_events(memory: Memory, slack: SlackStandIn) -> None:
     settings = Settings(
-        slack_bot_token="xoxb-standin", slack_app_token="xapp-standin", slack_api_url=slack.api_url, serve_jobs=False
+        chat=ChatSettings(
+            slack_bot_token="xoxb-standin", slack_app_token="xapp-standin", slack_api_url=slack.api_url, serve_jobs=False
+        )
     )
     async with running(memory, settings, "127.0.0.1", 0) as state:
         assert state.slack is not None and state.slack.connected and slack.socket_connected

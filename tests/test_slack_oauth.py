@@ -24,7 +24,8 @@ SECOND = "T0SECOND"
 
 @pytest.fixture
 async def multi(memory: Memory, slack: SlackStandIn) -> AsyncIterator[Running]:
-    settings = service_settings(slack).model_copy(
+    served = service_settings(slack)
+    chat = served.chat.model_copy(
         update={
             "slack_bot_token": None,
             "slack_client_id": slack.client_id,
@@ -32,6 +33,7 @@ async def multi(memory: Memory, slack: SlackStandIn) -> AsyncIterator[Running]:
             "slack_forget_on_uninstall": True,
         }
     )
+    settings = served.model_copy(update={"chat": chat})
     async with running(memory, settings, "127.0.0.1", 0) as state:
         slack.events_url = f"http://127.0.0.1:{state.port}/slack/events"
         slack.oauth_redirect = f"http://127.0.0.1:{state.port}/slack/oauth_redirect"

@@ -86,13 +86,13 @@ async def bench_memory(
     """A Memory on a fresh database of the embedded server (dropped first if left over;
     ``keep=True`` reuses it as left by the last run), or on DATABASE_URL when set, where
     the benchmark uses conversations of its own."""
-    embedder = embedder or build_embedder(settings)
-    if settings.database_url:
-        url = settings.database_url
+    embedder = embedder or build_embedder(settings.models)
+    if settings.database.url:
+        url = settings.database.url
     else:
         if not keep:
-            drop_embedded_database(settings.data_dir, name)
-        url = start_embedded(settings.data_dir, name)
+            drop_embedded_database(settings.database.data_dir, name)
+        url = start_embedded(settings.database.data_dir, name)
     memory = await open_memory(url, embedder, **kwargs)
     try:
         yield memory

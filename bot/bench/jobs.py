@@ -322,16 +322,16 @@ def _texts(args: argparse.Namespace) -> list[list[tuple[str, str]]]:
 
 
 def _database(settings: Settings) -> str:
-    if settings.database_url:
-        return settings.database_url
-    drop_embedded_database(settings.data_dir, DATABASE)
-    return start_embedded(settings.data_dir, DATABASE)
+    if settings.database.url:
+        return settings.database.url
+    drop_embedded_database(settings.database.data_dir, DATABASE)
+    return start_embedded(settings.database.data_dir, DATABASE)
 
 
 async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     texts = _texts(args)
     url = _database(settings)
-    memory = await open_memory(url, build_embedder(settings))
+    memory = await open_memory(url, build_embedder(settings.models))
     seen = Observed()
     try:
         refs = [ConversationRef("bench", "jobs", f"c{n}-{uuid.uuid4().hex[:6]}") for n in range(args.conversations)]

@@ -84,7 +84,7 @@ def _add_usage(totals: dict[tuple[str, str], dict[str, int]], rows: list[dict[st
 
 
 async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
-    llm = build_llm(settings)
+    llm = build_llm(settings.models)
     if llm is None:
         raise ConfigurationError(
             "bench qa needs an LLM: set STASHBIRD_LLM_BASE_URL and/or STASHBIRD_LLM_API_KEY "
@@ -125,7 +125,7 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     adversarial = graded.get(ADVERSARIAL, [0, 0])[0]
     return {
         "bench": "qa",
-        "model": settings.llm_model,
+        "model": settings.models.llm_model,
         "conversations": len(conversations),
         "questions": sum(n for n, _ in graded.values()),
         "accuracy": round(correct / total, 4) if total else None,

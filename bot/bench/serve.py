@@ -125,12 +125,12 @@ def _ms(values: list[float]) -> dict[str, float]:
 
 
 async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
-    if settings.database_url:
-        url = settings.database_url
+    if settings.database.url:
+        url = settings.database.url
     else:
-        drop_embedded_database(settings.data_dir, DATABASE)
-        url = start_embedded(settings.data_dir, DATABASE)
-    memory = await open_memory(url, build_embedder(settings))
+        drop_embedded_database(settings.database.data_dir, DATABASE)
+        url = start_embedded(settings.database.data_dir, DATABASE)
+    memory = await open_memory(url, build_embedder(settings.models))
     channels = [f"CBENCH{n:02d}" for n in range(args.channels)]
     try:
         async with SlackStandIn() as slack:

@@ -192,7 +192,7 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     sequences = [locomo_sequence(c) for c in load_locomo(args.locomo)]
     sequences += [correction_sequence(name, sessions) for name, sessions in SEQUENCES.items()]
     run_id = uuid.uuid4().hex[:6]
-    async with bench_memory(settings, "stashbird_bench_update", build_embedder(settings)) as memory:
+    async with bench_memory(settings, "stashbird_bench_update", build_embedder(settings.models)) as memory:
         results = [await run_sequence(memory, s, run_id, not args.no_reconcile) for s in sequences]
     return {
         "bench": "update",

@@ -42,7 +42,7 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     operations: dict[str, dict[str, int]] = defaultdict(lambda: {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0})
     with ScriptedLLMServer(HANDLERS) as server:
         llm = LLMClient(base_url=server.base_url, api_key="scripted", model="scripted", timeout=300, max_retries=1)
-        async with bench_memory(settings, "stashbird_bench_workload", build_embedder(settings), llm=llm) as memory:
+        async with bench_memory(settings, "stashbird_bench_workload", build_embedder(settings.models), llm=llm) as memory:
             for conversation in conversations:
                 ref = ConversationRef("bench", run_id, f"locomo-{conversation.name}")
                 await ingest(memory, ref, [t.message for t in conversation.turns], principal=BENCH)

@@ -28,9 +28,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 async def _slack(args: argparse.Namespace, settings: Settings, since: datetime | None) -> BackfillReport:
     async with memory_from_settings(settings) as memory:
-        service = ChatService(memory, config=service_config(settings))
-        slack = slack_connector(service, settings)
-        if slack is None or not settings.slack_bot_token:
+        service = ChatService(memory, config=service_config(settings.chat))
+        slack = slack_connector(service, settings.chat)
+        if slack is None or not settings.chat.slack_bot_token:
             raise StashbirdError("SLACK_BOT_TOKEN is not set (backfill reads one workspace's channel)")
         service.add_platform(slack)
         await slack.identify()
@@ -39,7 +39,7 @@ async def _slack(args: argparse.Namespace, settings: Settings, since: datetime |
 
 
 async def _discord(args: argparse.Namespace, settings: Settings, since: datetime | None) -> BackfillReport:
-    async with memory_from_settings(settings) as memory, rest_client(endpoints_from(settings)) as client:
+    async with memory_from_settings(settings) as memory, rest_client(endpoints_from(settings.chat)) as client:
         assert client.user is not None
         with progress(None, "backfill") as bar:
             return await discord_backfill(memory, client.http, args.channel, str(client.user.id), since, bar.update)

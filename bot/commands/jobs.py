@@ -78,7 +78,7 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     async with memory_from_settings(settings) as memory:
         if args.action == "status":
             return await _status(memory, args.conversation)
-        scheduler = Scheduler(memory, settings.job_settings(), only=await _only(memory, args))
+        scheduler = Scheduler(memory, settings.jobs, only=await _only(memory, args))
         if args.action == "run":
             return await _run(scheduler)
         results = await scheduler.run_once()

@@ -20,7 +20,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
-    configure_json_logging(logging.DEBUG if args.debug else logging.getLevelNamesMapping()[settings.log_level])
+    configure_json_logging(logging.DEBUG if args.debug else logging.getLevelNamesMapping()[settings.chat.log_level])
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):

@@ -24,11 +24,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
-    days = args.days if args.days is not None else settings.sweep_days
+    days = args.days if args.days is not None else settings.chat.sweep_days
     if days < 1:
         raise StashbirdError("--days must be at least 1")
     async with memory_from_settings(settings) as memory:
-        _, connectors = build_connectors(ChatService(memory, config=service_config(settings)), settings)
+        _, connectors = build_connectors(ChatService(memory, config=service_config(settings.chat)), settings)
         if not connectors:
             raise StashbirdError("no platform configured: set SLACK_BOT_TOKEN (or DISCORD_BOT_TOKEN)")
         reports = await sweep_all(memory, connectors, days)

@@ -30,7 +30,7 @@ import aiohttp
 from aiohttp import web
 from slack_sdk.signature import SignatureVerifier
 
-from bot.settings import Settings
+from bot.settings import ChatSettings, Settings
 
 TEAM = "T0STANDIN"
 BOT_USER = "U0STASHBIRD"
@@ -472,10 +472,12 @@ class SlackStandIn:
 def service_settings(stand_in: SlackStandIn) -> Settings:
     """Settings for a ``serve`` (in-process) that talks to ``stand_in`` over HTTP events."""
     return Settings(
-        slack_bot_token="xoxb-standin",
-        slack_signing_secret=stand_in.signing_secret,
-        slack_api_url=stand_in.api_url,
-        admin_ids="UOPS",
-        serve_jobs=False,
-        vacuum_seconds=3600,  # first run at start (nothing due); tests run it when they want it
+        chat=ChatSettings(
+            slack_bot_token="xoxb-standin",
+            slack_signing_secret=stand_in.signing_secret,
+            slack_api_url=stand_in.api_url,
+            admin_ids="UOPS",
+            serve_jobs=False,
+            vacuum_seconds=3600,  # first run at start (nothing due); tests run it when they want it
+        )
     )
