@@ -6,8 +6,12 @@ The check parses every module under memory/ and finds its writes: SQL strings (I
 INTO, UPDATE ... SET, DELETE FROM; docstrings aside) and SQLAlchemy ``insert()``,
 ``update()``, ``delete()`` of the schema's models, and ``session.add/add_all/merge/
 delete``. A write whose target is a variable, not a model, counts as a write of an
-unknown table: only a writer may do that. Changing attributes of a loaded ORM row is
-not seen; the writers' docstrings say the rows of their kind change only there.
+unknown table: only a writer may do that. An assignment to a mapped attribute of an ORM
+row (``checkpoint.summary = ""``, flushed with the transaction) is a write of the row's
+table; the row's model is known from where it came: a parameter or a dataclass field
+annotated with the model, ``Model(...)``, ``session.get(Model, ...)``, a row of a
+``select(Model)`` (``scalar_one()``, ``scalars()``, ...), or a call of a function of
+memory/ annotated to return the model.
 """
 
 from __future__ import annotations
@@ -103,11 +107,142 @@ def _sqlalchemy_names(tree: ast.AST) -> set[str]:
     }
 
 
-def writes(source: str) -> set[str]:
-    """The tables ``source`` writes (``UNKNOWN`` for a write of a variable). Pure."""
+COLUMNS = {mapper.class_.__name__: {a.key for a in mapper.column_attrs} for mapper in Base.registry.mappers}
+ROW_METHODS = {"scalar_one", "scalar_one_or_none", "scalar", "first", "one", "one_or_none", "scalars", "all"}
+
+
+def _models_named(annotation: ast.expr | None) -> set[str]:
+    """The models an annotation names (``Checkpoint | None``, ``"Checkpoint"``, ...)."""
+    if annotation is None:
+        return set()
+    if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
+        annotation = ast.parse(annotation.value, mode="eval").body
+    return {n.id for n in ast.walk(annotation) if isinstance(n, ast.Name) and n.id in MODELS}
+
+
+def _one_model(annotation: ast.expr | None) -> str | None:
+    named = _models_named(annotation)
+    return next(iter(named)) if len(named) == 1 else None
+
+
+def returned_models(sources: list[str]) -> dict[str, str]:
+    """Function name -> the one model its return annotation names, over ``sources``. Pure."""
+    return {
+        node.name: model
+        for source in sources
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and (model := _one_model(node.returns))
+    }
+
+
+class _Rows:
+    """Which names and expressions of one function (or module body) hold ORM rows."""
+
+    def __init__(self, scope: ast.AST, fields: dict[str, str], returns: dict[str, str]) -> None:
+        self.fields, self.returns = fields, returns
+        self.names: dict[str, str] = {}
+        self.queries: dict[str, str] = {}  # names bound to a select(Model)
+        if isinstance(scope, ast.FunctionDef | ast.AsyncFunctionDef):
+            for arg in [*scope.args.posonlyargs, *scope.args.args, *scope.args.kwonlyargs]:
+                if model := _one_model(arg.annotation):
+                    self.names[arg.arg] = model
+        nodes = list(ast.walk(scope))
+        for node in nodes:  # queries first: rows are read from them
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                if model := self._selected(node.value):
+                    self.queries[node.targets[0].id] = model
+        for node in nodes:
+            if isinstance(node, ast.Assign | ast.AnnAssign) and isinstance(target := _single(node), ast.Name):
+                if (model := self.model(node.value) if node.value else None) or (
+                    isinstance(node, ast.AnnAssign) and (model := _one_model(node.annotation))
+                ):
+                    self.names[target.id] = model
+            elif isinstance(node, ast.For | ast.AsyncFor) and isinstance(node.target, ast.Name):
+                if (model := self._selected(node.iter)) and _calls(node.iter, {"scalars"}):
+                    self.names[node.target.id] = model
+
+    def _selected(self, node: ast.expr) -> str | None:
+        """The model of a ``select(Model)`` in ``node``, or of a query name it uses."""
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Name) and sub.func.id == "select" and sub.args:
+                first = sub.args[0]
+                if isinstance(first, ast.Name) and first.id in MODELS:
+                    return first.id
+            if isinstance(sub, ast.Name) and sub.id in self.queries:
+                return self.queries[sub.id]
+        return None
+
+    def model(self, node: ast.expr) -> str | None:
+        """The model of the row ``node`` evaluates to, when it is one."""
+        if isinstance(node, ast.Await):
+            return self.model(node.value)
+        if isinstance(node, ast.Name):
+            return self.names.get(node.id)
+        if isinstance(node, ast.Attribute):
+            return self.fields.get(node.attr) if node.attr in self.fields else None
+        if not isinstance(node, ast.Call):
+            return None
+        func = node.func
+        if isinstance(func, ast.Name):
+            return func.id if func.id in MODELS else self.returns.get(func.id)
+        if not isinstance(func, ast.Attribute):
+            return None
+        if func.attr == "get" and node.args and isinstance(node.args[0], ast.Name) and node.args[0].id in MODELS:
+            return node.args[0].id
+        if func.attr in ROW_METHODS and func.attr != "scalars":
+            return self._selected(func.value)
+        return self.returns.get(func.attr)
+
+
+def _single(node: ast.Assign | ast.AnnAssign) -> ast.expr | None:
+    if isinstance(node, ast.AnnAssign):
+        return node.target
+    return node.targets[0] if len(node.targets) == 1 else None
+
+
+def _calls(node: ast.expr, methods: set[str]) -> bool:
+    return any(isinstance(s, ast.Call) and isinstance(s.func, ast.Attribute) and s.func.attr in methods for s in ast.walk(node))
+
+
+def _targets(node: ast.AST) -> list[ast.expr]:
+    if isinstance(node, ast.Assign):
+        found = list(node.targets)
+    elif isinstance(node, ast.AugAssign | ast.AnnAssign):
+        found = [node.target]
+    else:
+        return []
+    flat: list[ast.expr] = []
+    while found:
+        target = found.pop()
+        found.extend(target.elts) if isinstance(target, ast.Tuple | ast.List) else flat.append(target)
+    return flat
+
+
+def assigned_rows(tree: ast.AST, returns: dict[str, str]) -> set[str]:
+    """The tables whose loaded rows ``tree`` changes by attribute assignment."""
+    fields = {
+        node.target.id: model
+        for cls in ast.walk(tree)
+        if isinstance(cls, ast.ClassDef)
+        for node in cls.body
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and (model := _one_model(node.annotation))
+    }
+    found: set[str] = set()
+    for scope in [tree, *(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef))]:
+        rows = _Rows(scope, fields, returns)
+        for node in ast.walk(scope):
+            for target in _targets(node):
+                if isinstance(target, ast.Attribute) and (model := rows.model(target.value)) and target.attr in COLUMNS[model]:
+                    found.add(MODELS[model])
+    return found
+
+
+def writes(source: str, returns: dict[str, str] | None = None) -> set[str]:
+    """The tables ``source`` writes (``UNKNOWN`` for a write of a variable); ``returns``:
+    the functions known to return rows (``returned_models``). Pure."""
     tree = ast.parse(source)
     prose, statements = _docstrings(tree), _sqlalchemy_names(tree)
-    found: set[str] = set()
+    found: set[str] = assigned_rows(tree, returns or {})
     for node in ast.walk(tree):
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in prose:
             found |= {match.group(1) for pattern in SQL_WRITES for match in pattern.finditer(node.value)}
@@ -129,7 +264,9 @@ def writes(source: str) -> set[str]:
 def _modules() -> dict[str, set[str]]:
     paths = sorted((ROOT / "memory").rglob("*.py"))
     assert len(paths) > 50, "memory/ was not found"
-    return {str(p.relative_to(ROOT)): writes(p.read_text(encoding="utf-8")) for p in paths}
+    sources = {str(p.relative_to(ROOT)): p.read_text(encoding="utf-8") for p in paths}
+    returns = returned_models(list(sources.values()))
+    return {module: writes(source, returns) for module, source in sources.items()}
 
 
 def test_the_scan_sees_every_kind_of_write() -> None:
@@ -156,6 +293,42 @@ async def f(session, link, names):
     [].insert(0, 1)
 '''
     assert writes(source) == {"tombstones", "episodes", "search_documents", "x", "entities", "relations", "communities", UNKNOWN}
+
+
+def test_the_scan_sees_attributes_assigned_on_loaded_rows() -> None:
+    source = """
+from dataclasses import dataclass
+from memory.store.schema import Checkpoint, Community, CommunityState, Entity, Relation, Episode
+
+@dataclass
+class Plan:
+    checkpoint: Checkpoint | None
+    label: str
+
+async def f(session, cid, plan: Plan, given: "Relation", notes):
+    state = await session.get(CommunityState, cid)
+    state.seen_entity_id, other = 1, 2
+    plan.checkpoint.summary = ""
+    given.fact += "!"
+    query = select(Episode).where(Episode.conversation_id == cid)
+    row = (await session.execute(query)).scalar_one()
+    row.text = "x"
+    for community in (await session.execute(select(Community))).scalars():
+        community.dirty = True
+    made = Entity(name="n")
+    made.summary = "s"
+    locked = await lock_entity(session, cid)
+    locked.name = "m"
+    plan.label = "not a row"
+    notes.summary = "not a row either"
+    counted = (await session.execute(select(Entity.id))).scalar_one()
+    counted.real = 1
+"""
+    rows = {"community_state", "checkpoints", "relations", "episodes", "communities"}
+    assert writes(source, {"lock_entity": "Entity"}) == rows | {"entities"}
+    unmade = source.replace("made.summary", "made.unmapped")
+    assert writes(unmade, {"lock_entity": "Entity"}) == rows | {"entities"}  # the locked row's
+    assert writes(unmade) == rows  # lock_entity not known to return a row
 
 
 def test_each_table_is_written_by_its_writer_alone() -> None:
