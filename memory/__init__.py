@@ -1,6 +1,7 @@
 """Stashbird's memory core: episodes, the provenance graph, search and lifecycle rules.
 
-Knows nothing of Slack or Discord; takes commands over plain data and owns the database.
+Knows nothing of Slack or Discord (but where the Slack app's installations are kept,
+AppInstallations); takes commands over plain data and owns the database.
 This package's names (those in ``__all__``) are its whole public API; every module
 behind them is private and may move.
 
@@ -126,6 +127,7 @@ if TYPE_CHECKING:
     from memory.store.embedded import default_data_dir, start_embedded
     from memory.store.erasure import MaintenanceReport
     from memory.store.inbox import InboxBacklog, InboxClaim, InboxEntry, InboxItem, OutboxItem
+    from memory.store.installations import AppInstallations
     from memory.validation import check_text, normalize_id, parse_time
 
 __all__ = [
@@ -133,6 +135,7 @@ __all__ = [
     "AccessDenied",
     "Answer",
     "AnswerReply",
+    "AppInstallations",
     "AppendResult",
     "Backlog",
     "Citation",

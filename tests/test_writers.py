@@ -53,6 +53,9 @@ WRITERS = {
     "conversation_locks": "memory/store/locks.py",
     "job_claims": "memory/store/claims.py",
     "job_runs": "memory/store/claims.py",
+    "slack_installations": "memory/store/installations.py",
+    "slack_bots": "memory/store/installations.py",
+    "slack_oauth_states": "memory/store/installations.py",
 }
 
 # Modules that may write any table, each with its reason.

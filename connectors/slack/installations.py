@@ -1,25 +1,23 @@
 """Multi-workspace Slack: the installations (one bot token per workspace, or per Enterprise
-Grid org for an org-wide install) and the OAuth states of the install flow, on our
-Postgres through slack_sdk's async SQLAlchemy stores (tables ``slack_installations``,
-``slack_bots``, ``slack_oauth_states``, created by our migrations, not by the stores).
-
-Why an engine of its own without a pool: the stores are used from two event loops (the
-HTTP thread's, where Bolt authorizes each request and runs the OAuth redirect, and the
-service's, where replies are posted), and an asyncpg connection belongs to the loop that
-opened it. Lookups are cached in the connector, so a connection per lookup is rare.
+Grid org for an org-wide install) and the OAuth states of the install flow. The memory
+core writes them (``memory.AppInstallations``, tables ``slack_installations``,
+``slack_bots``, ``slack_oauth_states``); here are the adapters Bolt's OAuth flow calls
+(slack_sdk's ``AsyncInstallationStore`` and ``AsyncOAuthStateStore``), turning its
+``Installation`` and ``Bot`` into column rows and back.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urljoin
 
+from slack_sdk.oauth.installation_store.async_installation_store import AsyncInstallationStore
 from slack_sdk.oauth.installation_store.models.bot import Bot
-from slack_sdk.oauth.installation_store.sqlalchemy import AsyncSQLAlchemyInstallationStore, SQLAlchemyInstallationStore
-from slack_sdk.oauth.state_store.sqlalchemy import AsyncSQLAlchemyOAuthStateStore
-from sqlalchemy import and_, delete, desc, or_, select
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
-from sqlalchemy.pool import NullPool
+from slack_sdk.oauth.installation_store.models.installation import Installation
+from slack_sdk.oauth.state_store.async_state_store import AsyncOAuthStateStore
+
+from memory import AppInstallations
 
 INSTALL_PATH = "/slack/install"
 REDIRECT_PATH = "/slack/oauth_redirect"
@@ -52,39 +50,54 @@ def authorize_url(api_url: str) -> str:
     return urljoin(api_url if api_url.endswith("/") else api_url + "/", "../oauth/v2/authorize")
 
 
+def _bot(row: dict[str, Any]) -> Bot:
+    """A stored bot row as slack_sdk's ``Bot``. Pure."""
+    names = ("app_id", "enterprise_id", "enterprise_name", "team_id", "team_name", "bot_token", "bot_id", "bot_user_id")
+    more = ("bot_scopes", "bot_refresh_token", "bot_token_expires_at", "is_enterprise_install", "installed_at")
+    return Bot(**{name: row[name] for name in (*names, *more)})
+
+
+class _InstallationStore(AsyncInstallationStore):
+    """Where Bolt's OAuth flow saves an install (the connector's own authorization looks
+    the bots up: Bolt calls nothing else here)."""
+
+    def __init__(self, installations: AppInstallations) -> None:
+        self.installations = installations
+
+    async def async_save(self, installation: Installation) -> None:
+        await self.installations.save(installation.to_dict(), installation.to_bot().to_dict())
+
+
+class _StateStore(AsyncOAuthStateStore):
+    """The install flow's states, each valid for ``STATE_SECONDS`` and used once."""
+
+    def __init__(self, installations: AppInstallations) -> None:
+        self.installations = installations
+
+    async def async_issue(self, *args: Any, **kwargs: Any) -> str:
+        return await self.installations.issue_state(STATE_SECONDS)
+
+    async def async_consume(self, state: str) -> bool:
+        return await self.installations.consume_state(state)
+
+
 class Installations:
-    """The stores, and the one lookup the connector needs: the bot of a workspace."""
+    """The stores Bolt is given, and the one lookup the connector needs: the bot of a workspace."""
 
     def __init__(self, config: OAuthConfig) -> None:
-        self.engine: AsyncEngine = create_async_engine(config.database_url, poolclass=NullPool)
-        self.store = AsyncSQLAlchemyInstallationStore(config.client_id, self.engine)
-        self.states = AsyncSQLAlchemyOAuthStateStore(STATE_SECONDS, self.engine)
+        self.installations = AppInstallations(config.database_url, config.client_id)
+        self.store = _InstallationStore(self.installations)
+        self.states = _StateStore(self.installations)
 
     async def bot(self, team: str, enterprise: str | None = None) -> Bot | None:
         """The newest bot installed for ``team``: its own install, else the org-wide
         install of ``enterprise`` (or, when the enterprise is not known, of any org)."""
-        bots = self.store.bots
-        c = bots.c
-        org = and_(
-            c.is_enterprise_install.is_(True), c.enterprise_id == enterprise if enterprise else c.enterprise_id.isnot(None)
-        )
-        query = (
-            select(bots)
-            .where(c.client_id == self.store.client_id, or_(c.team_id == team, org))
-            .order_by(c.team_id.is_(None), desc(c.installed_at))  # the workspace's own first
-            .limit(1)
-        )
-        async with self.engine.connect() as connection:
-            row = (await connection.execute(query)).mappings().first()
-        return None if row is None else SQLAlchemyInstallationStore.build_bot_entity(row)
+        row = await self.installations.bot(team, enterprise)
+        return None if row is None else _bot(row)
 
     async def remove(self, team: str | None, enterprise: str | None) -> None:
         """Every installation and bot of a workspace (or of an org-wide install)."""
-        for table in (self.store.installations, self.store.bots):
-            c = table.c
-            scope = c.team_id == team if team else and_(c.enterprise_id == enterprise, c.is_enterprise_install.is_(True))
-            async with self.engine.begin() as connection:
-                await connection.execute(delete(table).where(c.client_id == self.store.client_id, scope))
+        await self.installations.remove(team, enterprise)
 
     async def close(self) -> None:
-        await self.engine.dispose()
+        await self.installations.close()

@@ -22,6 +22,7 @@ from sqlalchemy import (
     ForeignKeyConstraint,
     Integer,
     SmallInteger,
+    String,
     Text,
     and_,
     func,
@@ -477,6 +478,61 @@ class JobRun(Base):
     result: Mapped[dict[str, Any]] = mapped_column(JSONB, server_default="{}")
     started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class _SlackBotColumns:
+    """The columns an installation and a bot share (migration 0014: the shapes slack_sdk's
+    installation store reads and writes; naive UTC times, as it stores them)."""
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    client_id: Mapped[str] = mapped_column(String(32))
+    app_id: Mapped[str] = mapped_column(String(32))
+    enterprise_id: Mapped[str | None] = mapped_column(String(32))
+    enterprise_name: Mapped[str | None] = mapped_column(String(200))
+    team_id: Mapped[str | None] = mapped_column(String(32))
+    team_name: Mapped[str | None] = mapped_column(String(200))
+    bot_token: Mapped[str | None] = mapped_column(String(200))
+    bot_id: Mapped[str | None] = mapped_column(String(32))
+    bot_user_id: Mapped[str | None] = mapped_column(String(32))
+    bot_scopes: Mapped[str | None] = mapped_column(String(1000))
+    bot_refresh_token: Mapped[str | None] = mapped_column(String(200))
+    bot_token_expires_at: Mapped[datetime | None] = mapped_column(DateTime)
+    is_enterprise_install: Mapped[bool] = mapped_column(Boolean, server_default="false")
+    installed_at: Mapped[datetime] = mapped_column(DateTime, server_default=func.now())
+
+
+class SlackInstallation(_SlackBotColumns, Base):
+    """One install of the Slack app (multi-workspace mode), by the user who installed it."""
+
+    __tablename__ = "slack_installations"
+
+    enterprise_url: Mapped[str | None] = mapped_column(String(200))
+    user_id: Mapped[str] = mapped_column(String(32))
+    user_token: Mapped[str | None] = mapped_column(String(200))
+    user_scopes: Mapped[str | None] = mapped_column(String(1000))
+    user_refresh_token: Mapped[str | None] = mapped_column(String(200))
+    user_token_expires_at: Mapped[datetime | None] = mapped_column(DateTime)
+    incoming_webhook_url: Mapped[str | None] = mapped_column(String(200))
+    incoming_webhook_channel: Mapped[str | None] = mapped_column(String(200))
+    incoming_webhook_channel_id: Mapped[str | None] = mapped_column(String(200))
+    incoming_webhook_configuration_url: Mapped[str | None] = mapped_column(String(200))
+    token_type: Mapped[str | None] = mapped_column(String(32))
+
+
+class SlackBot(_SlackBotColumns, Base):
+    """The bot of a workspace's (or an org's) newest install: what answering there needs."""
+
+    __tablename__ = "slack_bots"
+
+
+class SlackOAuthState(Base):
+    """A state of the OAuth install flow, until it is used or expires."""
+
+    __tablename__ = "slack_oauth_states"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    state: Mapped[str] = mapped_column(String(200))
+    expire_at: Mapped[datetime] = mapped_column(DateTime)
 
 
 # An episode's speaker, joined on the conversation too, so that the join stays on one
