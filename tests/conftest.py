@@ -62,6 +62,7 @@ CLUSTER_MODULES = frozenset(
         "test_cli_jobs.py",
         "test_cli_audit.py",
         "test_connector_service.py",
+        "test_nodes.py",
     }
 )
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 from datetime import datetime, timezone
 
@@ -33,7 +34,7 @@ from memory.retrieval.search import (
     term_weight,
     tsquery_text,
 )
-from memory.retrieval.search_sql import planned_rows
+from memory.retrieval.search_sql import planned_scans
 
 
 def test_rrf_scores_are_sums_of_reciprocal_ranks() -> None:
@@ -169,7 +170,7 @@ def test_neighbours_gain_a_share_of_the_best_found_neighbour() -> None:
     assert spread_to_neighbours(scores, neighbours, 0.0) == {**scores, "b": 0.2, "c": 0.0}
 
 
-def test_planned_rows_finds_the_scan_at_any_depth() -> None:
+def test_planned_scans_finds_each_shards_scan_at_any_depth() -> None:
     postgres = [{"Plan": {"Node Type": "Index Only Scan", "Relation Name": "search_documents", "Plan Rows": 94050}}]
     # Citus: the worker's plan of the conversation's shard, nested in the coordinator's
     citus = [
@@ -204,6 +205,12 @@ def test_planned_rows_finds_the_scan_at_any_depth() -> None:
             }
         }
     ]
-    assert planned_rows(postgres) == 94_050
-    assert planned_rows(citus) == 812
-    assert planned_rows([{"Plan": {"Node Type": "Result", "Plan Rows": 1}}]) is None
+    assert planned_scans(postgres) == {"search_documents": 94_050}
+    assert planned_scans(citus) == {"search_documents_102008": 812}
+    # With every task shown (citus.explain_all_tasks), one scan per shard.
+    tasks = citus[0]["Plan"]["Distributed Query"]["Job"]["Tasks"]
+    other = json.loads(json.dumps(tasks[0]).replace("102008", "102009").replace("812", "40"))
+    tasks.append(other)
+    assert planned_scans(citus) == {"search_documents_102008": 812, "search_documents_102009": 40}
+    assert planned_scans([{"Plan": {"Node Type": "Result", "Plan Rows": 1}}]) == {}
+    assert planned_scans([{"Plan": {"Relation Name": "search_documents_log", "Plan Rows": 3}}]) == {}

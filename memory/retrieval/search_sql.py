@@ -133,10 +133,14 @@ _CAPPED_COUNTS = text(
 # The planner's own row estimates, read from EXPLAIN (planned, never run) rather than from
 # pg_stats: under Citus the coordinator holds no statistics of a distributed table, while
 # EXPLAIN of a statement routed to the conversation's shard is planned by the worker that
-# holds it, with that shard's statistics. The table's estimate is that of the rows one
-# vector index holds: the whole table, or under Citus one shard (EXPLAIN of a multi-shard
-# statement plans one of its shards).
+# holds it, with that shard's statistics, and names that shard (``search_documents_102008``).
+# The rows the vector index holds are those of the table, or under Citus those of the
+# conversation's shard (each shard has its own index): read from the EXPLAIN of a
+# statement over all shards with every task shown (``citus.explain_all_tasks``; a custom
+# setting plain Postgres keeps and ignores), by the name of the conversation's shard.
+# Without it Citus plans one shard of its choosing, often another conversation's.
 _CONVERSATION_ROWS = text("EXPLAIN (FORMAT JSON) SELECT 1 FROM search_documents WHERE conversation_id = :c AND kind = :kind")
+_ALL_TASKS = text("SELECT set_config('citus.explain_all_tasks', 'on', true)")
 _INDEX_ROWS = text("/* multi-shard: search-index-rows */ EXPLAIN (FORMAT JSON) SELECT 1 FROM search_documents")
 _CHAIN_NEIGHBOURS = text(
     "SELECT e.id, d.kind, d.ref_id, d.text, d.message_time, d.is_current FROM episodes e "
@@ -166,32 +170,39 @@ async def capped_counts(session: AsyncSession, conversation_id: int, kinds: Sequ
     return {kind: int(count) for kind, count in rows.all()}
 
 
-def planned_rows(plan: Any, table: str = "search_documents") -> float | None:
-    """The estimated rows of the scan of ``table`` in an ``EXPLAIN (FORMAT JSON)`` result,
-    at any depth (Citus nests the worker's plan, whose scan names a shard such as
-    ``search_documents_102008``, in the coordinator's under "Remote Plan"). Pure."""
+def planned_scans(plan: Any, table: str = "search_documents") -> dict[str, float]:
+    """The estimated rows of each scan of ``table`` in an ``EXPLAIN (FORMAT JSON)``
+    result, by the relation scanned, at any depth (Citus nests a worker's plan, whose
+    scan names a shard such as ``search_documents_102008``, in the coordinator's under
+    "Remote Plan"; with every task shown, one per shard). The first scan of a relation
+    counts. Pure."""
+    found: dict[str, float] = {}
     if isinstance(plan, dict):
-        if str(plan.get("Relation Name", "")).startswith(table) and "Plan Rows" in plan:
-            return float(plan["Plan Rows"])
+        name = str(plan.get("Relation Name", ""))
+        if (name == table or name.removeprefix(f"{table}_").isdigit()) and "Plan Rows" in plan:
+            found[name] = float(plan["Plan Rows"])
         plan = list(plan.values())
     for part in plan if isinstance(plan, list) else ():
-        found = planned_rows(part, table)
-        if found is not None:
-            return found
-    return None
+        for name, rows in planned_scans(part, table).items():
+            found.setdefault(name, rows)
+    return found
 
 
-async def _planned(session: AsyncSession, statement: TextClause, params: dict[str, Any]) -> float | None:
+async def _planned(session: AsyncSession, statement: TextClause, params: dict[str, Any]) -> dict[str, float]:
     plan = (await session.execute(statement, params)).scalar_one()
-    return planned_rows(json.loads(plan) if isinstance(plan, str) else plan)
+    return planned_scans(json.loads(plan) if isinstance(plan, str) else plan)
 
 
 async def planned_sizes(session: AsyncSession, conversation_id: int, kinds: Sequence[str]) -> tuple[float, dict[str, float]]:
-    """The planner's estimates of the rows one vector index holds and of the
-    conversation's documents of each of ``kinds`` (missing without an estimate)."""
-    index_rows = await _planned(session, _INDEX_ROWS, {})
+    """The planner's estimates of the rows the conversation's vector index holds (the
+    table's, or under Citus its shard's) and of the conversation's documents of each of
+    ``kinds`` (missing without an estimate)."""
     estimates = {kind: await _planned(session, _CONVERSATION_ROWS, {"c": conversation_id, "kind": kind}) for kind in kinds}
-    return index_rows or 0.0, {kind: rows for kind, rows in estimates.items() if rows is not None}
+    await session.execute(_ALL_TASKS)
+    scans = await _planned(session, _INDEX_ROWS, {})
+    shards = {name for found in estimates.values() for name in found}
+    index_rows = max((rows for name, rows in scans.items() if name in shards), default=max(scans.values(), default=0.0))
+    return index_rows, {kind: next(iter(found.values())) for kind, found in estimates.items() if found}
 
 
 async def set_ef_search(session: AsyncSession, ef_search: int) -> None:

@@ -15,6 +15,7 @@ from sqlalchemy import BigInteger, bindparam, text, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from memory.store.ids import with_ids
 from memory.store.schema import Episode
 
 _JOIN_NEIGHBOURS = text(
@@ -35,14 +36,16 @@ _EXTEND_CHAIN = text(
 
 async def insert_episodes(session: AsyncSession, rows: Sequence[dict[str, Any]]) -> dict[str, int]:
     """Insert episode rows (a message already stored is skipped); returns the ids of
-    those inserted by platform message id. Rows as parameters: compiled once per process."""
+    those inserted by platform message id, in write order within the conversation
+    (memory.store.ids; the caller holds the chain lock). Rows as parameters: compiled
+    once per process."""
     if not rows:
         return {}
     result = await session.execute(
         insert(Episode)
         .on_conflict_do_nothing(constraint="uq_episode_platform_message")
         .returning(Episode.platform_message_id, Episode.id),
-        list(rows),
+        await with_ids(session, "episodes", rows),
     )
     return {message_id: episode_id for message_id, episode_id in result}
 

@@ -12,13 +12,16 @@ from sqlalchemy import delete, or_, select, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from memory.store.ids import with_ids
 from memory.store.schema import Relation
 
 
 async def insert_relations(session: AsyncSession, rows: Sequence[dict[str, Any]]) -> list[int]:
     """Insert rows in one statement (rows as parameters: compiled once per process) and
-    return their ids in the rows' order."""
-    result = await session.execute(insert(Relation).returning(Relation.id, sort_by_parameter_order=True), list(rows))
+    return their ids in the rows' order: in write order within the conversation
+    (memory.store.ids; the caller holds the graph lock)."""
+    rows = await with_ids(session, "relations", rows)
+    result = await session.execute(insert(Relation).returning(Relation.id, sort_by_parameter_order=True), rows)
     return list(result.scalars())
 
 
