@@ -77,6 +77,11 @@ __all__ = [
     "load_bulk_graph",
     "load_bulk_messages",
     "load_supplied",
+    "grow_conversations",
+    "vacuum_analyze",
+    "build_vector_index",
+    "store_size",
+    "search_shards",
     "name_ratio",
     "normalize_name",
     "normalize_predicate",
@@ -194,6 +199,23 @@ async def load_bulk_graph(memory: Memory, conversation: ConversationRef, size: i
     await bulk_graph(memory, await resolve(memory, conversation, create=True), size)
 
 
+async def grow_conversations(
+    memory: Memory, growth: Sequence[tuple[ConversationRef, int, int]], syllables: Sequence[str]
+) -> None:
+    """For each (conversation, start, count): messages ``b<start>``... and their share of
+    a graph, with random vectors (see ``memory.synthetic.grow_conversations``)."""
+    from memory.synthetic import grow_conversations as _grow
+
+    await _grow(memory, [(await resolve(memory, ref, create=True), start, count) for ref, start, count in growth], syllables)
+
+
+async def vacuum_analyze(memory: Memory) -> None:
+    """VACUUM ANALYZE what the bulk loaders write."""
+    from memory.synthetic import vacuum_analyze as _vacuum
+
+    await _vacuum(memory)
+
+
 # --- the benchmarks' switches and probes: named statements over the core's tables ----
 
 _CONSOLIDATED = text(
@@ -227,6 +249,75 @@ async def drop_vector_index(memory: Memory) -> None:
     does not depend on the approximate index's build."""
     async with memory._engine.begin() as connection:
         await connection.execute(text("DROP INDEX IF EXISTS ix_search_documents_embedding"))
+
+
+_VECTOR_INDEX = (
+    "CREATE INDEX IF NOT EXISTS ix_search_documents_embedding ON search_documents USING hnsw (embedding vector_cosine_ops)"
+)
+_CITUS = "SELECT count(*) FROM pg_extension WHERE extname = 'citus'"
+_SHARDS = "SELECT count(*) FROM pg_dist_shard WHERE logicalrelid = CAST('search_documents' AS regclass)"
+# Every node's database (the coordinator's and each worker's), or the one server's.
+_SIZES = (
+    "SELECT pg_database_size(current_database()) + coalesce((SELECT sum(result::bigint) FROM "
+    "run_command_on_workers('SELECT pg_database_size(current_database())') WHERE success), 0)"
+)
+
+
+async def build_vector_index(memory: Memory, memory_mb: int, workers: int) -> float:
+    """Build the search documents' HNSW index as migration 0001 defines it, with
+    ``memory_mb`` of maintenance_work_mem in all (pgvector builds in memory while the
+    graph fits, and a parallel build takes all of it as shared memory at once) and
+    ``workers`` parallel maintenance workers; the seconds it took. Under Citus the
+    shards' builds run one per worker at a time, each with its share of ``memory_mb``
+    and never above 256 MB (``propagate_set_commands`` carries the settings to them)."""
+    import time
+
+    async with memory._engine.begin() as connection:
+        shards = 1
+        if (await connection.execute(text(_CITUS))).scalar_one():
+            await connection.execute(text("SET LOCAL citus.propagate_set_commands TO 'local'"))
+            # One shard's build at a time per worker, each within 256 MB.
+            await connection.execute(text("SET LOCAL citus.max_adaptive_executor_pool_size TO 1"))
+            shards = max(1, int((await connection.execute(text(_SHARDS))).scalar_one()), int(memory_mb) // 256)
+        await connection.execute(text(f"SET LOCAL maintenance_work_mem TO '{max(64, int(memory_mb) // shards)}MB'"))
+        await connection.execute(text(f"SET LOCAL max_parallel_maintenance_workers TO {int(workers)}"))
+        began = time.perf_counter()
+        await connection.execute(text(_VECTOR_INDEX))
+        return time.perf_counter() - began
+
+
+async def store_size(memory: Memory) -> tuple[int, int]:
+    """(bytes on disk of the database, over every node under Citus; messages stored)."""
+    async with memory._engine.connect() as connection:
+        citus = (await connection.execute(text(_CITUS))).scalar_one()
+        size = (await connection.execute(text(_SIZES if citus else "SELECT pg_database_size(current_database())"))).scalar_one()
+        statement = "/* multi-shard: bench-scale */ SELECT count(*) FROM episodes"
+        return int(size), int((await connection.execute(text(statement))).scalar_one())
+
+
+_SHARD_ROWS = "SELECT result::bigint FROM run_command_on_shards('search_documents', 'SELECT count(*) FROM %s') WHERE success"
+_TASKS = "EXPLAIN (FORMAT JSON) SELECT ref_id FROM search_documents WHERE conversation_id = :c ORDER BY embedding <=> :q LIMIT 60"
+
+
+async def search_shards(memory: Memory, conversation: ConversationRef) -> dict[str, Any] | None:
+    """Under Citus, the search documents' shards (how many, rows min/median/max) and the
+    tasks of a vector search in ``conversation`` (one: routed to its shard); None on
+    plain Postgres."""
+    conversation_id = await resolve(memory, conversation)
+    async with memory._engine.connect() as connection:
+        if not (await connection.execute(text(_CITUS))).scalar_one():
+            return None
+        rows = sorted(int(r) for r in (await connection.execute(text(_SHARD_ROWS))).scalars())
+        vector = "[" + ",".join(["0.1"] * memory.embedder.dim) + "]"
+        plan = (await connection.execute(text(_TASKS), {"c": conversation_id, "q": vector})).scalar_one()
+    job = plan[0]["Plan"].get("Distributed Query", {}).get("Job", {}) if isinstance(plan, list) else {}
+    return {
+        "shards": len(rows),
+        "rows_min": rows[0] if rows else 0,
+        "rows_median": rows[len(rows) // 2] if rows else 0,
+        "rows_max": rows[-1] if rows else 0,
+        "search_tasks": job.get("Task Count"),
+    }
 
 
 async def mark_consolidated(memory: Memory, conversation: ConversationRef) -> None:

@@ -13,6 +13,7 @@ Never used by the service: nothing here checks what it is given.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -312,4 +313,160 @@ async def bulk_graph(memory: Memory, conversation_id: int, size: int) -> None:
     async with memory._engine.connect() as connection:
         await connection.execution_options(isolation_level="AUTOCOMMIT")
         for table in _VACUUMED:
+            await connection.execute(text(f'VACUUM ANALYZE "{table}"'))
+
+
+# The number a bulk row's key starts with (``b17``, ``topic 3``, ``fact 3 links...``), NULL for a
+# row the bulk load did not write (a message from the real ingest path, a speaker).
+def _number(column: str, prefix: str) -> str:
+    return f"(CASE WHEN {column} ~ '^{prefix}[0-9]+( |$)' THEN substring({column} FROM '^{prefix}([0-9]+)')::int END)"
+
+
+_GROWTH = (
+    "SELECT g.cid, g.start, g.n, (g.start + 4) / 5 AS t0, (g.start + g.n - 1) / 5 AS t1, "
+    "s0.id AS s0, s1.id AS s1 FROM unnest(CAST(:cids AS bigint[]), CAST(:starts AS int[]), CAST(:counts AS int[])) "
+    "AS g(cid, start, n) JOIN speakers s0 ON s0.conversation_id = g.cid AND s0.platform_user_id = 'u0' "
+    "JOIN speakers s1 ON s1.conversation_id = g.cid AND s1.platform_user_id = 'u1' WHERE g.n > 0"
+)
+
+
+_POOL = 4_000  # random vectors drawn per statement; a row's vector is the sum of two of them
+
+
+def _pooled(key: str, alias: str) -> tuple[str, str]:
+    """(joins, expression): a random vector for the row of ``key`` (a bigint), the sum
+    of two of the statement's pool picked by it; joins rather than a sub-select, which
+    Citus cannot plan in an INSERT ... SELECT through the coordinator."""
+    joins = f"JOIN pool {alias}a ON {alias}a.k = ({key}) % {_POOL} JOIN pool {alias}b ON {alias}b.k = ({key}) / {_POOL} % {_POOL}"
+    return joins, f"{alias}a.v + {alias}b.v"
+
+
+def _word(key: str) -> str:
+    """The word of ``key`` (a number): three of ``:syllables`` (``s``, ``:l`` of them), so
+    that a row looks up a short array (subscripting a long text array walks it)."""
+    x = f"(({key}) % (:l * :l * :l))"
+    return f"(s[1 + {x} / (:l * :l)] || s[1 + {x} / :l % :l] || s[1 + {x} % :l])"
+
+
+def _grow_statements() -> list[str]:
+    """Messages ``start`` .. ``start + n - 1`` of every conversation grown and their share
+    of a graph (see ``grow_conversations``), one statement per table for all of them."""
+    word = _word
+    episode = _number("ep.platform_message_id", "b")
+    topic = _number("e.name", "topic ")
+    fact = _number("r.fact", "fact ")
+    grown = f"WITH g AS MATERIALIZED ({_GROWTH}) "
+    pool = (
+        "pool AS MATERIALIZED (SELECT k, ARRAY(SELECT random() - 0.5 FROM generate_series(1, :dim) "
+        f"WHERE k IS NOT NULL)::vector AS v FROM generate_series(0, {_POOL - 1}) AS k) "
+    )
+    with_pool = f"{grown[:-1]}, {pool}"
+    ep_join, ep_vec = _pooled("g.cid * 1000003 + i", "p")
+    topic_join, topic_vec = _pooled("g.cid * 1000003 + t * 5 + 1", "p")
+    person_join, person_vec = _pooled("s.id * 7 + 2", "q")
+    relation_join, relation_vec = _pooled("r.id * 11 + 3", "p")
+    community_join, community_vec = _pooled("c.id * 13 + 4", "q")
+    return [
+        f"""{with_pool}INSERT INTO episodes
+             (conversation_id, speaker_id, role, text, message_time, platform_message_id, embedding)
+           SELECT g.cid, CASE WHEN i % 2 = 0 THEN g.s0 ELSE g.s1 END, 'user',
+                  'about ' || {word("i * 7919 + g.cid")} || ' and ' || {word("i * 104729 + 3 * g.cid")}
+                  || ' with ' || {word("i * 31 + 17 * g.cid")} || ' ' || {word("i * 613 + 5 * g.cid")},
+                  :t0time + make_interval(secs => i * 60), 'b' || i, {ep_vec}
+           FROM g CROSS JOIN LATERAL generate_series(g.start, g.start + g.n - 1) AS i
+           CROSS JOIN (SELECT CAST(:syllables AS text[]) AS s) AS v {ep_join}""",
+        """UPDATE episodes e SET prev_id = w.prev, next_id = w.next
+           FROM (SELECT conversation_id, id, lag(id) OVER o AS prev, lead(id) OVER o AS next FROM episodes
+                 WHERE conversation_id = ANY(CAST(:cids AS bigint[]))
+                 WINDOW o AS (PARTITION BY conversation_id ORDER BY message_time, id)) w
+           WHERE e.conversation_id = w.conversation_id AND e.id = w.id
+             AND (e.prev_id IS DISTINCT FROM w.prev OR e.next_id IS DISTINCT FROM w.next)""",
+        f"""{with_pool}INSERT INTO entities (conversation_id, name, type, summary, attributes, embedding)
+           SELECT g.cid, 'topic ' || t, 'topic', '', CAST('{{}}' AS jsonb), {topic_vec}
+           FROM g CROSS JOIN LATERAL generate_series(g.t0, g.t1) AS t {topic_join}
+           UNION ALL SELECT s.conversation_id, s.display_name, 'person', '', CAST('{{}}' AS jsonb), {person_vec}
+           FROM g JOIN speakers s ON s.conversation_id = g.cid AND s.id IN (g.s0, g.s1) {person_join} WHERE g.start = 0""",
+        "ANALYZE episodes, entities",
+        f"""{grown}INSERT INTO entity_provenance (entity_id, episode_id, conversation_id, name, type)
+           SELECT e.id, ep.id, g.cid, e.name, e.type FROM g
+           JOIN episodes ep ON ep.conversation_id = g.cid AND {episode} >= g.start
+           JOIN entities e ON e.conversation_id = g.cid AND e.name = 'topic ' || ({episode} / 5)
+           UNION ALL SELECT e.id, ep.id, g.cid, e.name, e.type FROM g
+           JOIN episodes ep ON ep.conversation_id = g.cid AND {episode} >= g.start
+           JOIN speakers sp ON sp.conversation_id = g.cid AND sp.id = ep.speaker_id
+           JOIN entities e ON e.conversation_id = g.cid AND e.name = sp.display_name AND e.type = 'person'""",
+        f"""{grown}INSERT INTO relations (conversation_id, subject_id, object_id, predicate, fact, status)
+           SELECT g.cid, s.id, o.id, 'relates_to', 'fact ' || t || ' links ' || s.name || ' to ' || o.name, 'active'
+           FROM g CROSS JOIN LATERAL generate_series(g.t0, g.t1) AS t
+           JOIN entities s ON s.conversation_id = g.cid AND s.name = 'topic ' || t
+           JOIN entities o ON o.conversation_id = g.cid AND o.name = 'topic ' || ((t * 7 + 3) % (g.t1 + 1))""",
+        "ANALYZE relations",
+        f"""{grown}INSERT INTO relation_provenance (relation_id, episode_id, conversation_id, fact, sources)
+           SELECT r.id, ep.id, g.cid, r.fact, ARRAY[ep.id] FROM g
+           JOIN episodes ep ON ep.conversation_id = g.cid AND {episode} >= g.start
+           JOIN relations r ON r.conversation_id = g.cid AND r.predicate = 'relates_to' AND {fact} = {episode} / 5""",
+        f"""{grown}INSERT INTO communities (conversation_id, label, summary, dirty)
+           SELECT g.cid, 'community ' || c, 'community of topics ' || (c * 20) || ' to ' || (c * 20 + 19), false
+           FROM g CROSS JOIN LATERAL generate_series((g.t0 + 19) / 20, g.t1 / 20) AS c""",
+        "ANALYZE communities",
+        f"""{grown}INSERT INTO community_members (community_id, entity_id, conversation_id)
+           SELECT c.id, e.id, g.cid FROM g
+           JOIN entities e ON e.conversation_id = g.cid AND {topic} >= g.t0
+           JOIN communities c ON c.conversation_id = g.cid AND c.label = 'community ' || ({topic} / 20)""",
+        f"""{with_pool}INSERT INTO search_documents (conversation_id, kind, ref_id, text, embedding, message_time)
+           SELECT g.cid, 'episode', ep.id, ep.text, ep.embedding, ep.message_time FROM g
+           JOIN episodes ep ON ep.conversation_id = g.cid AND {episode} >= g.start
+           UNION ALL SELECT g.cid, 'entity', e.id, e.name, e.embedding, NULL FROM g
+           JOIN entities e ON e.conversation_id = g.cid AND ({topic} >= g.t0 OR (e.type = 'person' AND g.start = 0))
+           UNION ALL SELECT g.cid, 'relation', r.id, r.fact, {relation_vec}, NULL FROM g
+           JOIN relations r ON r.conversation_id = g.cid AND {fact} >= g.t0 {relation_join}
+           UNION ALL SELECT g.cid, 'community', c.id, c.summary, {community_vec}, NULL FROM g
+           JOIN communities c ON c.conversation_id = g.cid AND {_number("c.label", "community ")} >= (g.t0 + 19) / 20
+           {community_join}""",
+        "INSERT INTO checkpoints (conversation_id, last_episode_id) SELECT conversation_id, max(id) FROM episodes "
+        "WHERE conversation_id = ANY(CAST(:cids AS bigint[])) GROUP BY conversation_id "
+        "ON CONFLICT (conversation_id) DO UPDATE SET last_episode_id = excluded.last_episode_id",
+    ]
+
+
+_GROW_TYPES: dict[str, Any] = {"dim": Integer, "l": Integer, "t0time": DateTime(timezone=True)}
+
+
+async def grow_conversations(memory: Memory, growth: Sequence[tuple[int, int, int]], syllables: Sequence[str]) -> None:
+    """For each (conversation id, start, count): messages ``b<start>`` ..
+    ``b<start + count - 1>`` (a minute apart, two speakers, four words of three
+    ``syllables`` each, random vectors) and their share of a graph, written by SQL on the server, one
+    statement per table for all the conversations, checkpointed as consolidated: a
+    topic entity per 5 messages supported by them, a relation per topic to another topic
+    supported by the same messages, an entity per speaker supported by all their
+    messages, a community per 20 topics; search documents for all of them. Called again
+    with the next starts, the conversations grow. Vacuum is left to the caller."""
+    growth = [g for g in growth if g[2] > 0]
+    if not growth:
+        return
+    async with memory._sessions.begin() as session:
+        for conversation_id, _, _ in growth:
+            await ensure_speaker(session, conversation_id, "u0", "Speaker 0", "user")
+            await ensure_speaker(session, conversation_id, "u1", "Speaker 1", "user")
+        values = {
+            "cids": [g[0] for g in growth],
+            "starts": [g[1] for g in growth],
+            "counts": [g[2] for g in growth],
+            "dim": memory.embedder.dim,
+            "syllables": list(syllables),
+            "l": len(syllables),
+            "t0time": datetime(2026, 1, 1, tzinfo=UTC),
+        }
+        # Joins on computed keys over whole conversations: hashed, never looped row by row.
+        await session.execute(text("SET LOCAL enable_nestloop = off"))
+        for statement in _grow_statements():
+            typed = [bindparam(k, type_=t) for k, t in _GROW_TYPES.items() if re.search(rf":{k}\b", statement)]
+            await session.execute(text(f"/* multi-shard: bench-scale */ {statement}").bindparams(*typed), values)
+
+
+async def vacuum_analyze(memory: Memory) -> None:
+    """VACUUM ANALYZE the tables a bulk load writes: a steady state, no autovacuum mid-run."""
+    async with memory._engine.connect() as connection:
+        await connection.execution_options(isolation_level="AUTOCOMMIT")
+        for table in (*_VACUUMED, "communities"):
             await connection.execute(text(f'VACUUM ANALYZE "{table}"'))

@@ -89,6 +89,10 @@ MULTI_SHARD: dict[str, str] = {
         "`stashbird bench jobs --idle`: quiet conversations bulk-inserted, each statement over all "
         "of them, once before a benchmark; never run by the service"
     ),
+    "bench-scale": (
+        "`stashbird bench scale`: conversations grown in bulk (each statement over all of them) "
+        "and the store's size and message count read between steps; never run by the service"
+    ),
     "residue-scan": (
         "the residue scan (memory.store.residue.find_tokens) looks for planted markers in every "
         "row of the store on purpose: a leak into another conversation's rows must be found too"

@@ -18,6 +18,7 @@ BENCHMARKS = {
     "jobs": "scheduler processes sharing one database under steady load: consolidation and regeneration lag, duplicate work, CPU",
     "forget": "LoCoMo deletion interventions per policy (what each leaves or loses, residue scan), deletion latency",
     "audit": "latency of the audit queries about, provenance and stats on a 100K-message conversation",
+    "scale": "1,000 conversations grown to 1M messages with every index: ingest rate, size, search and deletion latency, RSS",
     "serve": "stashbird serve through the Slack stand-in: acks/s, ack latency, mention-to-answer, delete-to-unsearchable",
 }
 

@@ -1,0 +1,342 @@
+"""``stashbird bench scale``: a store of many conversations grown step by step to a
+million messages, with every index present (HNSW included), and what it costs at each
+step: ingest rate, size on disk per million messages, hybrid search and deletion
+latency, this process's memory.
+
+The conversations' sizes follow a Zipf law (``--skew``): at 1M messages over 1,000
+conversations the largest holds 13% of them and most hold a few hundred, so that both
+sides of the search plan are timed: small conversations scanned exactly, the largest
+through the global HNSW index filtered by conversation (where a filtered scan finds too
+few rows unless it is asked for enough).
+
+At each step (``--steps``, ending at ``--messages``) every conversation grows to its
+share by SQL on the server (``memory.synthetic.grow_conversation``: messages of four
+words of a pseudo-word vocabulary with random vectors, a topic entity and a relation
+per five messages, a speaker entity per speaker, a community per 20 topics, all with
+provenance and search documents, checkpointed as consolidated); then VACUUM ANALYZE and
+the HNSW index is built anew (dropped before the load: pgvector builds an index much
+faster than it inserts into one; the build time is printed). Then ``--ingested`` more
+messages go through the real ingest path (``memory.ingest``: validation, the embedder,
+exchange vectors, the indexes), and their share of the store is printed. Then, timed:
+``--queries`` hybrid searches (a random query vector, like the documents'; half in the
+largest conversation, half in conversations drawn at random) and ``--deletes`` deletions
+through ``memory.forget`` (the service's rule, audited; half in the largest
+conversation), each checked: a search must come back non-empty, a deletion must say
+``deleted`` and remove the message's search document.
+
+On a Citus coordinator (``DATABASE_URL``) the tables are distributed first
+(``citus-plan --apply``) and the figures add the shards: how many, the rows of the
+search documents' shards, and the tasks of a routed search (one shard each).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import sys
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import numpy as np
+
+from bot.bench.common import BENCH, bench_memory, median, peak_rss_mb, percentile
+from bot.settings import Settings
+from memory import ConversationRef, Memory, ValidationError, citus_plan, forget, ingest, validate_message
+from memory.lab import (
+    build_vector_index,
+    drop_vector_index,
+    grow_conversations,
+    search_shards,
+    search_vector,
+    store_size,
+    vacuum_analyze,
+)
+
+DEFAULT_STEPS = (10_000, 100_000, 1_000_000)
+_SYLLABLES = ("ka", "lo", "mi", "ru", "te", "sa", "no", "vi", "pe", "da", "zu", "ho", "ne", "ti", "ba", "go")
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--conversations", type=int, default=1_000, help="conversations in the store")
+    parser.add_argument("--messages", type=int, default=1_000_000, help="messages in the store at the last step")
+    parser.add_argument(
+        "--steps",
+        default="",
+        help="message totals to measure at, comma-separated (default: 10K, 100K, 1M below --messages, then --messages)",
+    )
+    parser.add_argument("--skew", type=float, default=1.0, help="Zipf exponent of the conversations' sizes (0: all equal)")
+    parser.add_argument("--queries", type=int, default=200, help="hybrid searches timed per step")
+    parser.add_argument("--deletes", type=int, default=100, help="deletions timed per step")
+    parser.add_argument("--ingested", type=int, default=100, help="messages through the real ingest path per step")
+    parser.add_argument(
+        "--index-memory-mb",
+        type=int,
+        default=1_024,
+        help="maintenance_work_mem of the HNSW build in all (shared memory, taken at once; split over the shards under Citus)",
+    )
+    parser.add_argument("--index-workers", type=int, default=2, help="parallel maintenance workers of the HNSW build")
+    parser.add_argument("--seed", type=int, default=7)
+
+
+def vocabulary(size: int = 4_096) -> list[str]:
+    """Distinct pseudo-words of three syllables (``kalomi``...), in the order the loader
+    makes them (memory.synthetic): a vocabulary whose every word is as rare as the next. Pure."""
+    n = len(_SYLLABLES)
+    return [_SYLLABLES[i // (n * n) % n] + _SYLLABLES[i // n % n] + _SYLLABLES[i % n] for i in range(min(size, n**3))]
+
+
+def steps(messages: int, conversations: int, given: str) -> list[int]:
+    """The totals to measure at, ascending, the last one ``messages``; each holds at
+    least a message per conversation."""
+    try:
+        chosen = [int(s) for s in given.split(",") if s.strip()] if given else [s for s in DEFAULT_STEPS if s < messages]
+    except ValueError:
+        raise ValidationError("--steps", f"not a list of numbers: {given!r}") from None
+    totals = sorted({s for s in chosen if s <= messages} | {messages})
+    if conversations < 1 or totals[0] < conversations:
+        raise ValidationError("--steps", f"every step needs at least one message per conversation ({conversations})")
+    return totals
+
+
+def sizes(total: int, conversations: int, skew: float) -> list[int]:
+    """Messages per conversation at ``total`` (at least ``conversations``): one each, and
+    the rest shared by Zipf's law, the largest (the first) taking the rounding. Pure."""
+    weights = [1 / (k + 1) ** skew for k in range(conversations)]
+    whole, spare = sum(weights), total - conversations
+    rest = [1 + int(spare * w / whole) for w in weights[1:]]
+    return [total - sum(rest), *rest]
+
+
+def _refs(run: str, count: int) -> list[ConversationRef]:
+    return [ConversationRef("bench-scale", run, f"c{k}") for k in range(count)]
+
+
+def _unit(rng: np.random.Generator, dim: int) -> list[float]:
+    vector = rng.standard_normal(dim)
+    unit: list[float] = (vector / np.linalg.norm(vector)).tolist()
+    return unit
+
+
+def _rss_mb() -> float:
+    """This process's resident memory now (Linux)."""
+    with open("/proc/self/status", encoding="ascii") as status:
+        line = next(line for line in status if line.startswith("VmRSS:"))
+    return int(line.split()[1]) / 1024
+
+
+def _figures(values: list[float]) -> dict[str, Any]:
+    return {"count": len(values), "median_ms": round(median(values), 2), "p99_ms": round(percentile(values, 0.99), 2)}
+
+
+async def _grow(memory: Memory, refs: list[ConversationRef], have: list[int], want: list[int]) -> float:
+    began = time.perf_counter()
+    await grow_conversations(
+        memory, [(ref, start, target - start) for ref, start, target in zip(refs, have, want, strict=True)], _SYLLABLES
+    )
+    return time.perf_counter() - began
+
+
+async def _ingest(memory: Memory, refs: list[ConversationRef], count: int, step: int, rng: random.Random) -> dict[str, Any]:
+    """``count`` messages through the real ingest path, ten per call into conversations
+    drawn at random, each found by full-text search afterwards."""
+    from memory.lab import recall
+
+    began, done, missing = time.perf_counter(), 0, 0
+    when = datetime(2027, 1, 1, tzinfo=UTC) + timedelta(days=step)
+    batches: list[tuple[ConversationRef, list[str]]] = []
+    while done < count:
+        ref, size = rng.choice(refs), min(10, count - done)
+        markers = [f"zq{uuid.uuid4().hex[:10]}" for _ in range(size)]
+        fields = [
+            {
+                "id": f"r{step}x{done + i}",
+                "author": "Speaker 1",
+                "text": f"a live message {m}",
+                "ts": when + timedelta(seconds=done + i),
+            }
+            for i, m in enumerate(markers)
+        ]
+        await ingest(memory, ref, [validate_message(f) for f in fields], principal=BENCH)
+        batches.append((ref, markers))
+        done += size
+    seconds = time.perf_counter() - began
+    for ref, markers in batches:
+        found = await recall(memory, ref, markers[0], k=1, search="full_text")
+        missing += not found.message_ids()
+    return {
+        "messages": count,
+        "seconds": round(seconds, 2),
+        "per_second": round(count / seconds, 1) if seconds else 0.0,
+        "unsearchable": missing,
+    }
+
+
+async def _searches(
+    memory: Memory, refs: list[ConversationRef], count: int, words: list[str], rng: random.Random, vectors: np.random.Generator
+) -> dict[str, Any]:
+    timings: dict[str, list[float]] = {"largest": [], "random": []}
+    plans: dict[str, str] = {}
+    empty = 0
+    for index in range(count + 4):
+        which = "largest" if index % 2 == 0 else "random"
+        ref = refs[0] if which == "largest" else rng.choice(refs)
+        question = f"what did they say about {rng.choice(words)} and {rng.choice(words)}?"
+        began = time.perf_counter()
+        found = await search_vector(memory, ref, question, _unit(vectors, memory.embedder.dim))
+        elapsed = (time.perf_counter() - began) * 1000
+        if index >= 4:  # the first few warm up connections and plans
+            timings[which].append(elapsed)
+            empty += not found.candidates
+        if which == "largest":
+            plan = found.plan
+            plans[which] = f"exact {','.join(plan.exact) or '-'}; hnsw {','.join(plan.hnsw) or '-'} ef_search {plan.ef_search}"
+    return {
+        **{k: _figures(v) for k, v in timings.items()},
+        "all": _figures([*timings["largest"], *timings["random"]]),
+        "plan": plans.get("largest", ""),
+        "empty": empty,
+    }
+
+
+async def _deletions(
+    memory: Memory, refs: list[ConversationRef], have: list[int], count: int, deleted: set[tuple[int, int]], rng: random.Random
+) -> dict[str, Any]:
+    timings: dict[str, list[float]] = {"largest": [], "random": []}
+    wrong = 0
+    for index in range(count + 4):
+        which = "largest" if index % 2 == 0 else "random"
+        k = 0 if which == "largest" else rng.randrange(len(refs))
+        number = rng.randrange(have[k])
+        if (k, number) in deleted:
+            continue
+        deleted.add((k, number))
+        began = time.perf_counter()
+        report = await forget(memory, refs[k], f"b{number}", principal=BENCH)
+        elapsed = (time.perf_counter() - began) * 1000
+        if index >= 4:
+            timings[which].append(elapsed)
+        wrong += report.status != "deleted" or report.retraction.documents_removed < 1
+    return {
+        **{k: _figures(v) for k, v in timings.items()},
+        "all": _figures([*timings["largest"], *timings["random"]]),
+        "wrong": wrong,
+        "deleted_total": len(deleted),  # over all the steps so far, warm-ups included
+    }
+
+
+async def _step(
+    memory: Memory, args: argparse.Namespace, refs: list[ConversationRef], have: list[int], total: int, state: dict[str, Any]
+) -> dict[str, Any]:
+    # A step never shrinks a conversation (at small steps rounding could).
+    want = [max(h, w) for h, w in zip(have, sizes(total, len(refs), args.skew), strict=True)]
+    await drop_vector_index(memory)
+    load_seconds = await _grow(memory, refs, have, want)
+    began = time.perf_counter()
+    await vacuum_analyze(memory)
+    vacuum_seconds = time.perf_counter() - began
+    index_seconds = await build_vector_index(memory, args.index_memory_mb, args.index_workers)
+    loaded = sum(want) - sum(have)
+    have[:] = want
+    ingested = await _ingest(memory, refs, args.ingested, total, state["rng"])
+    state["real"] += ingested["messages"]
+    size, stored = await store_size(memory)
+    searches = await _searches(memory, refs, args.queries, state["words"], state["rng"], state["vectors"])
+    deletions = await _deletions(memory, refs, have, args.deletes, state["deleted"], state["rng"])
+    return {
+        "messages": stored,
+        "largest_conversation": want[0],
+        "median_conversation": sorted(want)[len(want) // 2],
+        "bulk": {"messages": loaded, "seconds": round(load_seconds, 1), "per_second": round(loaded / load_seconds, 1)},
+        "vacuum_seconds": round(vacuum_seconds, 1),
+        "index_seconds": round(index_seconds, 1),
+        "ingest": ingested,
+        "real_share": round(state["real"] / stored, 6) if stored else 0.0,
+        "bytes": size,
+        "bytes_per_million": int(size / stored * 1_000_000) if stored else 0,
+        "search": searches,
+        "delete": deletions,
+        "rss_mb": round(_rss_mb(), 1),
+        "peak_rss_mb": round(peak_rss_mb(), 1),
+        "shards": await search_shards(memory, refs[0]),
+        "load_average": round(os.getloadavg()[0], 1),
+    }
+
+
+async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
+    totals = steps(args.messages, args.conversations, args.steps)
+    run_id = uuid.uuid4().hex[:6]
+    refs = _refs(run_id, args.conversations)
+    state: dict[str, Any] = {
+        "words": vocabulary(),
+        "rng": random.Random(args.seed),
+        "vectors": np.random.default_rng(args.seed),
+        "deleted": set(),
+        "real": 0,
+    }
+    results = []
+    async with bench_memory(settings, "stashbird_bench_scale") as memory:
+        plan = await citus_plan(memory, principal=BENCH)
+        if plan.citus is not None:
+            await citus_plan(memory, principal=BENCH, apply=True)
+        have = [0] * len(refs)
+        for total in totals:
+            results.append(await _step(memory, args, refs, have, total, state))
+            # Each step's figures as soon as they are taken: a long run shows its way.
+            print(json.dumps(results[-1]), file=sys.stderr, flush=True)
+    return {
+        "bench": "scale",
+        "target": "citus" if plan.citus is not None else ("server" if settings.database.url else "embedded"),
+        "conversations": args.conversations,
+        "skew": args.skew,
+        "steps": results,
+        "cores": os.cpu_count(),
+    }
+
+
+def _latency(figures: dict[str, Any]) -> str:
+    return f"{figures['median_ms']:>7} {figures['p99_ms']:>7}"
+
+
+def render(result: dict[str, Any]) -> str:
+    steps_ = result["steps"]
+    lines = [
+        f"bench scale on the {result['target']} database: {result['conversations']} conversations "
+        f"(Zipf skew {result['skew']}), every index present (HNSW rebuilt after each bulk load); "
+        f"latencies in ms (median p99); {result['cores']} cores, load average at each step's end",
+        f"{'messages':>9} {'largest':>8} {'bulk/s':>8} {'real/s':>7} {'real share':>10} {'MB/1M msgs':>10} {'HNSW s':>7} "
+        f"{'search largest':>15} {'search random':>15} {'delete largest':>15} {'delete random':>15} {'RSS MB':>7} {'load':>5}",
+    ]
+    for s in steps_:
+        search, delete = s["search"], s["delete"]
+        lines.append(
+            f"{s['messages']:>9} {s['largest_conversation']:>8} {s['bulk']['per_second']:>8} {s['ingest']['per_second']:>7} "
+            f"{s['real_share']:>10.4%} {s['bytes_per_million'] / 1e6:>10.0f} {s['index_seconds']:>7} "
+            f"{_latency(search['largest'])} {_latency(search['random'])} "
+            f"{_latency(delete['largest'])} {_latency(delete['random'])} {s['rss_mb']:>7} {s['load_average']:>5}"
+        )
+    for s in steps_:
+        checks = (
+            f"{s['search']['empty']} empty searches, {s['delete']['wrong']} deletions not done, "
+            f"{s['ingest']['unsearchable']} ingested messages not searchable"
+        )
+        lines.append(f"at {s['messages']}: plan in the largest conversation: {s['search']['plan']}; {checks}")
+        if s["shards"]:
+            shards = s["shards"]
+            lines.append(
+                f"  {shards['shards']} shards of search_documents, rows min/median/max "
+                f"{shards['rows_min']}/{shards['rows_median']}/{shards['rows_max']}; a vector search runs as "
+                f"{shards['search_tasks']} task(s)"
+            )
+    first, last = steps_[0], steps_[-1]
+    for name in ("search", "delete"):
+        growth = last[name]["all"]["p99_ms"] / first[name]["all"]["p99_ms"] if first[name]["all"]["p99_ms"] else float("nan")
+        lines.append(
+            f"{name} p99 over all conversations: {first[name]['all']['p99_ms']} ms at {first['messages']}, "
+            f"{last[name]['all']['p99_ms']} ms at {last['messages']} (x{growth:.2f}; targets p99 < 50 ms at 1M, growth <= 1.5x)"
+        )
+    lines.append(f"peak RSS of this process {last['peak_rss_mb']} MB (embedder included)")
+    return "\n".join(lines)

@@ -1,0 +1,59 @@
+"""``stashbird bench scale`` at a tiny size on a database of its own: it must run both
+steps and print figures that add up (counts, shares, sizes, the checks it makes); the
+latencies are not judged here, only that they were taken."""
+
+from __future__ import annotations
+
+import pytest
+
+from bot.bench.scale import sizes, steps, vocabulary
+from bot.cli import build_parser
+from bot.settings import DatabaseSettings, Settings
+from memory import ValidationError
+
+
+def test_sizes_follow_the_skew_add_up_and_only_grow() -> None:
+    small, large = sizes(1_000, 10, 1.0), sizes(10_000, 10, 1.0)
+    assert sum(small) == 1_000 and sum(large) == 10_000
+    assert small == sorted(small, reverse=True) and all(a <= b for a, b in zip(small, large, strict=True))
+    assert sizes(100, 10, 0.0) == [10] * 10
+    assert min(sizes(20, 20, 2.0)) == 1  # every conversation holds a message
+
+
+def test_steps_end_at_the_messages_and_hold_a_message_per_conversation() -> None:
+    assert steps(1_000_000, 1_000, "") == [10_000, 100_000, 1_000_000]
+    assert steps(20_000, 1_000, "") == [10_000, 20_000]
+    assert steps(500, 5, "100,50,900") == [50, 100, 500]
+    with pytest.raises(ValidationError, match="one message per conversation"):
+        steps(2_000, 1_000, "500")
+    with pytest.raises(ValidationError, match="not a list"):
+        steps(2_000, 10, "ten")
+    assert len(set(vocabulary())) == len(vocabulary()) == 4_096
+
+
+async def test_bench_scale_runs_and_its_figures_add_up(new_database) -> None:
+    argv = ["bench", "scale", "--conversations", "6", "--messages", "240", "--steps", "60"]
+    argv += ["--queries", "6", "--deletes", "6", "--ingested", "4", "--index-memory-mb", "64"]
+    args = build_parser(argv).parse_args(argv)
+    result = await args.module.run(args, Settings(database=DatabaseSettings(url=new_database())))
+    first, last = result["steps"]
+    assert result["bench"] == "scale" and result["conversations"] == 6
+    # Stored: loaded plus ingested, less what earlier steps deleted.
+    assert first["messages"] == 60 + 4
+    assert last["messages"] == 240 + 8 - first["delete"]["deleted_total"]
+    assert last["largest_conversation"] == sizes(240, 6, 1.0)[0]
+    assert first["bulk"]["messages"] == 60 and last["bulk"]["messages"] == 180
+    assert last["real_share"] == pytest.approx(8 / last["messages"], abs=1e-6)
+    for step in (first, last):
+        assert step["bulk"]["per_second"] > 0 and step["ingest"]["per_second"] > 0
+        assert step["bytes"] > 0 and step["bytes_per_million"] == int(step["bytes"] / step["messages"] * 1e6)
+        assert step["index_seconds"] >= 0 and step["rss_mb"] > 0 and step["peak_rss_mb"] >= step["rss_mb"] - 1
+        assert step["search"]["empty"] == 0 and step["delete"]["wrong"] == 0 and step["ingest"]["unsearchable"] == 0
+        assert step["search"]["all"]["count"] == 6
+        assert 0 < step["delete"]["all"]["count"] <= 6
+        for figures in (step["search"]["largest"], step["search"]["random"], step["delete"]["all"]):
+            assert 0 < figures["median_ms"] <= figures["p99_ms"]
+        assert step["shards"] is None  # the embedded server: no Citus
+    assert "exact episode" in first["search"]["plan"]  # 60 messages: scanned exactly
+    text = args.module.render(result)
+    assert f"{last['messages']:>9}" in text and "targets p99 < 50 ms at 1M" in text
