@@ -161,7 +161,7 @@ def test_comparison_policies_get_it_wrong() -> None:
 def test_rolling_context_loses_the_episode(supports: list, episode: int, gone: frozenset[int], reworded: frozenset[int]) -> None:
     context = [{"entity_id": e, "name": f"n{e}", "text": f"old {e}", "episode_ids": sorted(s)} for e, s in enumerate(supports)]
     surviving = {e: (f"m{e}", f"new {e}") for e in range(0, 8, 2)}
-    change = prune_rolling_context(context, episode, gone, surviving, reworded)
+    change = prune_rolling_context(context, {episode}, gone, surviving, reworded)
     assert change.dropped + len(change.entries) == len(context)
     assert change.pruned == sum(1 for e in change.entries if e["text"].startswith("new"))
     by_id = {e["entity_id"]: e for e in change.entries}

@@ -136,7 +136,7 @@ async def provenance(memory: Memory, conversation: ConversationRef, conversation
         ).scalars()
         plan = await plan_retraction(session, conversation_id, episode_id, for_update=False)
         dry_run = plan.retraction()
-        dry_run.documents_removed = await documents_to_remove(session, conversation_id, plan.decision, episode_id)
+        dry_run.documents_removed = await documents_to_remove(session, conversation_id, plan.decision, [episode_id])
         context = [entry for _, entry in plan.stored_context.values()]
         return Provenance(
             str(conversation),

@@ -9,14 +9,15 @@ that used the episode and, for a deletion, the episode itself.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
+from dataclasses import dataclass
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memory.episodes.exchange_vectors import refresh_exchange_vectors
-from memory.forgetting.plan import Retraction, RetractionPlan, plan_retraction
+from memory.forgetting.plan import Retraction, RetractionPlan, plan_retractions
 from memory.forgetting.rewording import write_rewording
-from memory.forgetting.rules import Decision, Step, graph_steps
+from memory.forgetting.rules import Decision, Step, chain_joins, graph_steps
 from memory.graph.writes import set_currency
 from memory.models.embedder import Embedder
 from memory.store import answers, checkpoints, communities, documents, entities, episodes, provenance, relations
@@ -57,39 +58,62 @@ async def apply_decision(session: AsyncSession, conversation_id: int, decision: 
 
 
 async def _update_checkpoint(session: AsyncSession, conversation_id: int, plan: RetractionPlan, requeue: bool) -> None:
-    """Rolling context and summary lose the episode; an edited episode is queued again."""
+    """Rolling context and summary lose the episodes; an edited episode is queued again."""
     if plan.checkpoint is None:
         return
     if plan.context.dropped or plan.context.pruned:
         await save_context(session, conversation_id, plan.stored_context, plan.context.entries)
-    await checkpoints.forget_episode(
-        session, plan.checkpoint, plan.episode_id, clear_summary=plan.summary_drew_on, requeue=requeue
+    await checkpoints.forget_episodes(
+        session, plan.checkpoint, plan.episode_ids, clear_summary=plan.summary_drew_on, requeue=requeue
     )
 
 
 async def retract_support(
-    session: AsyncSession, conversation_id: int, episode_id: int, embedder: Embedder, *, requeue: bool
+    session: AsyncSession, conversation_id: int, episode_ids: Collection[int], embedder: Embedder, *, edited: int | None = None
 ) -> Retraction:
-    """Take one episode's support out of everything derived from it (the shared half of
-    delete and edit); the caller holds both locks and handles the episode row."""
-    plan = await plan_retraction(session, conversation_id, episode_id, for_update=True)
+    """Take the episodes' support out of everything derived from them (the shared half
+    of delete, edit and a batch: memory.forgetting.batch); ``edited``: the one episode of
+    an edit, whose row stays and is queued again. The caller holds both locks and
+    handles the episode rows."""
+    plan = await plan_retractions(session, conversation_id, episode_ids, for_update=True)
     retraction = plan.retraction()
-    steps = graph_steps(plan.decision, episode_id if requeue else None)
-    retraction.documents_removed = await run_steps(session, conversation_id, steps)
-    await write_rewording(session, conversation_id, episode_id, plan.rewording, embedder)
-    await _update_checkpoint(session, conversation_id, plan, requeue)
-    retraction.answers_withdrawn = await answers.withdraw_answers(session, conversation_id, episode_id, ANSWER_WITHDRAWN)
+    retraction.documents_removed = await run_steps(session, conversation_id, graph_steps(plan.decision, edited))
+    await write_rewording(session, conversation_id, plan.episode_ids, plan.rewording, embedder)
+    await _update_checkpoint(session, conversation_id, plan, edited is not None)
+    retraction.answers_withdrawn = await answers.withdraw_answers(session, conversation_id, plan.episode_ids, ANSWER_WITHDRAWN)
     return retraction
 
 
+@dataclass(frozen=True)
+class Removed:
+    """Episode rows about to go: (previous, next) and platform message id by id."""
+
+    links: dict[int, tuple[int | None, int | None]]
+    message_ids: dict[int, str]
+
+
+async def remove_episodes(
+    session: AsyncSession, conversation_id: int, gone: Removed
+) -> tuple[list[tuple[int | None, int | None]], int]:
+    """Unlink episodes from their chain (each run of them joined over) and drop them with
+    their search documents, leave tombstones, then recompute the searched vector of each
+    message after a run, which held a share of a deleted one's. ``gone`` must be read
+    under the chain lock. Returns the neighbours joined and the search documents removed."""
+    ids = sorted(gone.links)
+    joins = chain_joins(gone.links)
+    removed = await documents.remove_documents(session, conversation_id, "episode", ids)
+    both = [(p, n) for p, n in joins if p is not None and n is not None]
+    await episodes.remove_episodes(session, conversation_id, ids, both)
+    await episodes.leave_tombstones(session, conversation_id, [gone.message_ids[e] for e in ids])
+    following = [n for _, n in joins if n is not None]
+    if following:
+        await refresh_exchange_vectors(session, conversation_id, following)
+    return joins, removed
+
+
 async def remove_episode(session: AsyncSession, conversation_id: int, episode: Episode) -> tuple[dict[str, int | None], int]:
-    """Unlink an episode from its chain and drop it with its search document, leave a
-    tombstone, then recompute the searched vector of the message after it, which held a
-    share of the deleted one's. Returns the neighbours that were joined and the search
-    documents removed."""
-    removed = await documents.remove_documents(session, conversation_id, "episode", [episode.id])
-    await episodes.remove_episode(session, conversation_id, episode.id, episode.prev_id, episode.next_id)
-    await episodes.leave_tombstone(session, conversation_id, episode.platform_message_id)
-    if episode.next_id is not None:
-        await refresh_exchange_vectors(session, conversation_id, [episode.next_id])
+    """``remove_episodes`` for one episode; returns its neighbours, now joined, and the
+    search documents removed."""
+    gone = Removed({episode.id: (episode.prev_id, episode.next_id)}, {episode.id: episode.platform_message_id})
+    _, removed = await remove_episodes(session, conversation_id, gone)
     return {"prev": episode.prev_id, "next": episode.next_id}, removed

@@ -42,10 +42,10 @@ from typing import Any
 from sqlalchemy import exists, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from memory.consolidation.summary import rebuild_summary
 from memory.core import Memory
 from memory.episodes.exchange_vectors import exchange_vectors_of, refresh_exchange_vectors
 from memory.forgetting.apply import remove_episode, retract_support
+from memory.forgetting.batch import rebuild_summary_if_cleared
 from memory.forgetting.plan import Retraction
 from memory.models.embedder import EmbeddingBatch
 from memory.store import episodes
@@ -109,17 +109,6 @@ async def _audit(session: AsyncSession, conversation_id: int, principal: str, ac
     await write_audit(session, conversation_id, principal, action, details)
 
 
-async def _rebuild_summary_if_cleared(memory: Memory, conversation_id: int, retraction: Retraction) -> bool:
-    """The summary was cleared (and marked dirty) in the deleting transaction, so no
-    deleted text outlives it even if this fails; regenerate it from what survives."""
-    if not retraction.summary_cleared:
-        return False
-    async with memory._sessions.begin() as session:
-        await lock_conversation(session, conversation_id, LockPurpose.GRAPH)
-        await rebuild_summary(memory, session, conversation_id)
-    return True
-
-
 async def delete_episode(memory: Memory, conversation_id: int, platform_message_id: str, *, principal: str) -> DeletionReport:
     """Delete one message and everything that rested only on it, in one transaction (a
     message not stored yet leaves a tombstone)."""
@@ -133,12 +122,12 @@ async def delete_episode(memory: Memory, conversation_id: int, platform_message_
                 await episodes.leave_tombstone(session, conversation_id, message_id)
             report = DeletionReport(conversation_id, message_id, status)
         else:
-            retraction = await retract_support(session, conversation_id, episode.id, memory.embedder, requeue=False)
+            retraction = await retract_support(session, conversation_id, [episode.id], memory.embedder)
             chain, documents = await remove_episode(session, conversation_id, episode)
             retraction.documents_removed += documents
             report = DeletionReport(conversation_id, message_id, "deleted", episode.id, chain, retraction)
         await _audit(session, conversation_id, principal, "delete_episode", report)
-    report.summary_rebuilt = await _rebuild_summary_if_cleared(memory, conversation_id, report.retraction)
+    report.summary_rebuilt = await rebuild_summary_if_cleared(memory, conversation_id, report.retraction)
     return report
 
 
@@ -178,7 +167,7 @@ async def edit_episode(
             retraction = await _rewrite(memory, session, conversation_id, episode, new_text, embedded, edited_at)
             report = EditReport(conversation_id, message_id, "edited", episode.id, retraction)
         await _audit(session, conversation_id, principal, "edit_episode", report)
-    report.summary_rebuilt = await _rebuild_summary_if_cleared(memory, conversation_id, report.retraction)
+    report.summary_rebuilt = await rebuild_summary_if_cleared(memory, conversation_id, report.retraction)
     return report
 
 
@@ -194,7 +183,7 @@ async def _rewrite(
     """Retract the old text's support, store the new text with its own and searched
     vectors, and recompute the successor's searched vector (it holds a share of this one)."""
     document_text, batch = embedded
-    retraction = await retract_support(session, conversation_id, episode.id, memory.embedder, requeue=True)
+    retraction = await retract_support(session, conversation_id, [episode.id], memory.embedder, edited=episode.id)
     await episodes.replace_text(session, conversation_id, episode.id, new_text, batch.vectors[0], edited_at or datetime.now(UTC))
     searched = await exchange_vectors_of(session, conversation_id, {episode.id: batch.vectors[0]}, {episode.id: episode.prev_id})
     document = Document("episode", episode.id, document_text, searched[episode.id], episode.message_time)

@@ -1,17 +1,21 @@
-"""Planning a retraction: everything taking one episode's support out would change,
+"""Planning a retraction: everything taking one episode's support out (or a batch's:
+memory.forgetting.batch) would change,
 decided before anything is written, so that the deletion applies it
 (memory.forgetting.apply) and the audit's dry run reports it. Reads only.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
-from sqlalchemy import and_, func, or_, select
+from sqlalchemy import BigInteger, and_, any_, cast, func, or_, select
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memory.forgetting.rewording import RewordPlan, plan_rewording
-from memory.forgetting.rules import ContextChange, Decision, decide_deletion, prune_rolling_context
+from memory.forgetting.rules import ContextChange, Decision, decide_deletions, prune_rolling_context
 from memory.forgetting.subgraph import Affected, load_subgraph
 from memory.graph.writes import entity_document_text
 from memory.store.rolling_context import Stored, in_order, load_context
@@ -42,15 +46,16 @@ class Retraction:
 
 
 async def _context_change(
-    session: AsyncSession, conversation_id: int, episode_id: int, gone_entities: set[int], rewording: RewordPlan
+    session: AsyncSession, conversation_id: int, episode_ids: frozenset[int], gone_entities: set[int], rewording: RewordPlan
 ) -> tuple[Stored, ContextChange]:
-    """The rolling-context entries the episode or a re-worded entity touches, and what
+    """The rolling-context entries the episodes or a re-worded entity touch, and what
     they become (forgetting_rules.prune_rolling_context): rewritten to their entity's
     surviving name and type, as re-rendered, or dropped."""
     reworded = {c.entity_id: c.rendered for c in rewording.entities}
-    stored = await load_context(session, conversation_id, episode_id, gone_entities | set(reworded))
+    stored = await load_context(session, conversation_id, episode_ids, gone_entities | set(reworded))
     context = in_order(stored)
-    drew_on = {e.get("entity_id") for e in context if episode_id in e.get("episode_ids", [])} - gone_entities - set(reworded)
+    drew_on = {e.get("entity_id") for e in context if episode_ids.intersection(e.get("episode_ids", []))}
+    drew_on -= gone_entities | set(reworded)
     names = (
         {}
         if not drew_on
@@ -68,26 +73,27 @@ async def _context_change(
         )
     )
     names.update({e: (r.name, entity_document_text(r.name, r.type, "")) for e, r in reworded.items()})
-    return stored, prune_rolling_context(context, episode_id, gone_entities, names, reworded)
+    return stored, prune_rolling_context(context, episode_ids, gone_entities, names, reworded)
 
 
 @dataclass(frozen=True)
 class RetractionPlan:
-    """What taking one episode's support out would change, decided before anything is
-    written: the deletion applies it, the audit's dry run reports it."""
+    """What taking the support of ``episode_ids`` (one, or a batch) out would change,
+    decided before anything is written: the deletion applies it, the audit's dry run
+    reports it."""
 
-    episode_id: int
+    episode_ids: frozenset[int]
     affected: Affected
     decision: Decision
     checkpoint: Checkpoint | None
     rewording: RewordPlan
     stored_context: Stored  # the rolling-context rows ``context`` was computed from
     context: ContextChange
-    answers: tuple[int, ...]  # answer traces whose evidence holds the episode
+    answers: tuple[int, ...]  # answer traces whose evidence holds one of the episodes
 
     @property
     def summary_drew_on(self) -> bool:
-        return self.checkpoint is not None and self.episode_id in (self.checkpoint.summary_episode_ids or [])
+        return self.checkpoint is not None and not self.episode_ids.isdisjoint(self.checkpoint.summary_episode_ids or [])
 
     def retraction(self) -> Retraction:
         """The report of this plan, but for the search documents, which the writer counts."""
@@ -112,38 +118,56 @@ class RetractionPlan:
 async def plan_retraction(session: AsyncSession, conversation_id: int, episode_id: int, *, for_update: bool) -> RetractionPlan:
     """Load what the episode supports and decide with the rules (Algorithm 1); writes
     nothing. ``for_update`` locks the checkpoint row for the writer that follows."""
-    affected = await load_subgraph(session, conversation_id, episode_id)
-    decision = decide_deletion(affected.graph, episode_id)
+    return await plan_retractions(session, conversation_id, [episode_id], for_update=for_update)
+
+
+async def plan_retractions(
+    session: AsyncSession, conversation_id: int, episode_ids: Collection[int], *, for_update: bool
+) -> RetractionPlan:
+    """The plan of taking a set of episodes out at once (``decide_deletions``): what
+    deleting them one by one would leave, from one load and one decision."""
+    gone = frozenset(episode_ids)
+    affected = await load_subgraph(session, conversation_id, gone)
+    decision = decide_deletions(affected.graph, gone)
     query = select(Checkpoint).where(Checkpoint.conversation_id == conversation_id)
     checkpoint = (await session.execute(query.with_for_update() if for_update else query)).scalar_one_or_none()
-    gone = set(decision.entities_removed | decision.entities_anchored)
+    gone_entities = set(decision.entities_removed | decision.entities_anchored)
     rewording = await plan_rewording(
-        session, conversation_id, episode_id, sorted(decision.relations_kept), sorted(decision.entities_kept)
+        session, conversation_id, gone, sorted(decision.relations_kept), sorted(decision.entities_kept)
     )
     stored, context = (
-        await _context_change(session, conversation_id, episode_id, gone, rewording)
+        await _context_change(session, conversation_id, gone, gone_entities, rewording)
         if checkpoint is not None
         else ({}, ContextChange([], 0, 0))
     )
     answers = (
         await session.execute(
             select(AnswerEvidence.trace_id)
-            .where(AnswerEvidence.conversation_id == conversation_id, AnswerEvidence.episode_id == episode_id)
+            .where(AnswerEvidence.conversation_id == conversation_id, AnswerEvidence.episode_id == any_(_array(gone)))
+            .distinct()
             .order_by(AnswerEvidence.trace_id)
         )
     ).scalars()
-    return RetractionPlan(episode_id, affected, decision, checkpoint, rewording, stored, context, tuple(answers))
+    return RetractionPlan(gone, affected, decision, checkpoint, rewording, stored, context, tuple(answers))
 
 
-async def documents_to_remove(session: AsyncSession, conversation_id: int, decision: Decision, episode_id: int) -> int:
-    """The search documents that applying ``decision`` and removing the episode would
-    remove: the records ``apply_decision`` deletes, anchors or dirties, and the episode's."""
+def _array(values: Collection[int]) -> Any:
+    return cast(sorted(values), ARRAY(BigInteger))
+
+
+async def documents_to_remove(
+    session: AsyncSession, conversation_id: int, decision: Decision, episode_ids: Collection[int]
+) -> int:
+    """The search documents that applying ``decision`` and removing the episodes would
+    remove: the records ``apply_decision`` deletes, anchors or dirties, and the episodes'."""
     kinds = {
         "relation": decision.relations_removed,
         "entity": decision.entities_anchored | decision.entities_removed,
         "community": decision.communities_dirtied,
-        "episode": frozenset([episode_id]),
+        "episode": frozenset(episode_ids),
     }
-    matches = or_(*(and_(SearchDocument.kind == k, SearchDocument.ref_id.in_(sorted(ids))) for k, ids in kinds.items() if ids))
+    matches = or_(
+        *(and_(SearchDocument.kind == k, SearchDocument.ref_id == any_(_array(ids))) for k, ids in kinds.items() if ids)
+    )
     query = select(func.count()).select_from(SearchDocument).where(SearchDocument.conversation_id == conversation_id, matches)
     return int((await session.execute(query)).scalar_one())

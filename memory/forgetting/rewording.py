@@ -16,7 +16,7 @@ was the one whose words a record showed and the others said it differently.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,7 +39,11 @@ from memory.store import documents, entities, provenance, relations
 from memory.store.documents import Document
 from memory.store.ledger import Usage, record_usage
 
-_IDS = (bindparam("ids", type_=ARRAY(BigInteger)), bindparam("episode", type_=BigInteger), bindparam("cid", type_=BigInteger))
+_IDS = (
+    bindparam("ids", type_=ARRAY(BigInteger)),
+    bindparam("episodes", type_=ARRAY(BigInteger)),
+    bindparam("cid", type_=BigInteger),
+)
 # The only witnesses render_entity reads (tests/test_wording.py shows they suffice): the
 # earliest, and the latest with a summary, through the (entity_id, episode_id) indexes,
 # since a hub entity may have thousands.
@@ -47,15 +51,15 @@ ENTITY_WITNESSES = text(
     """SELECT e.id, e.name, e.type, e.summary, e.embedding::text, w.episode_id, w.name, w.type, w.summary, w.summary_sources
        FROM entities e CROSS JOIN LATERAL (
            (SELECT p.episode_id, p.name, p.type,
-                   CASE WHEN :episode = ANY(p.summary_sources) THEN '' ELSE p.summary END AS summary,
-                   CASE WHEN :episode = ANY(p.summary_sources) THEN '{}' ELSE p.summary_sources END AS summary_sources
-            FROM entity_provenance p WHERE p.conversation_id = :cid AND p.entity_id = e.id AND p.episode_id <> :episode
+                   CASE WHEN p.summary_sources && :episodes THEN '' ELSE p.summary END AS summary,
+                   CASE WHEN p.summary_sources && :episodes THEN '{}' ELSE p.summary_sources END AS summary_sources
+            FROM entity_provenance p WHERE p.conversation_id = :cid AND p.entity_id = e.id AND p.episode_id <> ALL(:episodes)
             ORDER BY p.episode_id LIMIT 1)
            UNION
            (SELECT p.episode_id, p.name, p.type, p.summary, p.summary_sources
-            FROM entity_provenance p WHERE p.conversation_id = :cid AND p.entity_id = e.id AND p.episode_id <> :episode
+            FROM entity_provenance p WHERE p.conversation_id = :cid AND p.entity_id = e.id AND p.episode_id <> ALL(:episodes)
               AND p.summary <> ''
-              AND NOT :episode = ANY(p.summary_sources)
+              AND NOT p.summary_sources && :episodes
             ORDER BY p.episode_id DESC LIMIT 1)
        ) w
        WHERE e.conversation_id = :cid AND e.id = ANY(:ids)"""
@@ -67,8 +71,8 @@ RELATION_WITNESSES = text(
        JOIN entities o ON o.conversation_id = :cid AND o.id = r.object_id
        LEFT JOIN LATERAL (
            SELECT * FROM relation_provenance p
-           WHERE p.conversation_id = :cid AND p.relation_id = r.id AND p.episode_id <> :episode AND p.fact <> ''
-             AND NOT :episode = ANY(p.sources)
+           WHERE p.conversation_id = :cid AND p.relation_id = r.id AND p.episode_id <> ALL(:episodes) AND p.fact <> ''
+             AND NOT p.sources && :episodes
            ORDER BY p.episode_id LIMIT 1
        ) w ON true
        WHERE r.conversation_id = :cid AND r.id = ANY(:ids)"""
@@ -110,11 +114,11 @@ class RewordPlan:
 
 
 async def plan_rewording(
-    session: AsyncSession, conversation_id: int, episode_id: int, relations: Sequence[int], entities: Sequence[int]
+    session: AsyncSession, conversation_id: int, episode_ids: Collection[int], relations: Sequence[int], entities: Sequence[int]
 ) -> RewordPlan:
     """Render ``entities`` and ``relations`` (a structural fact uses the entities' new
-    names) from their witnesses without ``episode_id`` and what it contributed. Reads only."""
-    values = {"cid": conversation_id, "episode": episode_id}
+    names) from their witnesses without ``episode_ids`` and what they contributed. Reads only."""
+    values = {"cid": conversation_id, "episodes": sorted(episode_ids)}
     entity_changes = await _entity_changes(session, {**values, "ids": sorted(entities)}) if entities else []
     renamed = {c.entity_id: c.rendered.name for c in entity_changes}
     relation_changes = await _relation_changes(session, {**values, "ids": sorted(relations)}, renamed) if relations else []
@@ -122,11 +126,11 @@ async def plan_rewording(
 
 
 async def write_rewording(
-    session: AsyncSession, conversation_id: int, episode_id: int, plan: RewordPlan, embedder: Embedder
+    session: AsyncSession, conversation_id: int, episode_ids: Collection[int], plan: RewordPlan, embedder: Embedder
 ) -> None:
-    """Clear every wording drawn from the episode and write the planned renderings,
+    """Clear every wording drawn from the episodes and write the planned renderings,
     embedding the texts no stored vector covers."""
-    await provenance.clear_wordings_from(session, conversation_id, episode_id, plan.kept_entities, plan.kept_relations)
+    await provenance.clear_wordings_from(session, conversation_id, episode_ids, plan.kept_entities, plan.kept_relations)
     needed = [c.rendered.name for c in plan.entities if c.name_vector is None]
     needed += [c.document_text for c in plan.entities if c.rendered.summary]
     needed += [c.fact for c in plan.relations if c.wording is None or c.wording.embedding is None]

@@ -23,7 +23,7 @@ Where Algorithm 1 is silent, the rules below decide, and why:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import AbstractSet, Any, Iterable, Mapping, Sequence
 
 
 @dataclass(frozen=True)
@@ -80,8 +80,19 @@ def _dirtied(graph: SupplyGraph, affected: Iterable[int]) -> frozenset[int]:
 
 def decide_deletion(graph: SupplyGraph, episode_id: int) -> Decision:
     """Algorithm 1 for one deleted episode, with the refinements in the module docstring."""
-    holding = {r for r, rel in graph.relations.items() if episode_id in rel.support}
-    removed_r = frozenset(r for r in holding if not graph.relations[r].support - {episode_id})
+    return decide_deletions(graph, frozenset((episode_id,)))
+
+
+def decide_deletions(graph: SupplyGraph, episode_ids: AbstractSet[int]) -> Decision:
+    """Algorithm 1 for a set of deleted episodes at once (a person's messages, a
+    retention window): the net effect of deleting them one by one, in any order
+    (tests/test_forgetting_batch.py holds it to that), decided in one pass so a batch
+    costs one plan, not one per message. ``graph`` must hold what deleting each of them
+    can change (SupplyGraph), with support cut down to one deleted and one other
+    episode at most."""
+    gone = frozenset(episode_ids)
+    holding = {r for r, rel in graph.relations.items() if rel.support & gone}
+    removed_r = frozenset(r for r in holding if not graph.relations[r].support - gone)
     surviving = {r: rel for r, rel in graph.relations.items() if r not in removed_r}
     needed = {e for rel in surviving.values() for e in rel.endpoints}
     restored = frozenset(r for r, rel in surviving.items() if rel.superseded_by in removed_r)
@@ -91,8 +102,8 @@ def decide_deletion(graph: SupplyGraph, episode_id: int) -> Decision:
     anchored: set[int] = set()
     kept: set[int] = set()
     for e, entity in graph.entities.items():
-        remaining = entity.support - {episode_id}
-        if episode_id in entity.support:
+        remaining = entity.support - gone
+        if entity.support & gone:
             if remaining:
                 kept.add(e)
             elif e in needed:
@@ -102,7 +113,7 @@ def decide_deletion(graph: SupplyGraph, episode_id: int) -> Decision:
         elif not remaining and e in endpoints_of_removed and e not in needed:
             removed_e.add(e)  # an anchor whose last relation went
     affected = (
-        {e for e, entity in graph.entities.items() if episode_id in entity.support}
+        {e for e, entity in graph.entities.items() if entity.support & gone}
         | {e for r in holding for e in graph.relations[r].endpoints}
         | removed_e
     )
@@ -188,6 +199,24 @@ def graph_steps(decision: Decision, edited: int | None = None) -> tuple[Step, ..
     return tuple(step for step in planned if step is not None and (step.ids or step.entities))
 
 
+def chain_joins(links: Mapping[int, tuple[int | None, int | None]]) -> list[tuple[int | None, int | None]]:
+    """The deleted episodes' chain (``links``: id -> (previous, next)) mended: for each
+    run of consecutive deleted episodes, the survivors on either side of it (None at an
+    end of the chain), which become each other's neighbours. Pure."""
+    joins = []
+    for start, (prev, _) in sorted(links.items()):
+        if prev in links:
+            continue  # inside a run, found from its start
+        end, seen = start, {start}
+        following = links[end][1]
+        while following is not None and following in links and following not in seen:
+            end = following
+            seen.add(end)
+            following = links[end][1]
+        joins.append((prev, following))
+    return joins
+
+
 @dataclass(frozen=True)
 class ContextChange:
     entries: list[dict[str, Any]]
@@ -197,12 +226,12 @@ class ContextChange:
 
 def prune_rolling_context(
     entries: Sequence[Mapping[str, Any]],
-    episode_id: int,
+    episode_ids: AbstractSet[int],
     gone_entities: Iterable[int],
     surviving_text: Mapping[int, tuple[str, str]],
     reworded: Iterable[int] = (),
 ) -> ContextChange:
-    """Rolling-context entries lose the episode from their ``episode_ids``.
+    """Rolling-context entries lose the deleted episodes (``episode_ids``) from theirs.
 
     An entry is dropped when its support becomes empty or its entity was removed or
     anchored. An entry that survives drew its compressed text partly from the deleted
@@ -219,7 +248,7 @@ def prune_rolling_context(
     dropped = pruned = 0
     for entry in entries:
         entity_id = entry.get("entity_id")
-        support = [e for e in entry.get("episode_ids", []) if e != episode_id]
+        support = [e for e in entry.get("episode_ids", []) if e not in episode_ids]
         if entity_id in gone:
             dropped += 1
             continue

@@ -3,10 +3,11 @@ updates or deletes ``answer_traces`` and ``answer_evidence`` rows (tests/test_wr
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
-from sqlalchemy import delete, insert, update
+from sqlalchemy import BigInteger, any_, cast, delete, insert, update
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memory.store.schema import AnswerEvidence, AnswerTrace
@@ -26,17 +27,22 @@ async def store_trace(session: AsyncSession, conversation_id: int, trace: dict[s
     return int(trace_id)
 
 
-async def withdraw_answers(session: AsyncSession, conversation_id: int, episode_id: int, replacement: str) -> list[int]:
-    """The answers that used the episode may quote it: their evidence link goes and their
-    text becomes ``replacement``. Returns their trace ids."""
-    traces = list(
-        (
-            await session.execute(
-                delete(AnswerEvidence)
-                .where(AnswerEvidence.conversation_id == conversation_id, AnswerEvidence.episode_id == episode_id)
-                .returning(AnswerEvidence.trace_id)
-            )
-        ).scalars()
+async def withdraw_answers(
+    session: AsyncSession, conversation_id: int, episode_ids: Collection[int], replacement: str
+) -> list[int]:
+    """The answers that used one of the episodes may quote it: those evidence links go
+    and their text becomes ``replacement``. Returns their trace ids."""
+    episodes = cast(sorted(episode_ids), ARRAY(BigInteger))
+    traces = sorted(
+        set(
+            (
+                await session.execute(
+                    delete(AnswerEvidence)
+                    .where(AnswerEvidence.conversation_id == conversation_id, AnswerEvidence.episode_id == any_(episodes))
+                    .returning(AnswerEvidence.trace_id)
+                )
+            ).scalars()
+        )
     )
     if traces:
         await session.execute(
@@ -44,4 +50,4 @@ async def withdraw_answers(session: AsyncSession, conversation_id: int, episode_
             .where(AnswerTrace.conversation_id == conversation_id, AnswerTrace.id.in_(traces))
             .values(answer=replacement)
         )
-    return sorted(traces)
+    return traces

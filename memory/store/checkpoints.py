@@ -5,7 +5,7 @@ and pass it in, and the change is written when their transaction flushes."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from sqlalchemy import func, select
 from sqlalchemy.dialects.postgresql import insert
@@ -36,19 +36,20 @@ async def save_chunk(session: AsyncSession, checkpoint: Checkpoint, update: Chec
     checkpoint.updated_at = func.now()
 
 
-async def forget_episode(
-    session: AsyncSession, checkpoint: Checkpoint, episode_id: int, *, clear_summary: bool, requeue: bool
+async def forget_episodes(
+    session: AsyncSession, checkpoint: Checkpoint, episode_ids: Collection[int], *, clear_summary: bool, requeue: bool
 ) -> None:
-    """The episode leaves the pending list (an edited one at or below the watermark is
-    queued again); ``clear_summary``: the summary drew on it, so it is cleared and
-    marked dirty until it is rebuilt from what survives."""
+    """The episodes leave the pending list (an edited one at or below the watermark is
+    queued again); ``clear_summary``: the summary drew on one of them, so it is cleared
+    and marked dirty until it is rebuilt from what survives."""
     if clear_summary:
         checkpoint.summary = ""
         checkpoint.summary_episode_ids = []
         checkpoint.summary_dirty = True
-    pending = [e for e in (checkpoint.pending_episode_ids or []) if e != episode_id]
-    if requeue and episode_id <= checkpoint.last_episode_id:
-        pending.append(episode_id)
+    gone = set(episode_ids)
+    pending = [e for e in (checkpoint.pending_episode_ids or []) if e not in gone]
+    if requeue:
+        pending += sorted(e for e in gone if e <= checkpoint.last_episode_id)
     if pending != list(checkpoint.pending_episode_ids or []):
         checkpoint.pending_episode_ids = pending
     await session.flush()

@@ -12,20 +12,30 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import BigInteger, bindparam, text, update
-from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.dialects.postgresql import ARRAY, insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memory.store.ids import with_ids
 from memory.store.schema import Episode
 
-_JOIN_NEIGHBOURS = text(
-    "UPDATE episodes SET next_id = CASE WHEN id = :prev THEN :next WHEN next_id = :id THEN NULL ELSE next_id END, "
-    "prev_id = CASE WHEN id = :next THEN :prev WHEN prev_id = :id THEN NULL ELSE prev_id END "
-    "WHERE conversation_id = :conversation AND (id IN (:prev, :next) OR prev_id = :id OR next_id = :id)"
-).bindparams(bindparam("prev", type_=BigInteger), bindparam("next", type_=BigInteger), bindparam("id", type_=BigInteger))
-_DROP_EPISODE = text("DELETE FROM episodes WHERE conversation_id = :conversation AND id = :id")
-_TOMBSTONE = text(
-    "INSERT INTO tombstones (conversation_id, platform_message_id) VALUES (:conversation, :message) ON CONFLICT DO NOTHING"
+_IDS = bindparam("ids", type_=ARRAY(BigInteger))
+_UNLINK = text(
+    "UPDATE episodes SET prev_id = CASE WHEN prev_id = ANY(:ids) OR id = ANY(:ids) THEN NULL ELSE prev_id END, "
+    "next_id = CASE WHEN next_id = ANY(:ids) OR id = ANY(:ids) THEN NULL ELSE next_id END "
+    "WHERE conversation_id = :conversation AND (id = ANY(:ids) OR prev_id = ANY(:ids) OR next_id = ANY(:ids))"
+).bindparams(_IDS)
+_JOIN_NEXT = text(
+    "UPDATE episodes SET next_id = v.next FROM unnest(CAST(:prevs AS bigint[]), CAST(:nexts AS bigint[])) AS v(prev, next) "
+    "WHERE episodes.conversation_id = :conversation AND episodes.id = v.prev"
+)
+_JOIN_PREV = text(
+    "UPDATE episodes SET prev_id = v.prev FROM unnest(CAST(:prevs AS bigint[]), CAST(:nexts AS bigint[])) AS v(prev, next) "
+    "WHERE episodes.conversation_id = :conversation AND episodes.id = v.next"
+)
+_DROP_EPISODES = text("DELETE FROM episodes WHERE conversation_id = :conversation AND id = ANY(:ids)").bindparams(_IDS)
+_TOMBSTONES = text(
+    "INSERT INTO tombstones (conversation_id, platform_message_id) "
+    "SELECT :conversation, unnest(CAST(:messages AS text[])) ON CONFLICT DO NOTHING"
 )
 _EXTEND_CHAIN = text(
     "UPDATE episodes SET prev_id = v.prev, next_id = v.next "
@@ -73,21 +83,31 @@ async def extend_chain(
         )
 
 
-async def remove_episode(
-    session: AsyncSession, conversation_id: int, episode_id: int, prev_id: int | None, next_id: int | None
+async def remove_episodes(
+    session: AsyncSession, conversation_id: int, episode_ids: Sequence[int], joins: Sequence[tuple[int, int]]
 ) -> None:
-    """Join the episode's neighbours (and clear any other link to it: the chain's keys
-    have no ON DELETE action since migration 0010, so a link left behind would fail the
-    deletion), then drop its row. Separate statements, not one with modifying CTEs,
-    which Citus would not route to the conversation's shard."""
-    keys = {"conversation": conversation_id, "id": episode_id}
-    await session.execute(_JOIN_NEIGHBOURS, {**keys, "prev": prev_id, "next": next_id})
-    await session.execute(_DROP_EPISODE, keys)
+    """Clear every link to and from the episodes (the chain's keys have no ON DELETE
+    action since migration 0010, so a link left behind would fail the deletion), join
+    each (previous, next) pair of survivors around them, then drop their rows. Separate
+    statements, not one with modifying CTEs, which Citus would not route to the
+    conversation's shard."""
+    keys = {"conversation": conversation_id, "ids": list(episode_ids)}
+    await session.execute(_UNLINK, keys)
+    if joins:
+        pairs = {"conversation": conversation_id, "prevs": [p for p, _ in joins], "nexts": [n for _, n in joins]}
+        await session.execute(_JOIN_NEXT, pairs)
+        await session.execute(_JOIN_PREV, pairs)
+    await session.execute(_DROP_EPISODES, keys)
+
+
+async def leave_tombstones(session: AsyncSession, conversation_id: int, platform_message_ids: Sequence[str]) -> None:
+    """Refuse these messages if they are ever delivered (again)."""
+    await session.execute(_TOMBSTONES, {"conversation": conversation_id, "messages": list(platform_message_ids)})
 
 
 async def leave_tombstone(session: AsyncSession, conversation_id: int, platform_message_id: str) -> None:
     """Refuse the message if it is ever delivered (again)."""
-    await session.execute(_TOMBSTONE, {"conversation": conversation_id, "message": platform_message_id})
+    await leave_tombstones(session, conversation_id, [platform_message_id])
 
 
 async def replace_text(

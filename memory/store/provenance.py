@@ -4,7 +4,7 @@ Each link keeps what its episode itself said (memory.graph.wording)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
 from sqlalchemy import BigInteger, bindparam, delete, text
@@ -13,15 +13,19 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from memory.store.schema import EntityProvenance, RelationProvenance
 
-_IDS = (bindparam("ids", type_=ARRAY(BigInteger)), bindparam("episode", type_=BigInteger), bindparam("cid", type_=BigInteger))
+_IDS = (
+    bindparam("ids", type_=ARRAY(BigInteger)),
+    bindparam("episodes", type_=ARRAY(BigInteger)),
+    bindparam("cid", type_=BigInteger),
+)
 _CLEAR_RELATION_WORDING = text(
     """UPDATE relation_provenance SET fact = '', valid_from = NULL, embedding = NULL, sources = '{}'
-       WHERE conversation_id = :cid AND relation_id = ANY(:ids) AND episode_id <> :episode AND :episode = ANY(sources)"""
+       WHERE conversation_id = :cid AND relation_id = ANY(:ids) AND episode_id <> ALL(:episodes) AND sources && :episodes"""
 ).bindparams(*_IDS)
 _CLEAR_ENTITY_SUMMARY = text(
     """UPDATE entity_provenance SET summary = '', summary_sources = '{}'
-       WHERE conversation_id = :cid AND entity_id = ANY(:ids) AND episode_id <> :episode AND summary <> ''
-         AND :episode = ANY(summary_sources)"""
+       WHERE conversation_id = :cid AND entity_id = ANY(:ids) AND episode_id <> ALL(:episodes) AND summary <> ''
+         AND summary_sources && :episodes"""
 ).bindparams(*_IDS)
 
 
@@ -56,11 +60,11 @@ async def drop_episode_links(session: AsyncSession, conversation_id: int, episod
 
 
 async def clear_wordings_from(
-    session: AsyncSession, conversation_id: int, episode_id: int, entities: Sequence[int], relations: Sequence[int]
+    session: AsyncSession, conversation_id: int, episode_ids: Collection[int], entities: Sequence[int], relations: Sequence[int]
 ) -> None:
-    """Clear every wording other links of these records drew from the episode (a summary
-    or a sentence written from several messages may quote it)."""
-    values = {"cid": conversation_id, "episode": episode_id}
+    """Clear every wording other links of these records drew from the deleted episodes
+    (a summary or a sentence written from several messages may quote them)."""
+    values = {"cid": conversation_id, "episodes": sorted(episode_ids)}
     for statement, owners in ((_CLEAR_ENTITY_SUMMARY, entities), (_CLEAR_RELATION_WORDING, relations)):
         if owners:
             await session.execute(statement, {**values, "ids": list(owners)})

@@ -12,10 +12,10 @@ An entry now keeps its row while it is unchanged and still in order.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 
-from sqlalchemy import delete, select
-from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy import BigInteger, any_, cast, delete, select
+from sqlalchemy.dialects.postgresql import ARRAY, insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memory.consolidation.rolling_context import Entry, entry
@@ -50,14 +50,15 @@ def context_writes(
 
 
 async def load_context(
-    session: AsyncSession, conversation_id: int, episode_id: int | None = None, entity_ids: Iterable[int] = ()
+    session: AsyncSession, conversation_id: int, episode_ids: Collection[int] | None = None, entity_ids: Iterable[int] = ()
 ) -> Stored:
-    """The stored entries by entity id: all of them, or (given ``episode_id``) those
-    resting on that episode or of ``entity_ids``."""
+    """The stored entries by entity id: all of them, or (given ``episode_ids``) those
+    resting on one of those episodes or of ``entity_ids``."""
     query = select(RollingContextEntry).where(RollingContextEntry.conversation_id == conversation_id)
-    if episode_id is not None:
+    if episode_ids is not None:
         query = query.where(
-            RollingContextEntry.episode_ids.contains([episode_id]) | RollingContextEntry.entity_id.in_(list(entity_ids))
+            RollingContextEntry.episode_ids.overlap(cast(sorted(episode_ids), ARRAY(BigInteger)))
+            | (RollingContextEntry.entity_id == any_(cast(sorted(entity_ids), ARRAY(BigInteger))))
         )
     rows = (await session.execute(query)).scalars()
     return {r.entity_id: (r.position, entry(r.entity_id, r.name, r.text, r.episode_ids)) for r in rows}
