@@ -67,6 +67,7 @@ if TYPE_CHECKING:
         read_cursor,
         save_cursor,
     )
+    from memory.commands.people import forget_author
     from memory.commands.privacy import (
         RetentionReport,
         apply_retention,
@@ -114,6 +115,7 @@ if TYPE_CHECKING:
         ValidationError,
     )
     from memory.forgetting.commands import DeletionReport, EditReport
+    from memory.forgetting.person import KeptFact, PersonForgetting
     from memory.models.embedder import Embedder, LocalEmbedder, OpenAIEmbedder
     from memory.models.llm import LLMClient
     from memory.params import MemoryParams
@@ -157,6 +159,7 @@ __all__ = [
     "InboxEntry",
     "InboxItem",
     "IngestReport",
+    "KeptFact",
     "LLMClient",
     "LLMError",
     "LLMExtractor",
@@ -170,6 +173,7 @@ __all__ = [
     "OpenAIEmbedder",
     "OutboxItem",
     "Overview",
+    "PersonForgetting",
     "Principal",
     "Provenance",
     "QuotedMessage",
@@ -208,6 +212,7 @@ __all__ = [
     "explain",
     "facts",
     "forget",
+    "forget_author",
     "forgotten",
     "inbox_backlog",
     "inbox_claim",

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from memory.errors import AccessDenied, StashbirdError, UnknownConversation
 from memory.principal import Principal
-from memory.rules import RULES, Audit, Rule, permits
+from memory.rules import EVERYWHERE, RULES, Audit, Rule, permits
 from memory.store.audit import write_audit, write_store_audit
 from memory.store.conversations import ConversationRef, ensure_conversation, find_conversation
 
@@ -73,13 +73,15 @@ async def door(
     must_exist: bool = True,
     arguments: dict[str, Any] | None = None,
     owner: str | None = None,
+    everywhere: bool = False,
 ) -> AsyncIterator[Call]:
     """Run one command (see the module's docstring); raises ``AccessDenied`` for a
     principal its rule refuses, ``UnknownConversation`` for a conversation not in memory
     (unless ``create``, or not ``must_exist``: then ``call.conversation_id`` is None).
     ``owner``: the platform user id of the one person whose data the command touches
-    (an ``OWN`` grant allows that person only)."""
-    rule = RULES[operation]
+    (an ``OWN`` grant allows that person only). ``everywhere``: the command reaches every
+    conversation of the store, under its ``EVERYWHERE`` rule."""
+    rule = EVERYWHERE[operation] if everywhere else RULES[operation]
     began = time.perf_counter()
     where = "*" if conversation is None else str(conversation)
     arguments = arguments or {}

@@ -18,7 +18,8 @@ A principal (memory/principal.py) acts as one of these actors:
 
 Each grant is ``ALL``, ``OWN`` or ``NONE``. ``OWN`` allows a principal to act on data that
 is its own only (the caller names the owner: a person forgetting what they said, opting
-out): ``set_optout`` and ``optout_status`` grant it to users.
+out): ``set_optout``, ``optout_status`` and ``forget_author`` grant it to users, so a
+person may opt out and forget what they said.
 """
 
 from __future__ import annotations
@@ -92,6 +93,9 @@ RULES: dict[str, Rule] = {
     "drop_conversation": Rule(_CONTENT, Audit.COMMAND),  # to the store-wide log: the conversation's goes
     "stored_messages": Rule(_CONTENT, Audit.NONE),  # ids and times only, to compare with the platform
     "resolve_conversation": Rule(_CONTENT, Audit.NONE),
+    # a person: everything one platform user wrote in a workspace (themselves, its
+    # admins, a leave event, a retention or clean-up job)
+    "forget_author": Rule({"user": Grant.OWN, "admin": ALL, "event": ALL, "job": ALL}, Audit.COMMAND),
     # asking
     "ask": Rule(_ASK),
     # what participants decide: opting out (a workspace's, audited store-wide), retention
@@ -144,6 +148,14 @@ RULES: dict[str, Rule] = {
     "erase": Rule(_OPERATOR),
     "reindex": Rule(_OPERATOR),
     "citus_plan": Rule(_OPERATOR, store_wide=True),
+}
+
+
+# A command's rule when it reaches every conversation of the store rather than one
+# workspace (the door's ``everywhere``): a platform's admin role, a user's own id or an
+# event of one workspace is not enough there.
+EVERYWHERE: dict[str, Rule] = {
+    "forget_author": Rule(_AUDIT, Audit.COMMAND, store_wide=True),
 }
 
 

@@ -92,6 +92,7 @@ TABLE: dict[str, tuple[set[str], str | None]] = {
     "renew_claim": (WORK, None),
     "release_claim": (WORK, None),
     "last_runs": (WORK, None),
+    "forget_author": (EVERYONE - {"bot"}, None),  # a user on themselves (OWN); the test's person has said nothing
     "erase": ({"operator"}, "erase"),
     "reindex": ({"operator"}, "reindex"),
     "citus_plan": ({"operator"}, None),
@@ -102,6 +103,7 @@ ELSEWHERE = {
     "set_optout",
     "optout_status",
     "watch_retention_default",
+    "forget_author",  # a workspace's conversations
     "audit_conversations",
     "store_audit",
     "vacuum",
@@ -202,6 +204,9 @@ def _calls(n: int, fresh: ConversationRef, trace: int, held: api.Claim) -> dict[
         "renew_claim": lambda m, r, p: api.renew_claim(m, held, 30, principal=p),
         "release_claim": lambda m, r, p: api.release_claim(m, held, "ok", {}, principal=p),
         "last_runs": lambda m, r, p: api.last_runs(m, [0], principal=p),
+        "forget_author": lambda m, r, p: api.forget_author(
+            m, p.id if p.kind == "user" else "U-silent", workspace=r.workspace, principal=p
+        ),
         "erase": lambda m, r, p: api.erase(m, r, principal=p),
         "reindex": lambda m, r, p: api.reindex(m, r, principal=p),
         "citus_plan": lambda m, r, p: api.citus_plan(m, principal=p),
@@ -300,6 +305,25 @@ async def test_a_dropped_conversation_leaves_who_dropped_it_in_the_store_wide_lo
     assert found.entries[0].details["conversation_id"] == conversation_id
     elsewhere = ConversationRef("door-test", "W-drop", "another")
     assert (await api.store_audit(memory, principal=PRINCIPALS["operator"], conversation=elsewhere)).entries == ()
+
+
+async def test_forgetting_a_person_everywhere_or_someone_else(memory: Memory) -> None:
+    """The whole store takes the operator or a configured admin (EVERYWHERE's rule); a
+    plain user may forget themselves only (OWN)."""
+    memory = dataclasses.replace(memory, admin_ids=ADMINS)
+    outcomes = {}
+    for kind, principal in PRINCIPALS.items():
+        try:
+            await api.forget_author(memory, "U-silent", workspace=None, principal=principal, dry_run=True)
+            outcomes[kind] = "allowed"
+        except AccessDenied:
+            outcomes[kind] = "denied"
+    assert {k for k, v in outcomes.items() if v == "allowed"} == {"operator", "configured admin"}
+    workspace = api.Workspace("door-test", "")
+    with pytest.raises(AccessDenied):
+        await api.forget_author(memory, "U-other", workspace=workspace, principal=PRINCIPALS["user"])
+    with pytest.raises(AccessDenied):
+        await api.forget_author(memory, "U-other", workspace=workspace, principal=PRINCIPALS["bot"])
 
 
 async def test_a_refusal_comes_before_the_conversation_is_looked_up(memory: Memory) -> None:

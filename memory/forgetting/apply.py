@@ -92,22 +92,32 @@ class Removed:
     message_ids: dict[int, str]
 
 
-async def remove_episodes(
+async def unlink_episodes(
     session: AsyncSession, conversation_id: int, gone: Removed
 ) -> tuple[list[tuple[int | None, int | None]], int]:
-    """Unlink episodes from their chain (each run of them joined over) and drop them with
-    their search documents, leave tombstones, then recompute the searched vector of each
-    message after a run, which held a share of a deleted one's. ``gone`` must be read
-    under the chain lock. Returns the neighbours joined and the search documents removed."""
+    """Put episodes out of every reader's reach, their rows aside: their search documents
+    go, the chain is joined over each run of them, a tombstone marks each (which also
+    keeps a stored one out of any answer's evidence: memory.retrieval.evidence), and the
+    searched vector of each message after a run, which held a share of a deleted one's,
+    is recomputed. ``gone`` must be read under the chain lock. Returns the neighbours
+    joined and the search documents removed."""
     ids = sorted(gone.links)
     joins = chain_joins(gone.links)
     removed = await documents.remove_documents(session, conversation_id, "episode", ids)
-    both = [(p, n) for p, n in joins if p is not None and n is not None]
-    await episodes.remove_episodes(session, conversation_id, ids, both)
+    await episodes.unlink_episodes(session, conversation_id, ids, [(p, n) for p, n in joins if p is not None and n is not None])
     await episodes.leave_tombstones(session, conversation_id, [gone.message_ids[e] for e in ids])
     following = [n for _, n in joins if n is not None]
     if following:
         await refresh_exchange_vectors(session, conversation_id, following)
+    return joins, removed
+
+
+async def remove_episodes(
+    session: AsyncSession, conversation_id: int, gone: Removed
+) -> tuple[list[tuple[int | None, int | None]], int]:
+    """``unlink_episodes``, then drop the rows."""
+    joins, removed = await unlink_episodes(session, conversation_id, gone)
+    await episodes.drop_episodes(session, conversation_id, sorted(gone.links))
     return joins, removed
 
 

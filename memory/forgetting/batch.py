@@ -27,7 +27,7 @@ Decisions, and why:
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -37,7 +37,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from memory.consolidation.summary import rebuild_summary
 from memory.core import Memory
-from memory.forgetting.apply import Removed, remove_episodes, retract_support
+from memory.forgetting.apply import Removed, remove_episodes, retract_support, unlink_episodes
 from memory.forgetting.plan import Retraction
 from memory.store.audit import write_audit
 from memory.store.locks import LockPurpose, lock_conversation
@@ -131,6 +131,26 @@ async def rebuild_summary_if_cleared(memory: Memory, conversation_id: int, retra
         await lock_conversation(session, conversation_id, LockPurpose.GRAPH)
         await rebuild_summary(memory, session, conversation_id)
     return True
+
+
+async def hide_episodes(memory: Memory, targets: Mapping[int, Sequence[int]]) -> int:
+    """Put episodes of several conversations (id -> episode ids) out of every reader's
+    reach at once, before forgetting them one conversation at a time
+    (``unlink_episodes``: search documents, chain, tombstones), so that no answer
+    anywhere draws on a message of a person being forgotten. One short transaction,
+    taking each conversation's locks in id order (CHAIN then GRAPH, so it cannot wait
+    in a circle with a command that takes one conversation's); running it again is a
+    no-op. Returns the search documents removed."""
+    removed = 0
+    async with memory._sessions.begin() as session:
+        for conversation_id in sorted(targets):
+            await lock_conversation(session, conversation_id, LockPurpose.CHAIN, LockPurpose.GRAPH)
+        for conversation_id in sorted(targets):
+            stored = await _stored(session, conversation_id, targets[conversation_id])
+            if stored:
+                _, documents = await unlink_episodes(session, conversation_id, await _removed(session, conversation_id, stored))
+                removed += documents
+    return removed
 
 
 async def forget_episodes(

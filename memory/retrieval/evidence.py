@@ -24,13 +24,22 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from sqlalchemy import select
+from sqlalchemy import exists, select
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import InstrumentedAttribute, aliased
 
 from memory.models.tokens import TokenBudget
 from memory.retrieval.search import Candidate
-from memory.store.schema import EPISODE_SPEAKER, CommunityMember, EntityProvenance, Episode, Relation, RelationProvenance, Speaker
+from memory.store.schema import (
+    EPISODE_SPEAKER,
+    CommunityMember,
+    EntityProvenance,
+    Episode,
+    Relation,
+    RelationProvenance,
+    Speaker,
+    Tombstone,
+)
 
 # Supporting episodes attached to one entity or relation. Relations rarely have more;
 # an entity mentioned everywhere must not drag the whole conversation into the answer.
@@ -205,12 +214,17 @@ async def community_support(session: AsyncSession, conversation_id: int, communi
 
 
 async def load_episodes(session: AsyncSession, conversation_id: int, episode_ids: Sequence[int]) -> dict[int, EpisodeRef]:
+    """The episodes an answer may show; one with a tombstone is being forgotten (a
+    person's messages are hidden first, memory.forgetting.person) and is left out."""
     if not episode_ids:
         return {}
+    forgetting = exists().where(
+        Tombstone.conversation_id == conversation_id, Tombstone.platform_message_id == Episode.platform_message_id
+    )
     rows = await session.execute(
         select(Episode, Speaker.display_name)
         .join(Speaker, EPISODE_SPEAKER)
-        .where(Episode.conversation_id == conversation_id, Episode.id.in_(list(set(episode_ids))))
+        .where(Episode.conversation_id == conversation_id, Episode.id.in_(list(set(episode_ids))), ~forgetting)
     )
     return {e.id: EpisodeRef(e.id, e.platform_message_id, name, e.role, e.message_time, e.text) for e, name in rows}
 

@@ -10,7 +10,7 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memory.errors import ValidationError
-from memory.store.schema import Conversation, Speaker
+from memory.store.schema import Conversation, Episode, Speaker
 from memory.validation import normalize_id
 
 ROLES = ("user", "admin", "bot")
@@ -159,3 +159,22 @@ async def list_conversations(session: AsyncSession, platform: str | None = None)
     if platform is not None:
         query = query.where(Conversation.platform == platform)
     return [ConversationRef(*row) for row in await session.execute(query)]
+
+
+async def drop_speaker(session: AsyncSession, conversation_id: int, platform_user_id: str) -> bool:
+    """Remove a person's speaker row (their display name) once no message of theirs is
+    stored; True when it went. The caller holds the conversation's chain lock, under
+    which new messages are stored."""
+    speaker = Speaker.__table__
+    episodes = Episode.__table__
+    result = await session.execute(
+        delete(Speaker)
+        .where(Speaker.conversation_id == conversation_id, Speaker.platform_user_id == platform_user_id)
+        .where(
+            ~select(episodes.c.id)
+            .where(episodes.c.conversation_id == conversation_id, episodes.c.speaker_id == speaker.c.id)
+            .exists()
+        )
+        .returning(Speaker.id)
+    )
+    return result.first() is not None

@@ -83,21 +83,23 @@ async def extend_chain(
         )
 
 
-async def remove_episodes(
+async def unlink_episodes(
     session: AsyncSession, conversation_id: int, episode_ids: Sequence[int], joins: Sequence[tuple[int, int]]
 ) -> None:
     """Clear every link to and from the episodes (the chain's keys have no ON DELETE
-    action since migration 0010, so a link left behind would fail the deletion), join
-    each (previous, next) pair of survivors around them, then drop their rows. Separate
-    statements, not one with modifying CTEs, which Citus would not route to the
-    conversation's shard."""
-    keys = {"conversation": conversation_id, "ids": list(episode_ids)}
-    await session.execute(_UNLINK, keys)
+    action since migration 0010, so a link left behind would fail their deletion) and
+    join each (previous, next) pair of survivors around them. Separate statements, not
+    one with modifying CTEs, which Citus would not route to the conversation's shard."""
+    await session.execute(_UNLINK, {"conversation": conversation_id, "ids": list(episode_ids)})
     if joins:
         pairs = {"conversation": conversation_id, "prevs": [p for p, _ in joins], "nexts": [n for _, n in joins]}
         await session.execute(_JOIN_NEXT, pairs)
         await session.execute(_JOIN_PREV, pairs)
-    await session.execute(_DROP_EPISODES, keys)
+
+
+async def drop_episodes(session: AsyncSession, conversation_id: int, episode_ids: Sequence[int]) -> None:
+    """Drop unlinked episodes' rows (their provenance links go with them, ON DELETE CASCADE)."""
+    await session.execute(_DROP_EPISODES, {"conversation": conversation_id, "ids": list(episode_ids)})
 
 
 async def leave_tombstones(session: AsyncSession, conversation_id: int, platform_message_ids: Sequence[str]) -> None:
