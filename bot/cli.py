@@ -26,7 +26,7 @@ COMMANDS = {
     "usage": "LLM and embedding usage totals of a conversation",
     "consolidate": "turn new messages into entities and relations with provenance",
     "ask": "answer a question from a conversation's memory, with citations",
-    "forget": "delete a message and everything that rested only on it",
+    "forget": "delete a message, or everything a person wrote (--author), and what rested only on it",
     "optout": "opt a person out of being remembered in a workspace (or back in with --off)",
     "retention": "a conversation's retention window: show it, set it (--days N|off), apply it now",
     "edit": "correct a message: retract what its old text supported, store and consolidate the new",

@@ -115,7 +115,7 @@ if TYPE_CHECKING:
         ValidationError,
     )
     from memory.forgetting.commands import DeletionReport, EditReport
-    from memory.forgetting.person import KeptFact, PersonForgetting
+    from memory.forgetting.person import PersonFact, PersonForgetting
     from memory.models.embedder import Embedder, LocalEmbedder, OpenAIEmbedder
     from memory.models.llm import LLMClient
     from memory.params import MemoryParams
@@ -159,7 +159,6 @@ __all__ = [
     "InboxEntry",
     "InboxItem",
     "IngestReport",
-    "KeptFact",
     "LLMClient",
     "LLMError",
     "LLMExtractor",
@@ -173,6 +172,7 @@ __all__ = [
     "OpenAIEmbedder",
     "OutboxItem",
     "Overview",
+    "PersonFact",
     "PersonForgetting",
     "Principal",
     "Provenance",

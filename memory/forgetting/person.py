@@ -55,13 +55,14 @@ SHOWN = 10  # kept facts listed in a report; the rest are counted
 
 
 @dataclass(frozen=True)
-class KeptFact:
-    """A fact or name the person's messages supported that others' messages still do."""
+class PersonFact:
+    """A fact or name the person's messages supported: one that stays because others'
+    messages still support it, or (a dry run's) one that would go."""
 
     conversation: str
     kind: str  # relation | entity
-    text: str  # as it now reads (re-worded from the others' messages when needed)
-    others: int  # messages of others that support it
+    text: str  # as it reads (a kept one re-worded from the others' messages when needed)
+    others: int  # messages of others that support it (0 for one that goes)
 
 
 @dataclass
@@ -74,7 +75,9 @@ class PersonForgetting:
     messages: int = 0  # forgotten (or would be)
     conversations: int = 0  # holding a message or speaker row of theirs
     removed: dict[str, int] = field(default_factory=dict)
-    kept: list[KeptFact] = field(default_factory=list)
+    kept: list[PersonFact] = field(default_factory=list)
+    gone: list[PersonFact] = field(default_factory=list)  # a dry run's: the facts and names that would go
+    message_ids: dict[str, list[str]] = field(default_factory=dict)  # conversation -> platform ids, oldest first
     remaining: int = 0  # their messages still stored afterwards: 0 when complete (a dry run: all)
 
     @property
@@ -89,7 +92,13 @@ class PersonForgetting:
         verb = "Would forget" if self.dry_run else "Forgot"
         head = f"{verb} {self.messages} message(s) by {self.author} in {self.conversations} conversation(s) of {self.scope}."
         gone = ", ".join(f"{count} {kind}" for kind, count in self.removed.items() if count)
-        out = [head, f"{'Would remove' if self.dry_run else 'Removed'}: {gone or 'nothing else'}."]
+        out = [head]
+        if self.dry_run:  # exactly what would go, message by message
+            out += [f"  {conversation}: {', '.join(ids)}" for conversation, ids in self.message_ids.items() if ids]
+        out.append(f"{'Would remove' if self.dry_run else 'Removed'}: {gone or 'nothing else'}.")
+        out += [f"  {fact.kind} {fact.text!r}" for fact in self.gone[:SHOWN]]
+        if len(self.gone) > SHOWN:
+            out.append(f"  ... and {len(self.gone) - SHOWN} more")
         if self.kept:
             out.append(f"{'Would stay' if self.dry_run else 'Kept'}, because others' messages still support them:")
             out += [f"  {fact.kind} {fact.text!r} ({fact.others} message(s) of others)" for fact in self.kept[:SHOWN]]
@@ -158,13 +167,15 @@ async def _scopes(session: AsyncSession, author: str, workspace: Workspace | Non
     return scopes
 
 
-async def _kept(session: AsyncSession, scope: _Scope, retraction: Retraction, gone: Sequence[int]) -> list[KeptFact]:
-    """The kept records as they read now, with how many messages beyond ``gone`` support them."""
-    out: list[KeptFact] = []
+async def _facts(
+    session: AsyncSession, scope: _Scope, relations: Sequence[int], entities: Sequence[int], gone: Sequence[int]
+) -> list[PersonFact]:
+    """These records as they read now, with how many messages beyond ``gone`` support them."""
+    out: list[PersonFact] = []
     episodes = cast(sorted(gone), ARRAY(BigInteger))
     for kind, model, label, link, owner, ids in (
-        ("relation", Relation, Relation.fact, RelationProvenance, "relation_id", retraction.relations_kept),
-        ("entity", Entity, Entity.name, EntityProvenance, "entity_id", retraction.entities_kept),
+        ("relation", Relation, Relation.fact, RelationProvenance, "relation_id", relations),
+        ("entity", Entity, Entity.name, EntityProvenance, "entity_id", entities),
     ):
         if not ids:
             continue
@@ -183,25 +194,39 @@ async def _kept(session: AsyncSession, scope: _Scope, retraction: Retraction, go
             .where(model.conversation_id == scope.conversation_id, model.id == any_(cast(sorted(ids), ARRAY(BigInteger))))
             .order_by(label)
         )
-        out += [KeptFact(str(scope.ref), kind, fact, int(count)) for fact, count in rows]
+        out += [PersonFact(str(scope.ref), kind, fact, int(count)) for fact, count in rows]
     return out
 
 
-async def _dry_run(memory: Memory, scope: _Scope) -> tuple[Retraction, list[KeptFact]]:
+async def _dry_run(memory: Memory, scope: _Scope) -> tuple[Retraction, list[PersonFact], list[PersonFact], list[str]]:
+    """The batch's plan, its kept and gone facts and the messages' platform ids."""
     async with memory._sessions() as session:  # never committed: the dry run writes nothing
         await session.execute(text("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"))
         plan = await plan_retractions(session, scope.conversation_id, scope.episodes, for_update=False)
         retraction = plan.retraction()
         retraction.documents_removed = await documents_to_remove(session, scope.conversation_id, plan.decision, scope.episodes)
-        return retraction, await _kept(session, scope, retraction, scope.episodes)
+        kept = await _facts(session, scope, retraction.relations_kept, retraction.entities_kept, scope.episodes)
+        gone = await _facts(session, scope, retraction.relations_removed, retraction.entities_removed, scope.episodes)
+        ids = dict(
+            (
+                await session.execute(
+                    select(Episode.id, Episode.platform_message_id).where(
+                        Episode.conversation_id == scope.conversation_id,
+                        Episode.id == any_(cast(list(scope.episodes), ARRAY(BigInteger))),
+                    )
+                )
+            ).all()
+        )
+        return retraction, kept, gone, [ids[e] for e in scope.episodes]
 
 
-async def _forget(memory: Memory, scope: _Scope, author: str, principal: str) -> tuple[BatchReport, bool, list[KeptFact]]:
+async def _forget(memory: Memory, scope: _Scope, author: str, principal: str) -> tuple[BatchReport, bool, list[PersonFact]]:
     report = await forget_episodes(memory, scope.conversation_id, scope.episodes, principal=principal, action="forget_author")
     async with memory._sessions.begin() as session:
         await lock_conversation(session, scope.conversation_id, LockPurpose.CHAIN)
         speaker_gone = await drop_speaker(session, scope.conversation_id, author)
-        kept = await _kept(session, scope, report.retraction, report.deleted)
+        retraction = report.retraction
+        kept = await _facts(session, scope, retraction.relations_kept, retraction.entities_kept, report.deleted)
     return report, speaker_gone, kept
 
 
@@ -219,8 +244,10 @@ async def forget_person(
         removed["search documents"] = await hide_episodes(memory, hidden) if hidden else 0
     for scope in scopes:
         if dry_run:
-            retraction, kept = await _dry_run(memory, scope)
+            retraction, kept, gone, ids = await _dry_run(memory, scope)
             messages, speakers = len(scope.episodes), 1
+            result.gone += gone
+            result.message_ids[str(scope.ref)] = ids
         else:
             report, speaker_gone, kept = await _forget(memory, scope, author, principal)
             retraction, messages, speakers = report.retraction, len(report.deleted), int(speaker_gone)
