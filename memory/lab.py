@@ -192,11 +192,12 @@ async def load_bulk_messages(
     await bulk_messages(memory, await resolve(memory, conversation, create=True), speaker, batches)
 
 
-async def load_bulk_graph(memory: Memory, conversation: ConversationRef, size: int) -> None:
-    """``size`` messages and a proportional graph with random vectors."""
+async def load_bulk_graph(memory: Memory, conversation: ConversationRef, size: int, person: int = 0) -> None:
+    """``size`` messages and a proportional graph with random vectors; ``person`` of the
+    messages a third speaker's (``u2``)."""
     from memory.synthetic import bulk_graph
 
-    await bulk_graph(memory, await resolve(memory, conversation, create=True), size)
+    await bulk_graph(memory, await resolve(memory, conversation, create=True), size, person)
 
 
 async def grow_conversations(

@@ -205,9 +205,11 @@ def _bulk_graph_statements() -> list[str]:
     vec = _random_vector_sql
     return [
         """INSERT INTO episodes (conversation_id, speaker_id, role, text, message_time, platform_message_id)
-           SELECT :cid, CASE WHEN i % 2 = 0 THEN :s0 ELSE :s1 END, 'user',
-                  'bulk message ' || i || ' about topic ' || (i / 5), :t0 + make_interval(secs => i), 'b' || i
-           FROM generate_series(0, :n - 1) AS i""",
+           SELECT :cid, CASE WHEN p THEN :s2 WHEN i % 2 = 0 THEN :s0 ELSE :s1 END, 'user',
+                  CASE WHEN p THEN 'bulk message about topic ' || (i / 5) || ' zqperson' || i
+                       ELSE 'bulk message ' || i || ' about topic ' || (i / 5) END,
+                  :t0 + make_interval(secs => i), 'b' || i
+           FROM generate_series(0, :n - 1) AS i, LATERAL (SELECT :every > 0 AND i % greatest(:every, 1) = 0 AS p) AS w""",
         """UPDATE episodes e SET prev_id = w.prev, next_id = w.next
            FROM (SELECT id, lag(id) OVER o AS prev, lead(id) OVER o AS next FROM episodes
                  WHERE conversation_id = :cid WINDOW o AS (ORDER BY message_time, id)) w
@@ -271,6 +273,8 @@ _BULK_TYPES: dict[str, Any] = {
     "cid": BigInteger,
     "s0": BigInteger,
     "s1": BigInteger,
+    "s2": BigInteger,
+    "every": Integer,
     "n": Integer,
     "topics": Integer,
     "dim": Integer,
@@ -287,21 +291,27 @@ _VACUUMED = (
 )
 
 
-async def bulk_graph(memory: Memory, conversation_id: int, size: int) -> None:
+async def bulk_graph(memory: Memory, conversation_id: int, size: int, person: int = 0) -> None:
     """``size`` messages (``b0``, ``b1``...) and a proportional graph, written by SQL on
     the server (with statistics refreshed between steps so that the joins hash instead of
     looping): a topic entity per 5 messages, a relation per message between topics
     (every third supported by two messages), two speaker hubs supported by all their
     messages with a relation to each topic, a community per 20 topics; search documents
-    for all of them with random vectors. Vacuumed at the end: a steady state, with no
+    for all of them with random vectors. ``person``: that many of the messages, spread
+    evenly, are a third speaker's (``u2``, "Speaker 2", with an entity they alone
+    support), each ending in a marker word only they say (``zqperson<i>``), for the
+    person-forgetting benchmark. Vacuumed at the end: a steady state, with no
     autovacuum mid-run."""
     async with memory._sessions.begin() as session:
         s0 = await ensure_speaker(session, conversation_id, "u0", "Speaker 0", "user")
         s1 = await ensure_speaker(session, conversation_id, "u1", "Speaker 1", "user")
+        s2 = await ensure_speaker(session, conversation_id, "u2", "Speaker 2", "user") if person else s0
         values = {
             "cid": conversation_id,
             "s0": s0,
             "s1": s1,
+            "s2": s2,
+            "every": size // person if person else 0,
             "n": size,
             "topics": max(2, size // 5),
             "dim": memory.embedder.dim,

@@ -24,6 +24,14 @@ own words "said", "person" and "topic" aside), counted once per conversation.
 The latency part runs in a database of its own without the HNSW vector index: Postgres
 deletes leave index entries to VACUUM, so that index is not on the deletion path, and
 maintaining it for 240K random vectors would take most of the run.
+
+``--author`` measures forgetting a person instead (memory.forget_author): per count in
+``--author-counts``, two identical ``--size``-message bulk conversations in which that
+many messages, spread evenly, are one person's (memory.synthetic ``bulk_graph``); in one,
+the batched forgetting of all of them is timed; in the other, one-by-one deletion
+(``forget`` per message) of all of them, or of ``--sample`` of them, extrapolated to all
+(the output says which). Then the word-level residue scan of the batched conversation
+for every word only the person's messages said, which must find none.
 """
 
 from __future__ import annotations
@@ -49,7 +57,7 @@ from bot.bench.common import (
 )
 from bot.progress import progress
 from bot.settings import Settings
-from memory import ConversationRef, Memory, ValidationError, forget
+from memory import ConversationRef, Memory, ValidationError, Workspace, forget, forget_author
 from memory.lab import (
     ForgettingPolicy,
     SuppliedCommunity,
@@ -79,6 +87,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument(
         "--policies", default=",".join(TAGS), help="deletion policies to compare, comma-separated ('' for latency only)"
+    )
+    parser.add_argument("--author", action="store_true", help="measure forgetting a person instead (batched vs one by one)")
+    parser.add_argument("--author-counts", default="1000,10000", help="with --author: the person's messages per conversation")
+    parser.add_argument("--size", type=int, default=100_000, help="with --author: messages per conversation")
+    parser.add_argument(
+        "--sample", type=int, default=1000, help="with --author: one-by-one deletions timed at most (then extrapolated)"
     )
 
 
@@ -279,7 +293,69 @@ async def latency(memory: Memory, run: str, size: int, deletes: int, seed: int) 
     }
 
 
+# --- a person -------------------------------------------------------------------------
+
+PERSON = "u2"  # the bulk conversations' third speaker
+
+
+def person_texts(size: int, count: int) -> dict[str, str]:
+    """The person's messages in a bulk conversation, by platform id, oldest first, as
+    memory.synthetic ``bulk_graph`` writes them. Pure."""
+    every = size // count
+    return {f"b{i}": f"bulk message about topic {i // 5} zqperson{i}" for i in range(0, size, every)}
+
+
+async def person_forgetting(memory: Memory, run: str, size: int, count: int, sample: int, seed: int) -> dict[str, Any]:
+    """Batched forgetting of ``count`` messages of one person in a ``size``-message
+    conversation against deleting them one by one (see the module docstring)."""
+    batched, single = (Workspace("bench-forget", f"{run}-{count}-{kind}") for kind in ("batched", "single"))
+    began = time.perf_counter()
+    for workspace in (batched, single):
+        await load_bulk_graph(memory, ConversationRef(workspace.platform, workspace.workspace_id, "bulk"), size, count)
+    load_seconds = (time.perf_counter() - began) / 2
+    texts = person_texts(size, count)
+    picks = list(texts) if len(texts) <= sample else random.Random(seed).sample(list(texts), sample)
+    single_ref = ConversationRef(single.platform, single.workspace_id, "bulk")
+    began = time.perf_counter()
+    with progress(len(picks), f"one by one, {count} of {size}") as bar:
+        for pick in picks:
+            await forget(memory, single_ref, pick, principal=BENCH)
+            bar.update(1)
+    one_by_one = time.perf_counter() - began
+    began = time.perf_counter()
+    person = await forget_author(memory, PERSON, workspace=batched, principal=BENCH)
+    batched_seconds = time.perf_counter() - began
+    scan = await word_residue(memory, ConversationRef(batched.platform, batched.workspace_id, "bulk"), list(texts.values()))
+    all_seconds = one_by_one * len(texts) / len(picks)
+    return {
+        "episodes": size,
+        "person_messages": len(texts),
+        "forgotten": person.messages,
+        "remaining": person.remaining,
+        "removed": person.removed,
+        "kept": len(person.kept),
+        "batched_seconds": round(batched_seconds, 1),
+        "one_by_one_timed": len(picks),
+        "one_by_one_seconds": round(all_seconds, 1),
+        "one_by_one_extrapolated": len(picks) < len(texts),
+        "one_by_one_ms_each": round(one_by_one * 1000 / len(picks), 1),
+        "speedup": round(all_seconds / batched_seconds, 1) if batched_seconds else None,
+        "word_residue": len(scan.found),
+        "words_checked": len(scan.checked),
+        "load_seconds": round(load_seconds, 1),
+        "load_average": round(os.getloadavg()[0], 1),
+    }
+
+
 async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
+    if args.author:
+        counts = [int(c) for c in str(args.author_counts).split(",") if c.strip()]
+        if not counts or any(c <= 0 or c > args.size for c in counts):
+            raise ValidationError("author-counts", f"each must be between 1 and --size ({args.size}), got {args.author_counts!r}")
+        async with bench_memory(settings, "stashbird_bench_forget_author") as memory:
+            await drop_vector_index(memory)
+            rows = [await person_forgetting(memory, uuid.uuid4().hex[:6], args.size, c, args.sample, args.seed) for c in counts]
+        return {"bench": "forget", "author": rows}
     conversations = load_locomo(args.locomo)
     run_id = uuid.uuid4().hex[:6]
     policies: dict[str, dict[str, Any]] = {}
@@ -302,7 +378,30 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     }
 
 
+def render_author(rows: list[dict[str, Any]]) -> str:
+    lines = []
+    for row in rows:
+        how = (
+            f"extrapolated from {row['one_by_one_timed']} timed deletions"
+            if row["one_by_one_extrapolated"]
+            else f"all {row['one_by_one_timed']} timed"
+        )
+        lines += [
+            f"forget a person: {row['person_messages']} messages of one person in a {row['episodes']}-message conversation",
+            f"  batched (forget_author): {row['batched_seconds']} s (target < 60 s); "
+            f"{row['forgotten']} forgotten, {row['remaining']} remaining, {row['kept']} facts kept (others support them)",
+            f"  one by one (forget per message): {row['one_by_one_seconds']} s, {row['one_by_one_ms_each']} ms each ({how}); "
+            f"batched is {row['speedup']}x faster",
+            "  removed: " + ", ".join(f"{count} {kind}" for kind, count in row["removed"].items() if count),
+            f"  word residue after forgetting: {row['word_residue']} of {row['words_checked']} words only the person said "
+            f"(each conversation loaded in {row['load_seconds']} s; load average {row['load_average']}, {os.cpu_count()} cores)",
+        ]
+    return "\n".join(lines)
+
+
 def render(result: dict[str, Any]) -> str:
+    if "author" in result:
+        return render_author(result["author"])
     lines = [
         f"LoCoMo: {result['conversations']} conversations, {result['facts']} supplied facts",
         f"{'policy':<13} {'unsupported relations left':>27} {'supported relations lost':>25} "
