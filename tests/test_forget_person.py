@@ -97,18 +97,17 @@ async def test_forgetting_a_person_leaves_no_word_only_they_said(memory: Memory)
             speakers = set(
                 (await session.execute(select(Speaker.platform_user_id).where(Speaker.conversation_id == cid))).scalars()
             )
-            actions = list(
-                (
-                    await session.execute(
-                        select(AuditEntry.principal).where(
-                            AuditEntry.conversation_id == cid, AuditEntry.action == "forget_author"
-                        )
+            actions = [
+                (principal, details["author"], len(details["deleted"]))
+                for principal, details in await session.execute(
+                    select(AuditEntry.principal, AuditEntry.details).where(
+                        AuditEntry.conversation_id == cid, AuditEntry.action == "forget_author"
                     )
-                ).scalars()
-            )
+                )
+            ]
         assert kept_before[channel] <= relations  # the others' facts stay
         assert "U2" not in speakers and {"U1", "U3"} <= speakers
-        assert actions == [str(OPERATOR)]
+        assert actions == [(str(OPERATOR), "U2", 2)]
 
     again = await api.forget_author(memory, "U2", workspace=workspace, principal=OPERATOR)
     assert again.messages == 0 and again.lines() == [f"Nothing to forget: no message by U2 is stored in workspace {workspace}."]
@@ -119,6 +118,13 @@ async def test_a_dry_run_changes_nothing_and_predicts_the_forgetting(memory: Mem
     before = {c: await _snapshot(memory, await _cid(memory, ref)) for c, ref in refs.items()}
     planned = await api.forget_author(memory, "U2", workspace=workspace, principal=OPERATOR, dry_run=True)
     assert {c: await _snapshot(memory, await _cid(memory, ref)) for c, ref in refs.items()} == before
+    for ref in refs.values():
+        async with memory._sessions() as session:
+            rows = await session.execute(
+                select(AuditEntry.action, AuditEntry.details).where(AuditEntry.conversation_id == await _cid(memory, ref))
+            )
+            dry = [d for action, d in rows if action == "forget_author_dry_run"]
+        assert len(dry) == 1 and dry[0]["author"] == "U2" and dry[0]["messages"] == 2
     assert planned.dry_run and planned.messages == 4 and planned.remaining == 4
     assert planned.render().startswith("Would forget 4 message(s) by U2")
     done = await api.forget_author(memory, "U2", workspace=workspace, principal=OPERATOR)

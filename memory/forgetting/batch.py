@@ -154,11 +154,18 @@ async def hide_episodes(memory: Memory, targets: Mapping[int, Sequence[int]]) ->
 
 
 async def forget_episodes(
-    memory: Memory, conversation_id: int, episode_ids: Sequence[int], *, principal: str, action: str
+    memory: Memory,
+    conversation_id: int,
+    episode_ids: Sequence[int],
+    *,
+    principal: str,
+    action: str,
+    audit: Mapping[str, Any] | None = None,
 ) -> BatchReport:
     """Delete these episodes of one conversation and everything that rested only on them,
     in one transaction, oldest first in chunks (see the module docstring); ids no longer
-    stored are skipped. ``principal`` (``kind:id``) and ``action`` name the audit row."""
+    stored are skipped. ``principal`` (``kind:id``) and ``action`` name the audit row;
+    ``audit``: more of its details (ids and counts, never text)."""
     report = BatchReport(conversation_id, action, len(set(episode_ids)))
     async with memory._sessions.begin() as session:
         await lock_conversation(session, conversation_id, LockPurpose.CHAIN, LockPurpose.GRAPH)
@@ -173,7 +180,7 @@ async def forget_episodes(
             report.chunks += 1
         report.deleted = order
         if order:
-            details = report.as_dict()
+            details = {**(audit or {}), **report.as_dict()}
             details.pop("retraction")  # the counts carry it; ids below
             details["ids"] = {k: v for k, v in asdict(report.retraction).items() if isinstance(v, list)}
             await write_audit(session, conversation_id, principal, action, details)

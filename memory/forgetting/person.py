@@ -39,6 +39,7 @@ from memory.core import Memory
 from memory.errors import ValidationError
 from memory.forgetting.batch import BatchReport, forget_episodes, hide_episodes
 from memory.forgetting.plan import Retraction, documents_to_remove, plan_retractions
+from memory.store.audit import write_audit
 from memory.store.conversations import ConversationRef, Workspace, drop_speaker
 from memory.store.locks import LockPurpose, lock_conversation
 from memory.store.schema import (
@@ -221,7 +222,9 @@ async def _dry_run(memory: Memory, scope: _Scope) -> tuple[Retraction, list[Pers
 
 
 async def _forget(memory: Memory, scope: _Scope, author: str, principal: str) -> tuple[BatchReport, bool, list[PersonFact]]:
-    report = await forget_episodes(memory, scope.conversation_id, scope.episodes, principal=principal, action="forget_author")
+    report = await forget_episodes(
+        memory, scope.conversation_id, scope.episodes, principal=principal, action="forget_author", audit={"author": author}
+    )
     async with memory._sessions.begin() as session:
         await lock_conversation(session, scope.conversation_id, LockPurpose.CHAIN)
         speaker_gone = await drop_speaker(session, scope.conversation_id, author)
@@ -246,6 +249,9 @@ async def forget_person(
         if dry_run:
             retraction, kept, gone, ids = await _dry_run(memory, scope)
             messages, speakers = len(scope.episodes), 1
+            async with memory._sessions.begin() as session:  # it reveals what memory holds: audited
+                details = {"author": author, "messages": messages, "counts": retraction.counts()}
+                await write_audit(session, scope.conversation_id, principal, "forget_author_dry_run", details)
             result.gone += gone
             result.message_ids[str(scope.ref)] = ids
         else:
