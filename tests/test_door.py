@@ -127,6 +127,7 @@ ELSEWHERE = {
 # commands whose audit row goes to the store-wide log (memory/store/audit.py), by action
 STORE_WIDE = {
     "drop_conversation": "drop_conversation",
+    "forget_author": "forget_author",  # the forgetting as a whole; a row per conversation touched too
     "audit_conversations": "audit",
     "store_audit": "audit",
     "vacuum": "vacuum",

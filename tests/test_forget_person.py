@@ -17,7 +17,7 @@ import memory as api
 from memory.core import Memory
 from memory.forgetting import person
 from memory.lab import word_residue
-from memory.store.schema import AuditEntry, Episode, Relation, RelationProvenance, Speaker
+from memory.store.schema import AuditEntry, Episode, Relation, RelationProvenance, Speaker, StoreAuditEntry
 from tests.test_forgetting_batch import _snapshot
 
 OPERATOR = api.Principal.operator("test")
@@ -108,6 +108,16 @@ async def test_forgetting_a_person_leaves_no_word_only_they_said(memory: Memory)
         assert kept_before[channel] <= relations  # the others' facts stay
         assert "U2" not in speakers and {"U1", "U3"} <= speakers
         assert actions == [(str(OPERATOR), "U2", 2)]
+
+    async with memory._sessions() as session:
+        whole = (
+            await session.execute(
+                select(StoreAuditEntry.principal, StoreAuditEntry.details).where(
+                    StoreAuditEntry.action == "forget_author", StoreAuditEntry.workspace_id == workspace.workspace_id
+                )
+            )
+        ).all()
+    assert [(p, d["author"], d["messages"], d["remaining"]) for p, d in whole] == [(str(OPERATOR), "U2", 4, 0)]
 
     again = await api.forget_author(memory, "U2", workspace=workspace, principal=OPERATOR)
     assert again.messages == 0 and again.lines() == [f"Nothing to forget: no message by U2 is stored in workspace {workspace}."]

@@ -39,7 +39,7 @@ from memory.core import Memory
 from memory.errors import ValidationError
 from memory.forgetting.batch import BatchReport, forget_episodes, hide_episodes
 from memory.forgetting.plan import Retraction, documents_to_remove, plan_retractions
-from memory.store.audit import write_audit
+from memory.store.audit import write_audit, write_store_audit
 from memory.store.conversations import ConversationRef, Workspace, drop_speaker
 from memory.store.locks import LockPurpose, lock_conversation
 from memory.store.schema import (
@@ -263,4 +263,9 @@ async def forget_person(
     result.removed = {kind: removed[kind] for kind in removed_counts(Retraction(), 0, 0, 0)}
     async with memory._sessions() as session:
         result.remaining = sum(len(s.episodes) for s in await _scopes(session, author, workspace))
+    if not dry_run:  # the forgetting as a whole, beside each conversation's row
+        async with memory._sessions.begin() as session:
+            details = {k: getattr(result, k) for k in ("author", "messages", "conversations", "removed", "remaining")}
+            platform, workspace_id = (None, None) if workspace is None else (workspace.platform, workspace.workspace_id)
+            await write_store_audit(session, principal, "forget_author", details, platform=platform, workspace=workspace_id)
     return result
