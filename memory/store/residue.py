@@ -53,6 +53,15 @@ NOT_WORDS = frozenset(
         ("audit_log", "principal"),
         ("audit_log", "action"),
         ("answer_traces", "principal"),
+        # The store-wide log (migration 0018) is no conversation's: it names commands,
+        # principals, workspaces, ids and counts (memory/store/audit.py), never a
+        # message's words, and a conversation's scan would read every other's rows.
+        ("store_audit_log", "principal"),
+        ("store_audit_log", "action"),
+        ("store_audit_log", "platform"),
+        ("store_audit_log", "workspace_id"),
+        ("store_audit_log", "channel_id"),
+        ("store_audit_log", "details"),
     }
 )
 # Audit statuses, the anchor name and the withdrawn-answer notice (memory.forgetting.commands).
