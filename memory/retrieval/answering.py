@@ -18,7 +18,9 @@ the message that corrected it. Connectors render it per platform.
 Every answer stores its trace (question, sub-queries, answer, usage) in
 ``answer_traces``, the episodes its evidence showed in ``answer_evidence`` (so deleting
 a message withdraws the answers that used it), an ``answer`` entry in the audit log and
-its usage in the ledger (phase ``retrieval``), all in one transaction.
+its usage in the ledger (phase ``retrieval``) and one use of each community its evidence
+came from (the order dirty communities are regenerated in: memory/communities/use.py),
+all in one transaction.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ from memory.retrieval.reading import corrections_of, question_cues, read_seen
 from memory.retrieval.selection import DEFAULT_WEIGHTS, Choice, SelectionWeights, choose
 from memory.store.answers import store_trace
 from memory.store.audit import write_audit
+from memory.store.communities import record_use
 from memory.store.conversations import ConversationRef
 from memory.store.ledger import Usage, record_usage
 
@@ -477,4 +480,13 @@ async def _store_trace(memory: Memory, conversation_id: int, principal: Principa
         await write_audit(session, conversation_id, str(principal), "answer", details)
         for usage in usages:
             await record_usage(session, conversation_id, usage)
+        refs = {kind: [i.ref_id for i in items if i.kind == kind] for kind in ("community", "entity", "relation", "episode")}
+        await record_use(
+            session,
+            conversation_id,
+            communities=refs["community"],
+            entities=refs["entity"],
+            relations=refs["relation"],
+            episodes=refs["episode"],
+        )
     return trace_id

@@ -7,9 +7,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from sqlalchemy import delete, func, insert, text, update
+from sqlalchemy import case, delete, func, insert, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from memory.communities.use import decayed_sql
 from memory.store.schema import Community, CommunityMember, CommunityState
 
 _NOTE_CHANGED = text(
@@ -29,10 +30,47 @@ async def note_changed_relations(session: AsyncSession, conversation_id: int, re
         await session.execute(_NOTE_CHANGED, {"c": conversation_id, "ids": ids})
 
 
+# Each community an answer's evidence came from: retrieved itself, or holding an entity
+# the evidence showed (an entity item, a relation's end, an entity a shown message
+# supports). Every subquery is pinned to the conversation, so Citus routes it to one shard.
+_RECORD_USE = text(
+    f"UPDATE communities SET used_score = {decayed_sql('used_score', 'used_at')} + 1, used_at = now() "
+    "WHERE conversation_id = :c AND (id = ANY(:communities) OR id IN ("
+    "SELECT community_id FROM community_members WHERE conversation_id = :c AND ("
+    "entity_id = ANY(:entities) "
+    "OR entity_id IN (SELECT subject_id FROM relations WHERE conversation_id = :c AND id = ANY(:relations)) "
+    "OR entity_id IN (SELECT object_id FROM relations WHERE conversation_id = :c AND id = ANY(:relations)) "
+    "OR entity_id IN (SELECT entity_id FROM entity_provenance WHERE conversation_id = :c AND episode_id = ANY(:episodes)))))"
+)
+
+
+async def record_use(
+    session: AsyncSession,
+    conversation_id: int,
+    *,
+    communities: Iterable[int] = (),
+    entities: Iterable[int] = (),
+    relations: Iterable[int] = (),
+    episodes: Iterable[int] = (),
+) -> None:
+    """One use (memory/communities/use.py) of every community an answer's evidence came
+    from, in the answer's own transaction."""
+    ids = {
+        name: sorted(set(v))
+        for name, v in (("communities", communities), ("entities", entities), ("relations", relations), ("episodes", episodes))
+    }
+    if any(ids.values()):
+        await session.execute(_RECORD_USE, {"c": conversation_id, **ids})
+
+
 async def mark_dirty(session: AsyncSession, conversation_id: int, ids: Iterable[int], *, clear_summary: bool) -> None:
     """To be regenerated; ``clear_summary`` also clears label and summary (a deletion:
     they may quote the deleted message)."""
-    values: dict[str, Any] = {"dirty": True, **({"label": "", "summary": ""} if clear_summary else {})}
+    values: dict[str, Any] = {
+        "dirty": True,
+        "updated_at": case((Community.dirty, Community.updated_at), else_=func.now()),  # dirty since
+        **({"label": "", "summary": ""} if clear_summary else {}),
+    }
     await session.execute(
         update(Community).where(Community.conversation_id == conversation_id, Community.id.in_(sorted(ids))).values(**values)
     )

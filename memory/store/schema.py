@@ -18,6 +18,7 @@ from sqlalchemy import (
     Boolean,
     Computed,
     DateTime,
+    Float,
     ForeignKey,
     ForeignKeyConstraint,
     Integer,
@@ -203,7 +204,11 @@ class Community(Base):
     label: Mapped[str] = mapped_column(Text, default="")
     summary: Mapped[str] = mapped_column(Text, default="")
     dirty: Mapped[bool] = mapped_column(Boolean, default=True)
+    # When it was summarised last, or, while dirty, when it became dirty (or was created).
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    # Uses by answers, decayed, as they stood at used_at (migration 0019, memory/communities/use.py).
+    used_score: Mapped[float] = mapped_column(Float, server_default="0")
+    used_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
 
 class CommunityMember(Base):
