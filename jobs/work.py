@@ -14,7 +14,11 @@
   changes the graph again and the pass would be redone after it, so a conversation
   that fell behind spends its turns catching up and gets one pass when it has.
 - ``community_regeneration``: conversations with dirty communities (after deletions,
-  edits or joins): re-summarised from surviving members, or dissolved.
+  edits or joins): re-summarised from surviving members, or dissolved. The most used
+  lately first (answers count uses of the communities their evidence came from,
+  memory/communities/use.py), across conversations and within one; ties: the one dirty
+  the longest first. A busy topic's summary is back first; a cold one's waits, out of
+  search, behind them.
 - ``summary``: a running summary a deletion cleared and whose rebuild did not finish.
 - ``retention``: conversations whose oldest message is past their retention window (the
   conversation's own, else ``STASHBIRD_RETENTION_DAYS``): forgotten through Algorithm 1,
@@ -186,6 +190,12 @@ def communities_due(settings: JobSettings, now: datetime | None = None) -> Calla
     return lambda item: item.graph_changed and not consolidating(item)
 
 
+def most_used_first(item: Backlog) -> tuple[float, datetime, int]:
+    """Community regeneration's order: the conversation whose dirty community was used
+    most lately first, then the one with the community dirty the longest. Pure."""
+    return (-item.dirty_use, item.dirty_since or datetime.max.replace(tzinfo=UTC), item.conversation_id)
+
+
 def _ref(item: WorkItem) -> Any:
     assert item.conversation is not None
     return item.conversation
@@ -234,7 +244,9 @@ def default_jobs(settings: JobSettings) -> list[Job]:
         ),
         core("communities", _due(settings, "communities", communities_due(settings)), communities_one),
         core(
-            "community_regeneration", _due(settings, "community_regeneration", lambda b: b.dirty_communities > 0), regenerate_one
+            "community_regeneration",
+            _due(settings, "community_regeneration", lambda b: b.dirty_communities > 0, most_used_first),
+            regenerate_one,
         ),
         core("summary", _due(settings, "summary", lambda b: b.summary_dirty), summary_one),
         core("retention", _due(settings, "retention", lambda b: retention_due()(b)), retention_one, prepare_retention),

@@ -13,7 +13,9 @@
   restored since then (recorded by ``memory.store.communities.note_changed_relations``,
   as a removed relation leaves no row to find).
 - **Regeneration**: a dirty community is re-summarised from its surviving members and
-  their active relations, or dissolved when fewer than two named members survive.
+  their active relations, or dissolved when fewer than two named members survive; the
+  most used lately first (answers count uses: memory/communities/use.py), ties the one
+  dirty the longest first.
 
 Reads take the conversation's GRAPH lock briefly so that the ids they see cover every
 committed consolidation; label propagation and summaries (LLM, embeddings) run outside
@@ -27,9 +29,10 @@ import asyncio
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from sqlalchemy import BigInteger, cast, func, or_, select, union
+from sqlalchemy import BigInteger, cast, func, literal_column, or_, select, union
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.sql.elements import ColumnElement
 
 from memory.communities.propagation import (
     groups,
@@ -46,6 +49,7 @@ from memory.communities.summary import (
     llm_summary,
     offline_summary,
 )
+from memory.communities.use import decayed_sql
 from memory.core import Memory
 from memory.store import communities as store
 from memory.store import documents
@@ -330,8 +334,12 @@ async def _regenerate_one(memory: Memory, conversation_id: int, community_id: in
             report.llm_fallbacks += summary.fallback is not None
 
 
+_USE_NOW: ColumnElement[float] = literal_column(decayed_sql("communities.used_score", "communities.used_at"))
+
+
 async def regenerate(memory: Memory, conversation_id: int) -> CommunityReport:
-    """Re-summarise every dirty community from its surviving members, or dissolve it."""
+    """Re-summarise every dirty community from its surviving members, or dissolve it: the
+    most used lately first (memory/communities/use.py), then the one dirty the longest."""
     report = CommunityReport(conversation_id)
     async with memory._sessions() as session:
         dirty = list(
@@ -339,7 +347,7 @@ async def regenerate(memory: Memory, conversation_id: int) -> CommunityReport:
                 await session.execute(
                     select(Community.id)
                     .where(Community.conversation_id == conversation_id, Community.dirty)
-                    .order_by(Community.id)
+                    .order_by(_USE_NOW.desc(), Community.updated_at, Community.id)
                 )
             ).scalars()
         )

@@ -19,6 +19,9 @@ With a retention window (the conversation's own, else the store's default), each
 says when its oldest message passes the window (``retention_due``): discovery defers a
 conversation to then at the latest, so the retention job finds it on time without any
 look at conversations with nothing due (memory/retention_window.py).
+
+Each row says how much its most used dirty community was used lately, and since when its
+oldest dirty one is dirty: community regeneration takes the most used first.
 """
 
 from __future__ import annotations
@@ -30,12 +33,14 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from memory.communities.use import decayed_sql
 from memory.retention_window import expires_at, window
 from memory.store.conversations import ConversationRef
 from memory.store.locks import WRITERS, defer_marks
 
 # ``{key}``: the conversation each figure is of (its id for one conversation: a correlated
-# subquery is not pinned by the outer query's filter, and Citus would not route it).
+# subquery is not pinned by the outer query's filter, and Citus would not route it);
+# ``{use}``: a community's decayed use now (memory/communities/use.py).
 _SELECT = """
 SELECT d.conversation_id, c.platform, c.workspace_id, c.channel_id,
        w.messages, w.tokens, w.oldest, w.newest,
@@ -46,7 +51,8 @@ SELECT d.conversation_id, c.platform, c.workspace_id, c.channel_id,
           > coalesce(s.seen_relation_id, 0) AS graph_changed,
        d.due_at, d.purposes, d.marks,
        (SELECT min(o.message_time) FROM episodes o WHERE o.conversation_id = {key}) AS oldest_said,
-       rw.conversation_id IS NOT NULL AS own_window, rw.days
+       rw.conversation_id IS NOT NULL AS own_window, rw.days,
+       u.dirty_use, u.dirty_since
 FROM (
     SELECT conversation_id, max(due_at) AS due_at,
            array_agg(purpose ORDER BY purpose) AS purposes, array_agg(due_at ORDER BY purpose) AS marks
@@ -63,17 +69,22 @@ CROSS JOIN LATERAL (
     WHERE e.conversation_id = {key}
       AND (e.id > coalesce(k.last_episode_id, 0) OR e.id = ANY(coalesce(k.pending_episode_ids, '{{}}')))
 ) w
+CROSS JOIN LATERAL (
+    SELECT coalesce(max({use}), 0) AS dirty_use, min(m.updated_at) AS dirty_since
+    FROM communities m WHERE m.conversation_id = {key} AND m.dirty
+) u
 """
+_USE = decayed_sql("m.used_score", "m.used_at")
 _WRITTEN = f"purpose IN ({', '.join(str(int(p)) for p in WRITERS)})"
-_ONE = _SELECT.format(key=":conversation", marked=f"conversation_id = :conversation AND {_WRITTEN}")
+_ONE = _SELECT.format(use=_USE, key=":conversation", marked=f"conversation_id = :conversation AND {_WRITTEN}")
 _ALL = (
     "/* multi-shard: backlog-listing */\n"
-    + _SELECT.format(key="d.conversation_id", marked=_WRITTEN)
+    + _SELECT.format(use=_USE, key="d.conversation_id", marked=_WRITTEN)
     + "ORDER BY d.conversation_id"
 )
 _DUE = (
     "/* multi-shard: due-backlog */\n"
-    + _SELECT.format(key="d.conversation_id", marked=f"due_at <= now() AND {_WRITTEN}")
+    + _SELECT.format(use=_USE, key="d.conversation_id", marked=f"due_at <= now() AND {_WRITTEN}")
     + "ORDER BY coalesce(w.oldest, d.due_at), d.conversation_id LIMIT :limit"
 )
 # Every conversation with a waiting message has a mark (a write sets it; discovery clears
@@ -108,6 +119,8 @@ class Backlog:
     due_at: datetime | None = None  # when discovery is to look at it next (None: nothing marked)
     marks: tuple[tuple[int, datetime | None], ...] = ()  # (lock purpose, its due_at) as read
     retention_due: datetime | None = None  # when its oldest message passes its retention window (None: never)
+    dirty_use: float = 0.0  # the most used dirty community's use now (memory/communities/use.py)
+    dirty_since: datetime | None = None  # when its oldest dirty community became dirty
 
     def as_dict(self) -> dict[str, Any]:
         return {**asdict(self), "conversation": str(self.conversation)}
@@ -133,7 +146,7 @@ def _backlogs(rows: Any, default_days: int | None) -> list[Backlog]:
     found = []
     for row in rows:
         cid, platform, workspace, channel, messages, tokens, oldest, newest, dirty, summary_dirty, changed = row[:11]
-        due_at, purposes, marks, oldest_said, own_window, days = row[11:]
+        due_at, purposes, marks, oldest_said, own_window, days, dirty_use, dirty_since = row[11:]
         applies = window((days,) if own_window else None, default_days)
         if platform is None:
             continue
@@ -151,6 +164,8 @@ def _backlogs(rows: Any, default_days: int | None) -> list[Backlog]:
                 due_at,
                 tuple(zip(purposes, marks, strict=True)),
                 expires_at(oldest_said, applies.days),
+                float(dirty_use),
+                dirty_since,
             )
         )
     return found
