@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import cast, select
+from sqlalchemy import case, cast, select
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -28,7 +28,7 @@ from memory.store.schema import EPISODE_SPEAKER, AnswerTrace, AuditEntry, Commun
 TEXT_OF: dict[str, tuple[Any, Any]] = {
     "entity": (Entity, Entity.name),
     "relation": (Relation, Relation.fact),
-    "community": (Community, Community.label),
+    "community": (Community, case((Community.dirty, ""), else_=Community.label)),  # a dirty one's label is stale
 }
 
 

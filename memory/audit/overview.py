@@ -143,7 +143,7 @@ async def overview(
         await conversation_stats(session, conversation, conversation_id, default_days),
         tuple(nodes),
         tuple(sorted(facts.values(), key=lambda f: f.id)),
-        tuple(CommunityView(c, label, dirty, int(n)) for c, label, dirty, n in communities),
+        tuple(CommunityView(c, "" if dirty else label, dirty, int(n)) for c, label, dirty, n in communities),
         tuple(await deletion_log(session, conversation_id, None, REPORT_DELETIONS)),
         tuple(DailyUsage(d, phase, int(calls), int(tokens)) for d, phase, calls, tokens in usage),
     )
