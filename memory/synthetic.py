@@ -190,6 +190,7 @@ async def bulk_messages(
             )
         start += len(texts)
     async with memory._engine.begin() as connection:
+        await connection.execute(text("ANALYZE episodes"))  # see _bulk_graph_statements
         await connection.execute(_CHAIN_ALL, {"c": conversation_id})
     async with memory._engine.begin() as connection:
         await connection.execute(text("ANALYZE search_documents"))
@@ -210,11 +211,13 @@ def _bulk_graph_statements() -> list[str]:
                        ELSE 'bulk message ' || i || ' about topic ' || (i / 5) END,
                   :t0 + make_interval(secs => i), 'b' || i
            FROM generate_series(0, :n - 1) AS i, LATERAL (SELECT :every > 0 AND i % greatest(:every, 1) = 0 AS p) AS w""",
+        # Statistics first: planned on an empty table's, the chain's self-join is a nested
+        # loop over every pair of rows (minutes at 100,000 messages, not seconds).
+        "ANALYZE episodes",
         """UPDATE episodes e SET prev_id = w.prev, next_id = w.next
            FROM (SELECT id, lag(id) OVER o AS prev, lead(id) OVER o AS next FROM episodes
                  WHERE conversation_id = :cid WINDOW o AS (ORDER BY message_time, id)) w
            WHERE e.conversation_id = :cid AND e.id = w.id""",
-        "ANALYZE episodes",
         f"""INSERT INTO entities (conversation_id, name, type, summary, attributes, embedding)
            SELECT :cid, 'topic ' || t, 'topic', '', CAST('{{}}' AS jsonb), {vec("g.t")}
            FROM generate_series(0, :topics - 1) AS g(t)
@@ -385,6 +388,7 @@ def _grow_statements() -> list[str]:
                   :t0time + make_interval(secs => i * 60), 'b' || i, {ep_vec}
            FROM g CROSS JOIN LATERAL generate_series(g.start, g.start + g.n - 1) AS i
            CROSS JOIN (SELECT CAST(:syllables AS text[]) AS s) AS v {ep_join}""",
+        "ANALYZE episodes",  # see _bulk_graph_statements
         """UPDATE episodes e SET prev_id = w.prev, next_id = w.next
            FROM (SELECT conversation_id, id, lag(id) OVER o AS prev, lead(id) OVER o AS next FROM episodes
                  WHERE conversation_id = ANY(CAST(:cids AS bigint[]))
