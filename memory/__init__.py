@@ -120,7 +120,7 @@ if TYPE_CHECKING:
     from memory.models.llm import LLMClient
     from memory.params import MemoryParams
     from memory.principal import Principal
-    from memory.retention_window import Retention
+    from memory.retention_window import Retention, parse_days
     from memory.retrieval.answering import Answer, AnswerReply, Citation, QuotedMessage
     from memory.store.backlog import Backlog, Waiting
     from memory.store.citus import CitusPlan
@@ -230,6 +230,7 @@ __all__ = [
     "outbox_settle",
     "outbox_take",
     "overview",
+    "parse_days",
     "parse_time",
     "pending",
     "prepare_consolidation",

@@ -48,6 +48,18 @@ def check_days(days: int | None, name: str = "days") -> int | None:
     return days
 
 
+def parse_days(value: str, name: str = "days") -> int | None:
+    """A window as people type it: ``N`` or ``Nd`` (``90``, ``90d``) days, or ``off``
+    (None), checked as ``check_days``; anything else is refused naming ``name``. Pure."""
+    word = value.strip().lower() if isinstance(value, str) else ""
+    if word == "off":
+        return None
+    number = word.removesuffix("d")
+    if not (number.isascii() and number.isdigit()):  # "²" is a digit to isdigit, not to int
+        raise ValidationError(name, f"must be a number of days (90, 90d) or off, got {value!r}")
+    return check_days(int(number), name)
+
+
 def window(own: tuple[int | None] | None, default: int | None) -> Retention:
     """The window that applies: the conversation's own (``own``: ``(days,)``, None when it
     has none), else the default, else none. Pure."""

@@ -10,18 +10,7 @@ from typing import Any
 
 from bot.runtime import memory_from_settings
 from bot.settings import Settings
-from memory import ConversationRef, Principal, ValidationError, apply_retention, retention, set_retention
-
-
-def days_argument(value: str) -> int | None:
-    """``N`` (``90``, ``90d``) or ``off``."""
-    word = value.strip().lower()
-    if word == "off":
-        return None
-    number = word.removesuffix("d")
-    if not number.isdigit():
-        raise ValidationError("--days", f"must be a number of days (90, 90d) or off, got {value!r}")
-    return int(number)
+from memory import ConversationRef, Principal, apply_retention, parse_days, retention, set_retention
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -34,7 +23,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     ref = ConversationRef.parse(args.conversation)
     principal = Principal.operator(args.principal)
-    days = days_argument(args.days) if args.days is not None else None
+    days = parse_days(args.days, "--days") if args.days is not None else None
     async with memory_from_settings(settings) as memory:
         if args.days is not None:
             await set_retention(memory, ref, days, principal=principal)
