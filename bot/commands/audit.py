@@ -215,16 +215,26 @@ def render_forgotten(result: dict[str, Any]) -> list[str]:
         )
         for f in result["entries"]
     ]
-    if not rows:
-        return ["nothing forgotten" + (f" since {result['since']}" if result["since"] else "")]
-    return table(["when", "action", "message", "status", "requested by", "removed", "kept", "anchored", "restored"], rows)
+    since = f" since {result['since']}" if result["since"] else ""
+    lines = (
+        table(["when", "action", "message", "status", "requested by", "removed", "kept", "anchored", "restored"], rows)
+        if rows
+        else [f"nothing forgotten{since}"]
+    )
+    if result["people"]:
+        lines += ["", "people of its workspace forgotten, opted out or back in:", *_store_rows(result["people"])]
+    return lines
+
+
+def _store_rows(entries: list[dict[str, Any]]) -> list[str]:
+    rows = [(_when(e["at"]), e["action"], e["about"], e["summary"], e["requested_by"], e["principal"]) for e in entries]
+    return table(["when", "action", "about", "what", "requested by", "principal"], rows)
 
 
 def render_store_log(result: dict[str, Any]) -> list[str]:
-    rows = [(_when(e["at"]), e["action"], e["about"], e["requested_by"], e["principal"]) for e in result["entries"]]
-    if not rows:
+    if not result["entries"]:
         return ["nothing in the store-wide audit log" + (f" since {result['since']}" if result["since"] else "")]
-    return table(["when", "action", "about", "requested by", "principal"], rows)
+    return _store_rows(result["entries"])
 
 
 def render_provenance(result: dict[str, Any]) -> list[str]:

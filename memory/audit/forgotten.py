@@ -9,12 +9,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memory.store.schema import AuditEntry
+
+if TYPE_CHECKING:
+    from memory.audit.store_log import StoreAuditRow
 
 ACTIONS = {"delete_episode": "delete", "edit_episode": "edit"}
 # Who a principal is, by the prefix memory.api.Principal writes ("kind:id").
@@ -94,10 +97,12 @@ class DeletionLog:
     conversation: str
     since: datetime | None
     entries: tuple[Forgotten, ...]
+    people: tuple[StoreAuditRow, ...] = ()  # the workspace's people forgotten, opted out or back in
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "conversation": self.conversation,
             "since": self.since.isoformat() if self.since else None,
             "entries": [e.as_dict() for e in self.entries],
+            "people": [e.as_dict() for e in self.people],
         }

@@ -1,10 +1,13 @@
 """The store-wide audit log as the audit shows it: dropped conversations, people
 forgotten or opted out, the store-wide commands and their refusals, who asked (rows
-written by memory/store/audit.py; ids and counts only, never a message's text).
+written by memory/store/audit.py; ids and counts only, never a message's text). A
+conversation's deletion log shows its workspace's people decisions (``PEOPLE``) from
+here too: they are the workspace's, so no conversation's own log holds them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -27,6 +30,23 @@ def scope(platform: str | None, workspace: str | None, channel: str | None) -> s
     return f"{platform}:{workspace}" if workspace else platform
 
 
+# The people decisions of a workspace: a person forgotten, opted out, opted back in.
+PEOPLE = ("forget_author", "optout", "optin")
+
+
+def summary(action: str, details: dict[str, Any]) -> str:
+    """What a row did, in a few words (ids and counts, as the row holds them). Pure."""
+    author = details.get("author")
+    if action == "forget_author":
+        left = int(details.get("remaining") or 0)
+        return f"{author}: {details.get('messages', 0)} message(s) in {details.get('conversations', 0)} conversation(s)" + (
+            f", {left} still stored" if left else ""
+        )
+    if action in ("optout", "optin") and author:
+        return str(author)
+    return ""
+
+
 @dataclass(frozen=True)
 class StoreAuditRow:
     at: datetime
@@ -36,6 +56,10 @@ class StoreAuditRow:
     principal: str
     details: dict[str, Any]
 
+    @property
+    def summary(self) -> str:
+        return summary(self.action, self.details)
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "at": self.at.isoformat(),
@@ -43,6 +67,7 @@ class StoreAuditRow:
             "about": self.about,
             "requested_by": self.requested_by,
             "principal": self.principal,
+            "summary": self.summary,
             "details": self.details,
         }
 
@@ -62,10 +87,14 @@ class StoreAuditLog:
 
 
 async def store_log(
-    session: AsyncSession, since: datetime | None, limit: int, conversation: ConversationRef | None
+    session: AsyncSession,
+    since: datetime | None,
+    limit: int,
+    conversation: ConversationRef | None,
+    actions: Sequence[str] | None = None,
 ) -> list[StoreAuditRow]:
     """Newest first; with ``conversation``, the rows about it (dropped or not) and about
-    its workspace as a whole."""
+    its workspace as a whole; with ``actions``, those actions' rows only."""
     query = select(
         StoreAuditEntry.created_at,
         StoreAuditEntry.action,
@@ -83,6 +112,8 @@ async def store_log(
             StoreAuditEntry.workspace_id == conversation.workspace_id,
             or_(StoreAuditEntry.channel_id == conversation.channel_id, StoreAuditEntry.channel_id.is_(None)),
         )
+    if actions is not None:
+        query = query.where(StoreAuditEntry.action.in_(list(actions)))
     query = query.order_by(StoreAuditEntry.created_at.desc(), StoreAuditEntry.id.desc()).limit(limit)
     return [
         StoreAuditRow(at, action, scope(platform, workspace, channel), requester(principal), principal, details)

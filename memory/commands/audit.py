@@ -54,16 +54,19 @@ async def forgotten(
     memory: Memory, conversation: ConversationRef, *, principal: Principal, since: datetime | None = None, limit: int = 200
 ) -> DeletionLog:
     """Deletions and edits (newest first): when, which message, who asked, what they
-    removed, kept, anchored and restored (ids and counts, never the deleted text)."""
+    removed, kept, anchored and restored (ids and counts, never the deleted text); and
+    the people of the conversation's workspace forgotten, opted out or back in, by whom."""
     from memory.audit.forgotten import DeletionLog, deletion_log
+    from memory.audit.store_log import PEOPLE, store_log
 
     arguments = {"since": since.isoformat() if since else None, "limit": limit}
     async with door(memory, "forgotten", principal, conversation, arguments=arguments) as call:
         assert call.conversation_id is not None
         async with memory._sessions() as session:
             entries = await deletion_log(session, call.conversation_id, since, limit)
-        call.note(entries=len(entries))
-    return DeletionLog(str(conversation), since, tuple(entries))
+            people = await store_log(session, since, limit, conversation, actions=PEOPLE)
+        call.note(entries=len(entries), people=len(people))
+    return DeletionLog(str(conversation), since, tuple(entries), tuple(people))
 
 
 async def store_audit(
