@@ -151,9 +151,10 @@ class Mention(ChatEvent):
 
 @dataclass(frozen=True)
 class AdminCommand(ChatEvent):
-    """``/memory <text>`` from ``user``: answered (ephemerally, through ``reply``) for admins
-    (platform admins and the configured admin ids); anyone else gets a short refusal,
-    which is logged."""
+    """``/memory <text>`` from ``user``: answered ephemerally, through ``reply``. The audit
+    and the admins' subcommands answer admins (platform admins and the configured admin
+    ids) and refuse anyone else, which is logged; the participant's own (privacy,
+    forget-me, ignore-me, remember-me) answer anyone (connectors/admin.py)."""
 
     user: Author
     text: str

@@ -597,8 +597,9 @@ class ChatService:
 
     async def _admin(self, event: AdminCommand) -> tuple[Reply, None]:
         user = await self.describe(event.conversation, event.user)
-        text = await admin.run(self.memory, event.conversation, event.text, Principal.user(user.id, user.role or "user"))
-        return Reply(event.conversation, event.reply, text, "refusal" if text == admin.REFUSAL else "audit"), None
+        principal = Principal.user(user.id, user.role or "user")
+        text, refused = await admin.run(self.memory, event.conversation, event.text, principal)
+        return Reply(event.conversation, event.reply, text, "refusal" if refused else "audit"), None
 
     async def _deliver(self, reply: Reply) -> None:
         platform = self.platforms.get(reply.conversation.platform)

@@ -111,10 +111,10 @@ async def test_memory_command_is_refused_to_non_admins_and_answered_to_admins_ep
         answered = [r for r in env.standin.interaction_replies if r["interaction_id"] == interaction]
         assert answered[0]["type"] == 5 and answered[0]["flags"] == 64  # deferred, ephemeral
         replies[user.name] = answered[-1]
-    assert replies["bob"]["content"] == admin.REFUSAL and replies["bob"]["flags"] == 64
-    assert "server" in admin.REFUSAL  # Discord has servers (guilds), not workspaces
+    assert replies["bob"]["content"] == admin.refusal("stats") and replies["bob"]["flags"] == 64
+    assert "server" in admin.refusal("stats")  # Discord has servers (guilds), not workspaces
     for name in ("maya", "olga", "carol"):
-        assert replies[name]["content"] != admin.REFUSAL and "1 messages by 1 speakers" in replies[name]["content"]
+        assert replies[name]["content"] != admin.refusal("stats") and "1 messages by 1 speakers" in replies[name]["content"]
     await until(lambda: env.connector.connected)  # READY came (discord.py waits 2 s for guilds first)
     assert (await env.service.health())["connectors"] == {"discord": True}
 

@@ -31,7 +31,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import discord
 import yarl
@@ -150,13 +150,46 @@ class StashbirdClient(discord.Client):
         await self.tree.sync()
 
 
+Confirm = Literal["confirm"]  # an option whose one value reads as the text's "confirm"
+
+
 class MemoryCommands(app_commands.Group):
-    """``/memory about|why|forgotten|provenance|stats``: each subcommand hands its
-    interaction to ``on_command``; the service decides who may see what."""
+    """``/memory about|why|forgotten|provenance|stats|forget-user|retention`` (admins) and
+    ``privacy|forget-me|ignore-me|remember-me`` (anyone, about themselves): each
+    subcommand hands its interaction to ``on_command``, whose options read as the
+    command's text (``payloads.command_text``); the service decides who may do what."""
 
     def __init__(self, on_command: Callable[[discord.Interaction[Any]], Awaitable[None]]) -> None:
-        super().__init__(name=payloads.COMMAND, description="Audit this channel's memory (admins only)", guild_only=True)
+        super().__init__(
+            name=payloads.COMMAND, description="This channel's memory: audit it, or decide about yours", guild_only=True
+        )
         self._on_command = on_command
+
+    @app_commands.command(description="What the bot keeps here and how to opt out or be forgotten")
+    async def privacy(self, interaction: discord.Interaction[Any]) -> None:
+        await self._on_command(interaction)
+
+    @app_commands.command(name="forget-me", description="Forget everything you wrote in this server (shows what first)")
+    async def forget_me(self, interaction: discord.Interaction[Any], confirm: Confirm | None = None) -> None:
+        await self._on_command(interaction)
+
+    @app_commands.command(name="ignore-me", description="Stop storing your new messages")
+    async def ignore_me(self, interaction: discord.Interaction[Any]) -> None:
+        await self._on_command(interaction)
+
+    @app_commands.command(name="remember-me", description="Store your new messages again")
+    async def remember_me(self, interaction: discord.Interaction[Any]) -> None:
+        await self._on_command(interaction)
+
+    @app_commands.command(name="forget-user", description="Forget everything someone wrote in this server (admins)")
+    async def forget_user(
+        self, interaction: discord.Interaction[Any], user: discord.User, confirm: Confirm | None = None
+    ) -> None:
+        await self._on_command(interaction)
+
+    @app_commands.command(description="How long this channel's messages are kept: 90d, or off (admins)")
+    async def retention(self, interaction: discord.Interaction[Any], window: str) -> None:
+        await self._on_command(interaction)
 
     @app_commands.command(description="What memory holds about someone or something")
     async def about(self, interaction: discord.Interaction[Any], name: str) -> None:
