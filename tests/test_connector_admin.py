@@ -229,15 +229,18 @@ async def test_slack(served: Running, slack: SlackStandIn, memory: api.Memory, d
         await settle_slack(memory, served, list(team_channels.values()))
 
     refs = {c: api.ConversationRef("slack", TEAM, channel) for c, channel in team_channels.items()}
-    await scenario(memory, Chat(refs, {"U1": "U1", "U2": "U2", "U3": "U3"}, "UADMIN", post, command, settle))
+    # people of their own: the stand-in's team is every Slack test's, and U2 is forgotten in all of it
+    people = {who: f"{who}X{uuid.uuid4().hex[:8].upper()}" for who in ("U1", "U2", "U3")}
+    await scenario(memory, Chat(refs, people, "UADMIN", post, command, settle))
+    bob = people["U2"]
 
     # the CLI's audit shows the same decisions, with their principal
     cli = stashbird(database_url, "audit", "forgotten", "--json")
     rows = [(e["action"], e["about"], e["principal"], e["summary"]) for e in json.loads(cli.stdout)["entries"]]
-    assert ("forget_author", f"slack:{TEAM}", "user:U2", "U2: 4 message(s) in 2 conversation(s)") in rows
-    assert ("optout", f"slack:{TEAM}", "user:U2", "U2") in rows and ("optin", f"slack:{TEAM}", "user:U2", "U2") in rows
+    assert ("forget_author", f"slack:{TEAM}", f"user:{bob}", f"{bob}: 4 message(s) in 2 conversation(s)") in rows
+    assert ("optout", f"slack:{TEAM}", f"user:{bob}", bob) in rows and ("optin", f"slack:{TEAM}", f"user:{bob}", bob) in rows
     text = stashbird(database_url, "audit", "forgotten", "--conversation", str(refs["C1"])).stdout
-    assert "people of its workspace forgotten, opted out or back in:" in text and "U2: 4 message(s)" in text
+    assert "people of its workspace forgotten, opted out or back in:" in text and f"{bob}: 4 message(s)" in text
 
 
 # Each subcommand's Discord options, in the order the text gives their values.
