@@ -44,7 +44,7 @@ from memory.store.locks import WRITERS, defer_marks
 _SELECT = """
 SELECT d.conversation_id, c.platform, c.workspace_id, c.channel_id,
        w.messages, w.tokens, w.oldest, w.newest,
-       (SELECT count(*) FROM communities m WHERE m.conversation_id = {key} AND m.dirty) AS dirty,
+       u.dirty,
        coalesce(k.summary_dirty, false) AS summary_dirty,
        coalesce((SELECT max(id) FROM entities x WHERE x.conversation_id = {key}), 0) > coalesce(s.seen_entity_id, 0)
        OR coalesce((SELECT max(id) FROM relations r WHERE r.conversation_id = {key}), 0)
@@ -70,7 +70,7 @@ CROSS JOIN LATERAL (
       AND (e.id > coalesce(k.last_episode_id, 0) OR e.id = ANY(coalesce(k.pending_episode_ids, '{{}}')))
 ) w
 CROSS JOIN LATERAL (
-    SELECT coalesce(max({use}), 0) AS dirty_use, min(m.updated_at) AS dirty_since
+    SELECT count(*) AS dirty, coalesce(max({use}), 0) AS dirty_use, min(m.updated_at) AS dirty_since
     FROM communities m WHERE m.conversation_id = {key} AND m.dirty
 ) u
 """
