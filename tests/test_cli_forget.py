@@ -81,3 +81,37 @@ def test_forget_author_command(database_url: str, tmp_path: Path) -> None:
     for argv in (("--author", "U2"), ("--author", "U2", "--workspace", "slack"), ("--dry-run",)):
         refused = stashbird(database_url, "forget", *argv)
         assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1, (argv, refused.stderr)
+
+
+def test_forget_author_everywhere_reaches_every_workspace(database_url: str, tmp_path: Path) -> None:
+    author, teams = f"U{uuid.uuid4().hex[:8].upper()}", [f"T{uuid.uuid4().hex[:8]}" for _ in range(2)]
+    for n, team in enumerate(teams):
+        rows = [
+            {"id": f"{n}-0", "author_id": author, "author_name": "Dee", "text": f"Dee note {n}.", "ts": "2026-01-01T10:00:00Z"},
+            {"id": f"{n}-1", "author_id": "U1", "author_name": "Ann", "text": "Ann stays.", "ts": "2026-01-01T10:01:00Z"},
+        ]
+        path = tmp_path / f"{team}.jsonl"
+        path.write_text("\n".join(json.dumps(row) for row in rows) + "\n")
+        assert stashbird(database_url, "ingest", str(path), "--conversation", f"slack:{team}:C1").returncode == 0
+
+    dry = stashbird(database_url, "forget", "--author", author, "--everywhere", "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert dry.stdout.startswith(f"Would forget 2 message(s) by {author} in 2 conversation(s) of every conversation.")
+    done = stashbird(database_url, "forget", "--author", author, "--everywhere", "--no-vacuum", "--json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert (report["workspace"], report["messages"], report["conversations"], report["remaining"]) == (None, 2, 2, 0)
+    for n, team in enumerate(teams):
+        for message, status in ((f"{n}-0", "deleted"), (f"{n}-1", "stored")):
+            run = stashbird(
+                database_url, "audit", "provenance", "--conversation", f"slack:{team}:C1", "--message", message, "--json"
+            )
+            assert json.loads(run.stdout)["status"] == status, (team, message)
+
+    for argv in (
+        ("--author", author, "--everywhere", "--workspace", f"slack:{teams[0]}"),
+        ("--everywhere",),
+        ("--everywhere", "--conversation", f"slack:{teams[0]}:C1", "--message", "0-1"),
+    ):
+        refused = stashbird(database_url, "forget", *argv)
+        assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1, (argv, refused.stderr)

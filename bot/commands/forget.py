@@ -1,7 +1,9 @@
 """``stashbird forget --conversation C --message ID``: delete one message and everything
 that rested only on it; prints what was removed, kept, re-worded and anchored.
 ``stashbird forget --author ID --workspace PLATFORM:WORKSPACE [--dry-run]``: forget
-everything one person wrote in a workspace (memory.forget_author); prints what was
+everything one person wrote in a workspace (memory.forget_author; ``--everywhere``
+instead of ``--workspace``: in every conversation of the store, which the door allows
+the operator and configured admins only); prints what was
 removed by kind and what stays and why (``--dry-run``: the messages that would go, one
 by one, and the same counts, changing nothing). Then, in
 its own statement after the deleting transaction, a plain VACUUM of the memory tables
@@ -37,21 +39,26 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add_message_arguments(parser, required=False)
     parser.add_argument("--author", help="forget everything this platform user id wrote (with --workspace)")
     parser.add_argument("--workspace", help="the person's workspace, PLATFORM:WORKSPACE (slack:TEAM, discord:GUILD)")
+    parser.add_argument("--everywhere", action="store_true", help="with --author: every conversation of the store")
     parser.add_argument("--dry-run", action="store_true", help="with --author: print what would go, change nothing")
 
 
 async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     one_message = args.conversation is not None or args.message is not None
     if args.author is None and not (args.conversation and args.message):
-        raise ValidationError("forget", "give --conversation and --message, or --author and --workspace")
-    if args.author is not None and (one_message or args.workspace is None):
-        raise ValidationError("forget", "--author takes --workspace PLATFORM:WORKSPACE, not --conversation or --message")
+        raise ValidationError("forget", "give --conversation and --message, or --author with --workspace or --everywhere")
+    if args.author is not None and (one_message or (args.workspace is None) == (not args.everywhere)):
+        raise ValidationError(
+            "forget", "--author takes one of --workspace PLATFORM:WORKSPACE or --everywhere, not --conversation or --message"
+        )
+    if args.everywhere and args.author is None:
+        raise ValidationError("forget", "--everywhere goes with --author")
     if args.dry_run and args.author is None:
         raise ValidationError("forget", "--dry-run goes with --author (audit provenance shows one message's)")
     async with memory_from_settings(settings) as memory:
         principal = Principal.operator(args.principal)
         if args.author is not None:
-            workspace = Workspace.parse(args.workspace)
+            workspace = None if args.everywhere else Workspace.parse(args.workspace)
             person = await forget_author(memory, args.author, workspace=workspace, principal=principal, dry_run=args.dry_run)
             done = not args.no_vacuum and not args.dry_run and person.messages
             vacuumed = await vacuum(memory, principal=principal) if done else None
