@@ -189,7 +189,7 @@ def _deletions(deletions: list[dict[str, Any]]) -> str:
         [
             _e(d["at"][:16].replace("T", " ")),
             _e(d["action"]),
-            _e(d["platform_message_id"]),
+            _e(d["message"]),
             _e(d["status"]),
             _e(d["requested_by"]),
             *(str(d["counts"].get(k, 0)) for k in keys),
@@ -197,7 +197,7 @@ def _deletions(deletions: list[dict[str, Any]]) -> str:
         for d in deletions
     ]
     return _table(
-        ["when", "action", "message", "status", "requested by", "removed", "kept", "anchored", "restored", "answers withdrawn"],
+        ["when", "action", "what", "status", "requested by", "removed", "kept", "anchored", "restored", "answers withdrawn"],
         rows,
     )
 

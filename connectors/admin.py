@@ -133,7 +133,7 @@ def render_explain(result: Explanation) -> str:
 def render_forgotten(result: DeletionLog) -> str:
     """This channel's deletions and edits, then its workspace's people decisions."""
     lines = [
-        f"• {e.at:%d %b %H:%M} {e.action} of message {e.platform_message_id} ({e.status}, asked by {e.requested_by})"
+        f"• {e.at:%d %b %H:%M} {e.action} of {e.message} ({e.status}, asked by {e.requested_by})"
         + (": " if any(e.counts.values()) else "")  # an edit may remove nothing derived
         + ", ".join(f"{count} {name.replace('_', ' ')}" for name, count in e.counts.items() if count)
         for e in result.entries

@@ -169,8 +169,8 @@ async def test_about_shows_a_correction_and_its_restoration(memory: Memory, conv
     assert marker not in _texts(outputs) and "correction: i moved" not in _texts(outputs)
     assert outputs[2]["status"] == "deleted"
     (entry,) = outputs[3]["entries"]
-    assert (entry["platform_message_id"], entry["requested_by"], entry["ids"]["relations_restored"]) == (
-        "3",
+    assert (entry["messages"], entry["requested_by"], entry["ids"]["relations_restored"]) == (
+        ["3"],
         "operator",
         [old.id],
     )

@@ -83,7 +83,7 @@ async def test_audit_commands_and_the_html_report(memory: Memory, database_url: 
     dry_run = json.loads(dry)
     assert dry_run["principal"] == "operator:cli" and dry_run["dry_run"]["counts"]["relations_restored"] == 1
     code, forgotten, _ = stashbird(database_url, "audit", "forgotten", "--conversation", name)
-    assert code == 0 and re.search(r"\sdelete\s+4\s+deleted\s+operator\s", forgotten) and gone not in forgotten
+    assert code == 0 and re.search(r"\sdelete\s+message 4\s+deleted\s+operator\s", forgotten) and gone not in forgotten
     code, _, error = stashbird(database_url, "audit", "stats", "--conversation", "no-such-conversation")
     assert code == 2 and "no conversation" in error
 
@@ -107,7 +107,7 @@ async def test_audit_commands_and_the_html_report(memory: Memory, database_url: 
         "Usage over time",
     ):
         assert expected in text
-    assert re.search(r"delete\s*</td>\s*<td>\s*4\s*</td>", dom.stdout)  # the deletion, by message id only
+    assert re.search(r"delete\s*</td>\s*<td>\s*message 4\s*</td>", dom.stdout)  # the deletion, by message id only
     shot = tmp_path / "report.png"
     taken = chromium(f"--screenshot={shot}", "--window-size=1200,1600", out.as_uri(), profile=tmp_path / "profile")
     assert taken.returncode == 0 and shot.stat().st_size > 20_000, taken.stderr

@@ -341,7 +341,14 @@ async def test_a_one_day_window_forgets_exactly_the_older_messages_and_what_rest
     names = {e.name for e in (await about(memory, ref, "Porto", principal=TEST)).entities}
     assert "Porto" not in names  # it rested on old3 alone
     log = await forgotten(memory, ref, principal=TEST)
-    assert {e.platform_message_id for e in log.entries if e.principal == "job:retention"} == {"old1", "old2", "old3"}
+    batches = [(e.action, e.messages, e.requested_by, e.status) for e in reversed(log.entries)]
+    assert batches == [
+        ("retention", ("old1", "old2"), "job retention", "deleted"),
+        ("retention", ("old3",), "job retention", "deleted"),
+    ]  # one row per batch, oldest first, naming the job
+    assert sum(e.counts["relations_removed"] for e in log.entries) == 2  # moved_to, visited: rested on old messages only
+    assert log.entries[1].message == "2 messages" and log.entries[0].message == "message old3"
+    assert (await stats(memory, ref, principal=TEST)).deletions == 3  # messages forgotten, not audit rows
     again = await apply_retention(memory, ref, principal=Principal.job("retention"), now=now)
     assert (again.forgotten, again.remaining) == (0, 0)
 

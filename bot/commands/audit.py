@@ -208,7 +208,7 @@ def render_forgotten(result: dict[str, Any]) -> list[str]:
         (
             _when(f["at"]),
             f["action"],
-            f["platform_message_id"],
+            f["message"],
             f["status"],
             f["requested_by"],
             *(f["counts"].get(k, 0) for k in ("relations_removed", "relations_kept", "entities_anchored", "relations_restored")),
@@ -217,7 +217,7 @@ def render_forgotten(result: dict[str, Any]) -> list[str]:
     ]
     since = f" since {result['since']}" if result["since"] else ""
     lines = (
-        table(["when", "action", "message", "status", "requested by", "removed", "kept", "anchored", "restored"], rows)
+        table(["when", "action", "what", "status", "requested by", "removed", "kept", "anchored", "restored"], rows)
         if rows
         else [f"nothing forgotten{since}"]
     )

@@ -18,7 +18,7 @@ from sqlalchemy import case, cast, select
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from memory.audit.forgotten import ACTIONS
+from memory.audit.forgotten import ACTIONS, forgotten_messages
 from memory.audit.messages import MessageRef, message_columns, message_ref
 from memory.errors import ValidationError
 from memory.forgetting.apply import ANSWER_WITHDRAWN
@@ -95,7 +95,7 @@ class Explanation:
 
 async def _withdrawals(session: AsyncSession, conversation_id: int, answer_id: int) -> tuple[Withdrawal, ...]:
     rows = await session.execute(
-        select(AuditEntry.created_at, AuditEntry.action, AuditEntry.details["platform_message_id"].astext)
+        select(AuditEntry.created_at, AuditEntry.action, AuditEntry.details)
         .where(
             AuditEntry.conversation_id == conversation_id,
             AuditEntry.action.in_(list(ACTIONS)),
@@ -103,7 +103,7 @@ async def _withdrawals(session: AsyncSession, conversation_id: int, answer_id: i
         )
         .order_by(AuditEntry.created_at)
     )
-    return tuple(Withdrawal(at, ACTIONS[action], message_id) for at, action, message_id in rows)
+    return tuple(Withdrawal(at, ACTIONS[action], ", ".join(forgotten_messages(details))) for at, action, details in rows)
 
 
 async def _texts(session: AsyncSession, conversation_id: int, items: list[dict[str, Any]]) -> dict[tuple[str, int], str]:

@@ -2,7 +2,9 @@
 
 Deletions and edits (an edit retracts what the old text supported, as a deletion does)
 are logged by memory.forgetting.commands with ids and counts only, so nothing here can
-show a deleted message's text.
+show a deleted message's text. A retention run forgets its messages in batches
+(memory.forgetting.batch), one row per batch naming every message it forgot, so the log
+shows the job, the messages and the counts, as for a single deletion.
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ from memory.store.schema import AuditEntry
 if TYPE_CHECKING:
     from memory.audit.store_log import StoreAuditRow
 
-ACTIONS = {"delete_episode": "delete", "edit_episode": "edit"}
+RETENTION_BATCH_ACTION = "retention_batch"  # one batch of a retention run (memory.commands.privacy)
+ACTIONS = {"delete_episode": "delete", "edit_episode": "edit", RETENTION_BATCH_ACTION: "retention"}
 # Who a principal is, by the prefix memory.api.Principal writes ("kind:id").
 REQUESTERS = {"user": "user", "event": "platform event", "job": "job", "operator": "operator"}
 ID_KINDS = (
@@ -34,6 +37,14 @@ ID_KINDS = (
 )
 
 
+def forgotten_messages(details: dict[str, Any]) -> tuple[str, ...]:
+    """The platform ids of the messages one audit row of ``ACTIONS`` forgot or edited:
+    one for a deletion or an edit, the batch's for a retention row. Pure."""
+    if "platform_message_ids" in details:
+        return tuple(str(m) for m in details["platform_message_ids"])
+    return (str(details.get("platform_message_id", "")),)
+
+
 def requester(principal: str) -> str:
     """Who asked, from the logged principal: a user, a platform event, a job by its
     name (the sweep, retention), or the operator. Pure."""
@@ -46,19 +57,25 @@ def requester(principal: str) -> str:
 @dataclass(frozen=True)
 class Forgotten:
     at: datetime
-    action: str  # delete | edit
-    platform_message_id: str
+    action: str  # delete | edit | retention
+    messages: tuple[str, ...]  # platform ids: one, or a retention batch's
     status: str  # deleted | tombstoned | already_deleted | edited | unchanged | unknown
     requested_by: str
     principal: str
     counts: dict[str, int]
     ids: dict[str, list[int]]
 
+    @property
+    def message(self) -> str:
+        """What the row forgot, in words: ``message X``, or ``N messages`` for a batch."""
+        return f"message {self.messages[0]}" if len(self.messages) == 1 else f"{len(self.messages)} messages"
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "at": self.at.isoformat(),
             "action": self.action,
-            "platform_message_id": self.platform_message_id,
+            "messages": list(self.messages),
+            "message": self.message,
             "status": self.status,
             "requested_by": self.requested_by,
             "principal": self.principal,
@@ -81,8 +98,8 @@ async def deletion_log(session: AsyncSession, conversation_id: int, since: datet
         Forgotten(
             at,
             ACTIONS[action],
-            str(details.get("platform_message_id", "")),
-            str(details.get("status", "")),
+            forgotten_messages(details),
+            str(details.get("status", "deleted")),
             requester(principal),
             principal,
             {k: int(v) for k, v in (details.get("counts") or {}).items()},

@@ -8,9 +8,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import case, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from memory.audit.forgotten import RETENTION_BATCH_ACTION
 from memory.consolidation.run import unconsolidated_count
 from memory.retention_window import Retention, window
 from memory.store.conversations import ConversationRef
@@ -92,6 +93,19 @@ def _count(model: Any, conversation_id: int, *conditions: Any) -> Any:
     return select(func.count()).select_from(model).where(model.conversation_id == conversation_id, *conditions).scalar_subquery()
 
 
+def _deleted_messages(conversation_id: int) -> Any:
+    """Messages forgotten: one per deletion row, a retention batch's each."""
+    per_row = case((AuditEntry.action == RETENTION_BATCH_ACTION, func.jsonb_array_length(AuditEntry.details["deleted"])), else_=1)
+    return (
+        select(func.coalesce(func.sum(per_row), 0))
+        .where(
+            AuditEntry.conversation_id == conversation_id,
+            AuditEntry.action.in_(["delete_episode", RETENTION_BATCH_ACTION]),
+        )
+        .scalar_subquery()
+    )
+
+
 async def conversation_stats(
     session: AsyncSession, conversation: ConversationRef, conversation_id: int, default_days: int | None = None
 ) -> Stats:
@@ -109,7 +123,7 @@ async def conversation_stats(
                 _count(Community, cid),
                 _count(Community, cid, Community.dirty.is_(True)),
                 _count(AnswerTrace, cid),
-                _count(AuditEntry, cid, AuditEntry.action == "delete_episode"),
+                _deleted_messages(cid),
                 select(Checkpoint.updated_at).where(Checkpoint.conversation_id == cid).scalar_subquery(),
             )
         )

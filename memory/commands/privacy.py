@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import func, select
 
+from memory.audit.forgotten import RETENTION_BATCH_ACTION
 from memory.door import door
 from memory.principal import Principal
 from memory.retention_window import Retention, check_days, cutoff, window
@@ -192,9 +193,11 @@ async def apply_retention(
     batch: int = RETENTION_BATCH,
 ) -> RetentionReport:
     """Forget the conversation's messages said before its retention window (oldest
-    first, ``batch`` per transaction, at most ``limit``); what rested only on them goes,
-    what others' messages support stays."""
-    from memory.forgetting.commands import delete_episode
+    first, ``batch`` per transaction through ``forget_episodes``, at most ``limit``);
+    what rested only on them goes, what others' messages support stays. Each batch
+    writes one audit row (``RETENTION_BATCH_ACTION``: the platform ids it forgot and
+    counts), besides the door's row for the run."""
+    from memory.forgetting.batch import forget_episodes
 
     at = now or datetime.now(UTC)
     async with door(memory, "apply_retention", principal, conversation) as call:
@@ -208,11 +211,13 @@ async def apply_retention(
             due = await _past(memory, cid, before, min(batch, limit - report.forgotten))
             if not due:
                 break
-            for _, message_id in due:
-                deleted = await delete_episode(memory, cid, message_id, principal=str(principal))
-                for kind, count in deleted.retraction.counts().items():
-                    report.removed[kind] = report.removed.get(kind, 0) + count
-            report.forgotten += len(due)
+            details = {"days": applies.days, "cutoff": before.isoformat(), "platform_message_ids": [m for _, m in due]}
+            done = await forget_episodes(
+                memory, cid, [e for e, _ in due], principal=str(principal), action=RETENTION_BATCH_ACTION, audit=details
+            )
+            for kind, count in done.retraction.counts().items():
+                report.removed[kind] = report.removed.get(kind, 0) + count
+            report.forgotten += len(done.deleted)
             report.batches += 1
         report.remaining = 0 if before is None else await _count_past(memory, cid, before)
         call.note(days=applies.days, forgotten=report.forgotten, batches=report.batches, remaining=report.remaining)
