@@ -572,7 +572,7 @@ class ChatService:
                 self.memory, event.conversation, message.id, message.text, principal=principal, edited_at=event.edited_at
             )
             status = report.status
-            self.removals += status == "edited"
+            self.removals += status in ("edited", "forgotten")  # forgotten: its author opted out
         except UnknownConversation:
             status = "unknown"
         if status == "unknown":  # its create was lost or is late: store it as it is now

@@ -173,13 +173,19 @@ async def edit(
     edited_at: datetime | None = None,
 ) -> EditReport:
     """Correct a message: retract what the old text supported, store the new text in
-    place and queue it for consolidation."""
+    place and queue it for consolidation. An edit by someone opted out of the
+    workspace is not stored, and the message it changes is forgotten (status
+    ``forgotten``): its old text is no longer what they said."""
+    from memory.commands.privacy import opted_out_of
     from memory.forgetting.commands import edit_episode
 
     message_id, text = normalize_id(message_id, "message"), check_text(text, "text")
     async with door(memory, "edit", principal, conversation) as call:
         assert call.conversation_id is not None
-        report = await edit_episode(memory, call.conversation_id, message_id, text, principal=str(principal), edited_at=edited_at)
+        excluded = await opted_out_of(memory, conversation.workspace)
+        report = await edit_episode(
+            memory, call.conversation_id, message_id, text, principal=str(principal), edited_at=edited_at, opted_out=excluded
+        )
         call.note(status=report.status, **report.retraction.counts())
     return report
 

@@ -48,12 +48,14 @@ from memory import (
     backlog,
     defer_backlog,
     due_backlog,
+    edit,
     facts,
     forgotten,
     ingest,
     messages,
     open_memory,
     optout_status,
+    provenance,
     resolve_conversation,
     retention,
     set_optout,
@@ -121,6 +123,14 @@ async def test_an_opted_out_persons_messages_are_not_stored_until_they_opt_back_
     again = await ingest(memory, general, [validate_message(m) for m in [batch[1], later]], principal=TEST)
     assert (again.stored, again.opted_out) == (2, 0)  # the earlier message, delivered again, is stored now too
     assert await stored_ids(memory, general) == {"1", "2", "3", "4"}
+
+    # Opted out again, their edit of a message stored before is not stored, and the old text goes too.
+    await set_optout(memory, olive, workspace=workspace, opted_out=True, principal=TEST)
+    edited = await edit(memory, general, "4", "Back, and the dentist says hi.", principal=TEST)
+    assert (edited.status, edited.retraction.documents_removed) == ("forgotten", 1)
+    assert (await edit(memory, general, "1", "Standup moves to eleven.", principal=TEST)).status == "edited"  # Ann's
+    assert await stored_ids(memory, general) == {"1", "2", "3"}
+    assert (await provenance(memory, general, "4", principal=TEST)).status == "deleted"
 
 
 async def test_the_flag_holds_in_another_process_once_set_optout_returns(memory: Memory) -> None:
@@ -281,13 +291,21 @@ async def test_live_discord_an_opted_out_persons_messages_are_not_stored_and_the
 ) -> None:
     env = discord_env
     workspace = Workspace("discord", env.guild)
+    earlier = await env.standin.post(env.general, env.bob, "My desk is by the north window.")
+    await env.settle()
+    assert earlier["id"] in await env.stored(env.general)  # said before opting out: stored
     await set_optout(memory, env.bob.id, workspace=workspace, opted_out=True, principal=Principal.user(env.bob.id))
     fact = await env.standin.post(env.general, env.carol, "The release train leaves on Thursday at 4pm.")
     theirs = await env.standin.post(env.general, env.bob, "I am out on Thursday for a wedding.")
+    await env.standin.edit(env.general, earlier["id"], "My desk moved to the quorvex room.")  # an edit after opting out
     reply = await env.ask(env.general, env.bob, "when does the release train leave?")
     assert "Thursday" in reply["content"] and "4pm" in reply["content"]
+    await env.settle()
     stored = await env.stored(env.general)
-    assert fact["id"] in stored and theirs["id"] not in stored and len(stored) == 1
+    assert fact["id"] in stored and theirs["id"] not in stored and len(stored) == 1  # the edited message forgotten too
+    ref = ConversationRef("discord", env.guild, env.general)
+    [entry] = [e for e in (await forgotten(memory, ref, principal=TEST)).entries if e.messages == (earlier["id"],)]
+    assert (entry.action, entry.status, entry.requested_by) == ("delete", "deleted", "platform event")
     await set_optout(memory, env.bob.id, workspace=workspace, opted_out=False, principal=Principal.user(env.bob.id))
     back = await env.standin.post(env.general, env.bob, "Plans changed, I am in on Thursday.")
     await env.settle()

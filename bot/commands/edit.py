@@ -21,6 +21,7 @@ STATUS = {
     "outdated": "an older edit than the one stored: nothing to do",
     "unknown": "no such message in this conversation: nothing to do",
     "deleted": "the message was deleted: nothing to edit",
+    "forgotten": "its author opted out of being remembered: the edit is not stored and the message was forgotten",
 }
 
 
@@ -37,7 +38,8 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
         consolidation = None
         if report.status == "edited" and not args.no_consolidate:
             consolidation = (await consolidate(memory, ref, principal=principal)).as_dict()
-        vacuumed = None if args.no_vacuum or report.status != "edited" else await vacuum(memory, principal=principal)
+        changed = report.status in ("edited", "forgotten")
+        vacuumed = await vacuum(memory, principal=principal) if changed and not args.no_vacuum else None
     return {
         "conversation": args.conversation,
         **report.as_dict(),

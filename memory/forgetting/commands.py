@@ -30,6 +30,11 @@ Decisions beyond Algorithm 1, and why:
 - An answer that used the episode may quote it: its stored answer text is replaced by
   ``ANSWER_WITHDRAWN`` and its evidence link dropped. The question stays, since it is the
   asker's own text, not the deleted message's, and the audit log needs who asked what.
+- An edit by someone opted out of the conversation's workspace (memory/commands/privacy.py)
+  is new content from a person who asked not to be remembered, so the new text is not
+  stored; the old text is no longer what they said, so it is not kept either: the message
+  is deleted, in the edit's transaction, exactly as a deletion would (audited as one,
+  status ``forgotten`` in the edit's report).
 - The audit log records ids and counts only.
 """
 
@@ -53,7 +58,7 @@ from memory.store.audit import write_audit
 from memory.store.documents import Document, episode_document_text, upsert_documents
 from memory.store.ledger import Usage, record_usage
 from memory.store.locks import LockPurpose, lock_conversation
-from memory.store.schema import Episode, Tombstone
+from memory.store.schema import Episode, Speaker, Tombstone
 from memory.validation import check_text, normalize_id
 
 
@@ -76,6 +81,7 @@ class EditReport:
     conversation_id: int
     platform_message_id: str
     status: str  # edited (and queued for consolidation) | unchanged | outdated | unknown | deleted
+    # | forgotten (its author opted out: the message was deleted, the new text not stored)
     episode_id: int | None = None
     retraction: Retraction = field(default_factory=Retraction)
     summary_rebuilt: bool = False
@@ -122,13 +128,23 @@ async def delete_episode(memory: Memory, conversation_id: int, platform_message_
                 await episodes.leave_tombstone(session, conversation_id, message_id)
             report = DeletionReport(conversation_id, message_id, status)
         else:
-            retraction = await retract_support(session, conversation_id, [episode.id], memory.embedder)
-            chain, documents = await remove_episode(session, conversation_id, episode)
-            retraction.documents_removed += documents
-            report = DeletionReport(conversation_id, message_id, "deleted", episode.id, chain, retraction)
+            report = await _delete(memory, session, conversation_id, episode)
         await _audit(session, conversation_id, principal, "delete_episode", report)
     report.summary_rebuilt = await rebuild_summary_if_cleared(memory, conversation_id, report.retraction)
     return report
+
+
+async def _delete(memory: Memory, session: AsyncSession, conversation_id: int, episode: Episode) -> DeletionReport:
+    """Algorithm 1 for one stored episode, under the caller's locks."""
+    retraction = await retract_support(session, conversation_id, [episode.id], memory.embedder)
+    chain, documents = await remove_episode(session, conversation_id, episode)
+    retraction.documents_removed += documents
+    return DeletionReport(conversation_id, episode.platform_message_id, "deleted", episode.id, chain, retraction)
+
+
+async def _author(session: AsyncSession, conversation_id: int, episode: Episode) -> str:
+    query = select(Speaker.platform_user_id).where(Speaker.conversation_id == conversation_id, Speaker.id == episode.speaker_id)
+    return (await session.execute(query)).scalar_one()
 
 
 async def edit_episode(
@@ -139,17 +155,20 @@ async def edit_episode(
     *,
     principal: str,
     edited_at: datetime | None = None,
+    opted_out: frozenset[str] = frozenset(),
 ) -> EditReport:
     """A changed message is a correction: the old version's derived state is retracted as
     in a deletion, the new text is stored in place (chain position and message time
-    kept, ``edited_at`` set), re-indexed, and queued for consolidation."""
+    kept, ``edited_at`` set), re-indexed, and queued for consolidation. A message whose
+    author is in ``opted_out`` (platform ids) is deleted instead (module docstring)."""
     message_id = normalize_id(platform_message_id, "message")
     check_text(new_text, "text")
     async with memory._sessions() as session:
-        stored = await _find_episode(session, conversation_id, message_id) is not None
+        found = await _find_episode(session, conversation_id, message_id)
+        kept = found is not None and not (opted_out and await _author(session, conversation_id, found) in opted_out)
     # Embed before taking the locks (an API embedder may be slow); under them only if
-    # the message arrived meanwhile.
-    embedded = await _embed_episode(memory, new_text) if stored else None
+    # the message arrived meanwhile. An opted-out author's text is never embedded.
+    embedded = await _embed_episode(memory, new_text) if kept else None
     async with memory._sessions.begin() as session:
         await lock_conversation(session, conversation_id, LockPurpose.CHAIN, LockPurpose.GRAPH)
         episode = await _find_episode(session, conversation_id, message_id)
@@ -161,12 +180,17 @@ async def edit_episode(
         elif edited_at is not None and episode.edited_at is not None and edited_at < episode.edited_at:
             # A platform redelivering an older edit after a newer one: the newer text stands.
             report = EditReport(conversation_id, message_id, "outdated", episode.id)
+        elif opted_out and await _author(session, conversation_id, episode) in opted_out:
+            deleted = await _delete(memory, session, conversation_id, episode)
+            await _audit(session, conversation_id, principal, "delete_episode", deleted)  # a deletion, logged as one
+            report = EditReport(conversation_id, message_id, "forgotten", episode.id, deleted.retraction)
         else:
             if embedded is None:
                 embedded = await _embed_episode(memory, new_text)
             retraction = await _rewrite(memory, session, conversation_id, episode, new_text, embedded, edited_at)
             report = EditReport(conversation_id, message_id, "edited", episode.id, retraction)
-        await _audit(session, conversation_id, principal, "edit_episode", report)
+        if report.status != "forgotten":
+            await _audit(session, conversation_id, principal, "edit_episode", report)
     report.summary_rebuilt = await rebuild_summary_if_cleared(memory, conversation_id, report.retraction)
     return report
 
