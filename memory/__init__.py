@@ -68,6 +68,7 @@ if TYPE_CHECKING:
         save_cursor,
     )
     from memory.commands.people import forget_author
+    from memory.commands.presence import set_bot_present
     from memory.commands.privacy import (
         RetentionReport,
         apply_retention,
@@ -244,6 +245,7 @@ __all__ = [
     "resolve_conversation",
     "retention",
     "save_cursor",
+    "set_bot_present",
     "set_optout",
     "set_retention",
     "start_embedded",

@@ -54,6 +54,7 @@ class IngestReport:
     stopped: str | None = None  # why the run ended early (the messages after the last result were not attempted)
     attempted: int = 0
     opted_out: int = 0  # acknowledged and not stored: their authors opted out of the workspace
+    bot_removed: int = 0  # acknowledged and not stored: the bot was removed from the conversation
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -64,6 +65,7 @@ class IngestReport:
             "stopped": self.stopped,
             "attempted": self.attempted,
             "opted_out": self.opted_out,
+            "bot_removed": self.bot_removed,
         }
 
 
@@ -88,13 +90,18 @@ async def ingest(
     """Append messages (idempotent on their platform ids); each is searchable at once. A
     message the database refuses is reported in ``rejected`` and costs the others
     nothing; an embedding endpoint that fails stops the run (``stopped``). A message by
-    someone opted out of the conversation's workspace is not stored (``opted_out``):
-    every path that stores messages comes through here, so none can skip the check."""
+    someone opted out of the conversation's workspace is not stored (``opted_out``),
+    nor is anything in a conversation the bot was removed from (``bot_removed``): every
+    path that stores messages comes through here, so none can skip the checks."""
+    from memory.commands.presence import bot_removed
     from memory.commands.privacy import opted_out_of
     from memory.episodes.ingest import ingest_messages
 
     async with door(memory, "ingest", principal, conversation, create=True) as call:
         assert call.conversation_id is not None
+        if await bot_removed(memory, call.conversation_id):
+            call.note(stored=0, bot_removed=len(messages))
+            return IngestReport(0, 0, 0, attempted=len(messages), bot_removed=len(messages))
         excluded = await opted_out_of(memory, conversation.workspace)
         run = await ingest_messages(memory, call.conversation_id, messages, on_batch=on_batch, opted_out=excluded)
         counts = Counter(r.status for r in run.results)
@@ -224,10 +231,13 @@ async def stored_messages(
     return found
 
 
-async def conversations(memory: Memory, *, principal: Principal, platform: str | None = None) -> list[ConversationRef]:
-    """The conversations in memory (of one platform), in creation order."""
+async def conversations(
+    memory: Memory, *, principal: Principal, platform: str | None = None, bot_removed: bool | None = None
+) -> list[ConversationRef]:
+    """The conversations in memory (of one platform; ``bot_removed``: only those the bot
+    was removed from, or only those it is in), in creation order."""
     async with door(memory, "conversations", principal) as call:
         async with memory._sessions() as session:
-            found = await list_conversations(session, platform)
+            found = await list_conversations(session, platform, bot_removed)
         call.note(found=len(found))
     return found

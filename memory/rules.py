@@ -93,6 +93,7 @@ RULES: dict[str, Rule] = {
     "drop_conversation": Rule(_CONTENT, Audit.COMMAND),  # to the store-wide log: the conversation's goes
     "stored_messages": Rule(_CONTENT, Audit.NONE),  # ids and times only, to compare with the platform
     "resolve_conversation": Rule(_CONTENT, Audit.NONE),
+    "set_bot_present": Rule(_CONTENT),  # the bot removed from a channel or a server, or added back
     # a person: everything one platform user wrote in a workspace (themselves, its
     # admins, a leave event, a retention or clean-up job)
     "forget_author": Rule({"user": Grant.OWN, "admin": ALL, "event": ALL, "job": ALL}, Audit.COMMAND),

@@ -47,6 +47,7 @@ TABLE: dict[str, tuple[set[str], str | None]] = {
     "drop_conversation": (CONTENT, None),  # its audit log goes with it: the store-wide log says who
     "stored_messages": (CONTENT, None),
     "resolve_conversation": (CONTENT, None),
+    "set_bot_present": (CONTENT, "set_bot_present"),  # the calls say "present": the test's conversation keeps storing
     "ask": ({"operator", "user", "workspace admin", "configured admin"}, "ask"),
     # the user's own opt-out only (the calls name U-plain); audited store-wide, not in the conversation
     "set_optout": ({"operator", "user", "workspace admin", "configured admin"}, None),
@@ -159,6 +160,7 @@ def _calls(n: int, fresh: ConversationRef, trace: int, held: api.Claim) -> dict[
         "drop_conversation": lambda m, r, p: api.drop_conversation(m, fresh, principal=p),
         "stored_messages": lambda m, r, p: api.stored_messages(m, r, principal=p),
         "resolve_conversation": lambda m, r, p: api.resolve_conversation(m, r, principal=p),
+        "set_bot_present": lambda m, r, p: api.set_bot_present(m, r, True, principal=p),
         "ask": lambda m, r, p: api.ask(m, r, "Who has a cat?", principal=p, date=T0 + timedelta(days=1)),
         "set_optout": lambda m, r, p: api.set_optout(m, "U-plain", workspace=r.workspace, opted_out=n % 2 == 0, principal=p),
         "optout_status": lambda m, r, p: api.optout_status(m, "U-plain", workspace=r.workspace, principal=p),

@@ -1,11 +1,13 @@
-"""Conversations (the unit of memory scoping) and their speakers."""
+"""Conversations (the unit of memory scoping), their speakers, and whether the bot is
+still in them (``bot_left_at``)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import datetime
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -152,12 +154,36 @@ async def delete_conversation(session: AsyncSession, ref: ConversationRef) -> bo
     return True
 
 
-async def list_conversations(session: AsyncSession, platform: str | None = None) -> list[ConversationRef]:
-    """Every conversation (of one platform), in creation order: a discovery query for
-    scheduled work such as the missed-deletion sweep."""
+async def mark_bot_left(session: AsyncSession, conversation_id: int, left: bool) -> bool:
+    """Mark that the bot was removed from the conversation (``left``), or clear the mark
+    (it was added back); True when it changed (a repeated removal keeps the first time)."""
+    unchanged = Conversation.bot_left_at.is_(None) if left else Conversation.bot_left_at.is_not(None)
+    statement = (
+        update(Conversation)
+        .where(Conversation.id == conversation_id, unchanged)
+        .values(bot_left_at=func.now() if left else None)
+        .returning(Conversation.id)
+    )
+    return (await session.execute(statement)).first() is not None
+
+
+async def bot_left_at(session: AsyncSession, conversation_id: int) -> datetime | None:
+    """When the bot was removed from the conversation, or None while it is there."""
+    query = select(Conversation.bot_left_at).where(Conversation.id == conversation_id)
+    return (await session.execute(query)).scalar()
+
+
+async def list_conversations(
+    session: AsyncSession, platform: str | None = None, bot_removed: bool | None = None
+) -> list[ConversationRef]:
+    """Every conversation (of one platform; only those the bot was removed from, or is
+    in, when ``bot_removed`` says), in creation order: a discovery query for scheduled
+    work such as the missed-deletion sweep."""
     query = select(Conversation.platform, Conversation.workspace_id, Conversation.channel_id).order_by(Conversation.id)
     if platform is not None:
         query = query.where(Conversation.platform == platform)
+    if bot_removed is not None:
+        query = query.where(Conversation.bot_left_at.is_not(None) if bot_removed else Conversation.bot_left_at.is_(None))
     return [ConversationRef(*row) for row in await session.execute(query)]
 
 

@@ -65,6 +65,7 @@ class Conversation(Base):
     workspace_id: Mapped[str] = mapped_column(Text, default="")
     channel_id: Mapped[str] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    bot_left_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))  # the bot was removed: store nothing new
 
 
 class Speaker(Base):
