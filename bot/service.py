@@ -63,6 +63,8 @@ def service_config(chat: ChatSettings) -> ServiceConfig:
         concurrency=chat.workers,
         stuck_seconds=chat.inbox_stuck_seconds,
         reply_give_up_seconds=chat.reply_give_up_seconds,
+        on_member_leave=chat.on_member_leave,
+        on_bot_removed=chat.on_bot_removed,
     )
 
 

@@ -94,6 +94,9 @@ class ChatSettings(_Concern):
     # unset: keep; memory/retention_window.py MAX_DAYS is the bound
     retention_days: int | None = Field(None, ge=1, le=36_500, validation_alias=_env("STASHBIRD_RETENTION_DAYS"))
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", validation_alias=_env("STASHBIRD_LOG_LEVEL"))
+    # connectors/service.py ServiceConfig says what each choice does
+    on_member_leave: Literal["keep", "forget"] = Field("keep", validation_alias=_env("STASHBIRD_ON_MEMBER_LEAVE"))
+    on_bot_removed: Literal["stop", "forget"] = Field("stop", validation_alias=_env("STASHBIRD_ON_BOT_REMOVED"))
 
     @property
     def admins(self) -> frozenset[str]:

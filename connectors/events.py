@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, ClassVar, Literal, Union
 
-from memory import ConversationRef, ValidationError
+from memory import ConversationRef, ValidationError, Workspace
 
 Role = Literal["user", "admin", "bot"]
 
@@ -136,6 +136,39 @@ class ChannelDeleted(ChatEvent):
 
 
 @dataclass(frozen=True)
+class BotPresence(ChatEvent):
+    """The bot was removed from the channel (``present`` False) or added back. While it
+    is out nothing new is stored there (``memory.set_bot_present``); with
+    STASHBIRD_ON_BOT_REMOVED=forget its memory is dropped too."""
+
+    present: bool
+    kind: ClassVar[str] = "bot_presence"
+
+
+@dataclass(frozen=True)
+class MemberLeft(ChatEvent):
+    """``user_id`` left the workspace (a deactivated Slack account, a member removed from a
+    Discord server). With STASHBIRD_ON_MEMBER_LEAVE=forget everything they wrote in the
+    workspace is forgotten; sent to one conversation of it (the forgetting reaches all)."""
+
+    user_id: str
+    kind: ClassVar[str] = "member_left"
+
+
+@dataclass(frozen=True)
+class WorkspaceChange:
+    """A change of a whole workspace rather than one channel, as a connector parses it:
+    ``member_left`` (``user_id``), ``bot_removed`` or ``bot_added`` (a Discord server).
+    ``ChatService.accept_workspace`` turns it into the events above for the workspace's
+    conversations in memory (a platform does not know which those are)."""
+
+    workspace: Workspace
+    event_id: str
+    change: Literal["member_left", "bot_removed", "bot_added"]
+    user_id: str = ""
+
+
+@dataclass(frozen=True)
 class Mention(ChatEvent):
     """The bot was mentioned: ``question`` (the message text without the bot's mention)
     is answered from this conversation's memory and the answer delivered to ``reply``.
@@ -162,7 +195,18 @@ class AdminCommand(ChatEvent):
     kind: ClassVar[str] = "admin_command"
 
 
-Event = Union[MessagePosted, MessageEdited, MessageDeleted, MessagesDeleted, ThreadDeleted, ChannelDeleted, Mention, AdminCommand]
+Event = Union[
+    MessagePosted,
+    MessageEdited,
+    MessageDeleted,
+    MessagesDeleted,
+    ThreadDeleted,
+    ChannelDeleted,
+    BotPresence,
+    MemberLeft,
+    Mention,
+    AdminCommand,
+]
 EVENT_TYPES: dict[str, type[ChatEvent]] = {cls.kind: cls for cls in typing.get_args(Event)}
 
 

@@ -44,16 +44,18 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from connectors import admin, metrics
 from connectors.events import (
     AdminCommand,
     Author,
+    BotPresence,
     ChannelDeleted,
     ChatEvent,
     ChatMessage,
     CitedMessage,
+    MemberLeft,
     Mention,
     MessageDeleted,
     MessageEdited,
@@ -62,6 +64,7 @@ from connectors.events import (
     Reply,
     ReplyDue,
     ThreadDeleted,
+    WorkspaceChange,
     decode,
     encode,
     message_of,
@@ -81,10 +84,12 @@ from memory import (
     UnknownConversation,
     ValidationError,
     ask,
+    conversations,
     database_unreachable,
     drop_conversation,
     edit,
     forget,
+    forget_author,
     inbox_backlog,
     inbox_claim,
     inbox_conversations,
@@ -94,6 +99,7 @@ from memory import (
     ingest,
     outbox_settle,
     outbox_take,
+    set_bot_present,
     stored_messages,
     validate_message,
 )
@@ -150,6 +156,10 @@ class ServiceConfig:
     reply_give_up_seconds: float = 6 * 3600.0
     # /healthz: the inbox is stuck when its oldest pending event is older than this.
     stuck_seconds: float = 300.0
+    # A member leaving the workspace: keep what they said, or forget it (forget_author).
+    on_member_leave: Literal["keep", "forget"] = "keep"
+    # The bot removed from a channel or server: stop storing there, or drop its memory too.
+    on_bot_removed: Literal["stop", "forget"] = "stop"
 
 
 @dataclass
@@ -290,13 +300,15 @@ class ChatService:
 
     # --- taking events ---------------------------------------------------------------
 
-    async def accept(self, event: ChatEvent) -> bool:
+    async def accept(self, event: ChatEvent | WorkspaceChange) -> bool:
         """Store ``event`` durably; acknowledge it to the platform after this returns.
         False when it was a redelivery (nothing to do). A payload the inbox cannot hold
-        raises ValidationError (for this event alone)."""
+        raises ValidationError (for this event alone). A workspace's change is stored as
+        the events of its conversations (``workspace_events``)."""
         started = time.perf_counter()
         new = await self._writer.put(event)
-        metrics.ACK_SECONDS.labels(event.conversation.platform).observe(time.perf_counter() - started)
+        platform = event.workspace.platform if isinstance(event, WorkspaceChange) else event.conversation.platform
+        metrics.ACK_SECONDS.labels(platform).observe(time.perf_counter() - started)
         if new:
             self.wake()
         return new
@@ -542,8 +554,22 @@ class ChatService:
                 await self._forget(ref, stored.message_id, principal)
         elif isinstance(event, ChannelDeleted):
             self.removals += await drop_conversation(self.memory, ref, principal=principal)
+        elif isinstance(event, BotPresence):
+            await self._presence(event, principal)
+        elif isinstance(event, MemberLeft):
+            if self.config.on_member_leave == "forget":
+                person = await forget_author(self.memory, event.user_id, workspace=ref.workspace, principal=principal)
+                self.removals += person.messages
         else:
             raise ValidationError("kind", f"no handler for {type(event).__name__}")
+
+    async def _presence(self, event: BotPresence, principal: Principal) -> None:
+        """The bot removed from the channel: nothing new is stored there (and, with
+        ``on_bot_removed`` forget, its memory is dropped first, the mark written after,
+        so a late message is not stored either); added back: stored again."""
+        if not event.present and self.config.on_bot_removed == "forget":
+            self.removals += await drop_conversation(self.memory, event.conversation, principal=principal)
+        await set_bot_present(self.memory, event.conversation, event.present, principal=principal)
 
     async def describe(self, conversation: ConversationRef, author: Author) -> Author:
         """The author with name and role (from the platform when the event lacked them),
@@ -638,6 +664,21 @@ class ChatService:
         }
 
 
+async def workspace_events(memory: Memory, change: WorkspaceChange) -> list[ChatEvent]:
+    """A workspace's change as events of its conversations in memory: a member's leave
+    in the first of them (forgetting them there reaches every conversation of the
+    workspace), the bot's removal in each it is in, its return in each it was removed
+    from (Discord repeats GUILD_CREATE at every connect: nothing then). None when memory
+    holds nothing of the workspace: nothing of it to forget or to stop storing."""
+    workspace, present = change.workspace, change.change == "bot_added"
+    removed = None if change.change == "member_left" else present  # bot_added: the marked; bot_removed: the others
+    listed = await conversations(memory, principal=SERVICE, platform=workspace.platform, bot_removed=removed)
+    refs = [ref for ref in listed if ref.workspace == workspace]
+    if change.change == "member_left":
+        return [MemberLeft(refs[0], change.event_id, change.user_id)] if refs else []
+    return [BotPresence(ref, change.event_id, present) for ref in refs]
+
+
 def entry_of(event: ChatEvent) -> InboxEntry:
     """The inbox row of an event (ValidationError when the inbox cannot hold it)."""
     kind, payload = encode(event)
@@ -650,7 +691,7 @@ class Intake(Protocol):
 
     memory: Memory  # whose connections the intake writes with (usable on its loop)
 
-    async def accept(self, event: ChatEvent) -> bool:
+    async def accept(self, event: ChatEvent | WorkspaceChange) -> bool:
         """Store the event durably; False for a redelivery."""
 
 
@@ -669,7 +710,7 @@ class ThreadIntake:
         self.service = service
         self.service_loop = service_loop
 
-    async def accept(self, event: ChatEvent) -> bool:
+    async def accept(self, event: ChatEvent | WorkspaceChange) -> bool:
         new = await self._writer.put(event)  # timed by the HTTP edge (bot/http_server.py)
         if new:
             self.service_loop.call_soon_threadsafe(self.service.wake)
@@ -689,9 +730,11 @@ class InboxWriter:
         self._waiting: list[tuple[InboxEntry, asyncio.Future[bool]]] = []
         self._writing: asyncio.Task[None] | None = None
 
-    async def put(self, event: ChatEvent) -> bool:
+    async def put(self, event: ChatEvent | WorkspaceChange) -> bool:
         """Store ``event`` with whatever else is waiting; False for a redelivery. Raises
         what the write raised (nothing of that write was stored); counted either way."""
+        if isinstance(event, WorkspaceChange):
+            return any([await self.put(each) for each in await workspace_events(self.memory, event)])
         entry = entry_of(event)  # refused (ValidationError): the connector counts it, knowing the raw type
         stored: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self._waiting.append((entry, stored))

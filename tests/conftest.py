@@ -278,8 +278,11 @@ def discord_worlds(memory: Memory) -> Callable[..., contextlib.AbstractAsyncCont
 
 
 @contextlib.asynccontextmanager
-async def discord_world(memory: Memory, standin: DiscordStandIn, policy: GatewayPolicy | None = None) -> AsyncIterator[Discord]:
-    """``discord_env`` around a given stand-in (a short heartbeat, say) and gateway policy."""
+async def discord_world(
+    memory: Memory, standin: DiscordStandIn, policy: GatewayPolicy | None = None, config: ServiceConfig | None = None
+) -> AsyncIterator[Discord]:
+    """``discord_env`` around a given stand-in (a short heartbeat, say), gateway policy
+    and service settings (``config``: the admin is carol whatever it says)."""
     await standin.start()
     owner = User(standin.snowflake(), "olga")
     bob, carol = User(standin.snowflake(), "bob"), User(standin.snowflake(), "carol")
@@ -288,7 +291,7 @@ async def discord_world(memory: Memory, standin: DiscordStandIn, policy: Gateway
     for user in (bob, carol, mod):
         standin.add_member(guild, user)
     general, random = await standin.add_channel(guild, "general"), await standin.add_channel(guild, "random")
-    service = ChatService(memory, config=ServiceConfig(admin_ids=frozenset({carol.id})))
+    service = ChatService(memory, config=dataclasses.replace(config or ServiceConfig(), admin_ids=frozenset({carol.id})))
     connector = DiscordConnector(service, DiscordEndpoints(standin.token, standin.rest_base, standin.gateway_url), policy)
     service.add_platform(connector)
     await connector.start()

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from connectors.discord import payloads
-from connectors.discord.client import PARSED
+from connectors.discord.client import PARSED, intents
 from connectors.discord.payloads import ADMINISTRATOR, MANAGE_GUILD, GuildInfo
 from connectors.events import (
     AdminCommand,
@@ -24,10 +24,11 @@ from connectors.events import (
     MessagesDeleted,
     Reply,
     ReplyTarget,
+    WorkspaceChange,
     decode,
     encode,
 )
-from memory import ValidationError
+from memory import ValidationError, Workspace
 
 BOT = "900000000000000001"
 GUILD = "800000000000000001"
@@ -207,6 +208,9 @@ def test_any_payload_gives_events_or_a_validation_error_and_events_survive_the_i
     except ValidationError:
         return
     for event in events:
+        if isinstance(event, WorkspaceChange):  # stored as events of its conversations (ChatService.accept)
+            assert event.workspace.platform == "discord" and event.event_id
+            continue
         kind, stored = encode(event)
         assert decode(event.conversation, kind, stored) == event
 
@@ -388,3 +392,31 @@ def test_a_reply_still_refers_to_its_message_and_history_carries_the_edit_time()
     assert reply.reply_to == "600000000000000002" and reply.edited_at is None
     edited = payloads.chat_message(message("moved to 11", edited_timestamp="2026-03-01T11:30:00.000000+00:00"))
     assert edited.edited_at == datetime(2026, 3, 1, 11, 30, tzinfo=UTC)
+
+
+def test_members_leaving_and_the_bot_removed_or_back_are_workspace_changes() -> None:
+    server = Workspace("discord", GUILD)
+    user = {"id": "600000000000000002", "username": "bob", "global_name": None, "avatar": None}
+    left = payloads.dispatch("GUILD_MEMBER_REMOVE", {"guild_id": GUILD, "user": user}, BOT, None, "s1:7")
+    assert left == [WorkspaceChange(server, "600000000000000002:member-removed:s1:7", "member_left", "600000000000000002")]
+    ours = {"guild_id": GUILD, "user": {"id": BOT, "username": "stashbird", "bot": True}}
+    assert payloads.dispatch("GUILD_MEMBER_REMOVE", ours, BOT, None, "s1:8") == []  # our removal is GUILD_DELETE's
+    with pytest.raises(ValidationError, match="user.id"):
+        payloads.dispatch("GUILD_MEMBER_REMOVE", {"guild_id": GUILD}, BOT, None, "s1:9")
+
+    assert payloads.dispatch("GUILD_DELETE", {"id": GUILD, "unavailable": True}, BOT, None, "s1:10") == []  # an outage
+    removed = WorkspaceChange(server, f"{GUILD}:guild-delete:s1:11", "bot_removed")
+    assert payloads.dispatch("GUILD_DELETE", {"id": GUILD}, BOT, None, "s1:11") == [removed]
+    assert payloads.dispatch("GUILD_DELETE", {"id": GUILD, "unavailable": False}, BOT, None, "s1:11") == [removed]
+    joined = {"id": GUILD, "name": "Team", "joined_at": "2026-03-01T09:00:00.000000+00:00", "channels": []}
+    back = WorkspaceChange(server, f"{GUILD}:guild-create:2026-03-01T09:00:00.000000+00:00", "bot_added")
+    assert payloads.dispatch("GUILD_CREATE", joined, BOT, None, "s2:1") == [back]
+    assert payloads.dispatch("GUILD_CREATE", joined, BOT, None, "s3:1") == [back]  # every reconnect: the same event
+    old = payloads.dispatch("GUILD_CREATE", {"id": GUILD}, BOT, None, "s3:2")  # no joined_at: the delivery names it
+    assert [e.event_id for e in old if isinstance(e, WorkspaceChange)] == [f"{GUILD}:guild-create:s3:2"]
+    assert {"GUILD_MEMBER_REMOVE", "GUILD_DELETE", "GUILD_CREATE"} <= PARSED
+
+
+def test_the_members_intent_is_asked_for_only_when_a_leave_is_acted_on() -> None:
+    assert not intents().members and intents(members=True).members
+    assert intents().message_content and intents(members=True).guilds

@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from connectors.events import (
+    BotPresence,
     ChannelDeleted,
     CitedMessage,
     Mention,
@@ -18,10 +19,11 @@ from connectors.events import (
     MessagePosted,
     Reply,
     ReplyTarget,
+    WorkspaceChange,
 )
 from connectors.slack import payloads
 from connectors.slack.render import render_reply
-from memory import ConversationRef, ValidationError
+from memory import ConversationRef, ValidationError, Workspace
 
 BOT = "U0BOT"
 
@@ -210,3 +212,40 @@ def test_a_delete_naming_no_message_is_refused_by_name() -> None:
 def test_direct_messages_are_refused_whole(kind: str) -> None:
     assert payloads.refusal(envelope({"type": "message", "channel_type": kind})) == payloads.DIRECT_REFUSAL
     assert payloads.refusal(envelope({"type": "message", "channel_type": "channel"})) is None
+
+
+def test_the_bot_removed_from_a_channel_or_added_back_in_every_shape() -> None:
+    removed = ConversationRef("slack", "T1", "C1")
+    shapes = [
+        ({"type": "channel_left", "channel": "C1", "actor_id": "U9", "event_ts": "1.0"}, False),
+        ({"type": "group_left", "channel": "C1", "actor_id": "U9"}, False),
+        ({"type": "member_left_channel", "user": BOT, "channel": "C1", "channel_type": "C", "team": "T1"}, False),
+        ({"type": "member_joined_channel", "user": BOT, "channel": "C1", "channel_type": "C", "inviter": "U9"}, True),
+        ({"type": "channel_joined", "channel": {"id": "C1", "name": "general", "created": 1}}, True),  # the channel object
+        ({"type": "group_joined", "channel": {"id": "C1"}}, True),
+    ]
+    for event, present in shapes:
+        body = envelope(event)
+        body["event"] = event  # as sent: channel_joined's channel is the object, not an id
+        assert payloads.to_events(body) == [BotPresence(removed, "Ev1", present)], event["type"]
+    someone = {"type": "member_left_channel", "user": "U2", "channel": "C1", "channel_type": "C"}
+    assert payloads.to_events(envelope(someone)) == []  # a member leaving a channel is not leaving the workspace
+    unknown_bot = {**envelope({"type": "member_left_channel", "user": BOT}), "authorizations": []}  # an old envelope
+    assert payloads.to_events(unknown_bot) == []
+    assert payloads.to_events(unknown_bot, bot_user=BOT) == [BotPresence(removed, "Ev1", False)]
+    with pytest.raises(ValidationError, match="channel"):
+        payloads.to_events({**envelope({}), "event": {"type": "channel_left"}})
+    assert {"channel_left", "member_joined_channel", "user_change"} <= set(payloads.MEMBERSHIP_EVENTS)
+
+
+def test_a_deactivated_account_is_a_member_leaving_the_workspace() -> None:
+    def change(user: object) -> list[object]:
+        return list(payloads.to_events({**envelope({}), "event": {"type": "user_change", "user": user, "event_ts": "2.0"}}))
+
+    left = WorkspaceChange(Workspace("slack", "T1"), "Ev1", "member_left", "U2")
+    assert change({"id": "U2", "team_id": "T1", "deleted": True, "profile": {"real_name": "Tom"}}) == [left]
+    assert change({"id": "U2", "deleted": False, "profile": {"title": "new title"}}) == []  # a profile edit
+    assert change({"id": "U2", "profile": {}}) == []  # an old frame without ``deleted``
+    assert change("U2") == []  # not an object
+    with pytest.raises(ValidationError, match="user.id"):
+        change({"deleted": True})

@@ -45,6 +45,7 @@ CLOCK_SLACK = 0.005  # seconds a timer may fire early (asyncio runs callbacks wi
 MANAGE_GUILD = 1 << 5
 ADMINISTRATOR = 1 << 3
 ALL_PERMISSIONS = (1 << 51) - 1
+GUILD_MEMBERS_INTENT = 1 << 1  # the privileged intent GUILD_MEMBER_REMOVE needs
 # Channel types (Discord API): guild text, public thread, forum.
 GUILD_TEXT, PUBLIC_THREAD, GUILD_FORUM = 0, 11, 15
 OP_DISPATCH, OP_HEARTBEAT, OP_IDENTIFY, OP_RESUME, OP_RECONNECT = 0, 1, 2, 6, 7
@@ -134,6 +135,7 @@ class DiscordStandIn:
         self.refused_callbacks: list[str] = []  # interaction ids answered a second time
         self.commands: list[Payload] = []
         self.identifies = 0
+        self.intents: int | None = None  # what the last IDENTIFY asked for
         self.resumes = 0
         self._overlap = 0
         self._session: Session | None = None
@@ -221,6 +223,22 @@ class DiscordStandIn:
                     "mentionable": False,
                 }
             )
+
+    async def remove_member(self, guild_id: str, user: User) -> None:
+        """A member leaves the server: GUILD_MEMBER_REMOVE, sent (as Discord does) only to
+        a session that asked for the privileged members intent."""
+        self.members[guild_id].pop(user.id, None)
+        if (self.intents or 0) & GUILD_MEMBERS_INTENT:
+            await self.dispatch("GUILD_MEMBER_REMOVE", {"guild_id": guild_id, "user": user.payload()})
+
+    async def remove_bot(self, guild_id: str, *, outage: bool = False) -> None:
+        """GUILD_DELETE: the bot removed from the server, or (``outage``) the server
+        unavailable for a while, which Discord says with ``unavailable: true``."""
+        await self.dispatch("GUILD_DELETE", {"id": guild_id, **({"unavailable": True} if outage else {})})
+
+    async def add_bot(self, guild_id: str) -> None:
+        """GUILD_CREATE: the bot added (back) to the server."""
+        await self.dispatch("GUILD_CREATE", self._guild_create(guild_id))
 
     def _member_payload(self, guild_id: str, user: User) -> Payload:
         roles = [f"{user.id}0"] if user.permissions else []
@@ -509,6 +527,7 @@ class DiscordStandIn:
             await connection.socket.close(code=4004, message=b"Authentication failed.")
             return
         self.identifies += 1
+        self.intents = data.get("intents")
         session = Session(uuid.uuid4().hex, socket=connection.socket, compressor=connection.compressor)
         session.transport = connection.transport
         self._session = session

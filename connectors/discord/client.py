@@ -43,7 +43,7 @@ from connectors.discord import payloads
 from connectors.discord.gateway import FaultReport, GatewayPolicy, GatewaySupervisor, Heartbeat, isolate_parsers
 from connectors.discord.payloads import GuildInfo
 from connectors.discord.sweep import sweep_discord_conversation
-from connectors.events import Author, ChatEvent, Reply
+from connectors.events import Author, ChatEvent, Reply, WorkspaceChange
 from connectors.metrics import CONNECTOR_UP, PARSE_ERRORS, RECONNECTS
 from connectors.service import ChatService
 from connectors.sweep import SweepReport, sweep_platform
@@ -58,7 +58,17 @@ ALREADY_ACKNOWLEDGED = 40060  # Discord's error code for a second response to on
 REPLY_PATIENCE = 300.0
 
 PARSED = frozenset(
-    {"MESSAGE_CREATE", "MESSAGE_UPDATE", "MESSAGE_DELETE", "MESSAGE_DELETE_BULK", "CHANNEL_DELETE", "THREAD_DELETE"}
+    {
+        "MESSAGE_CREATE",
+        "MESSAGE_UPDATE",
+        "MESSAGE_DELETE",
+        "MESSAGE_DELETE_BULK",
+        "CHANNEL_DELETE",
+        "THREAD_DELETE",
+        "GUILD_MEMBER_REMOVE",
+        "GUILD_DELETE",
+        "GUILD_CREATE",
+    }
 )
 
 
@@ -77,13 +87,16 @@ class DiscordEndpoints:
         DiscordWebSocket.DEFAULT_GATEWAY = yarl.URL(self.gateway_url)
 
 
-def intents() -> discord.Intents:
+def intents(members: bool = False) -> discord.Intents:
     """Guilds, guild messages and the privileged message content intent (enabled in the
-    application's Bot settings), nothing else."""
+    application's Bot settings); the privileged members intent only when ``members``
+    (STASHBIRD_ON_MEMBER_LEAVE=forget: GUILD_MEMBER_REMOVE comes with it alone), nothing
+    else."""
     chosen = discord.Intents.none()
     chosen.guilds = True
     chosen.guild_messages = True
     chosen.message_content = True
+    chosen.members = members
     return chosen
 
 
@@ -129,8 +142,9 @@ class StashbirdClient(discord.Client):
         on_frame: Callable[[dict[str, Any]], None],
         on_command: Callable[[discord.Interaction[Any]], Awaitable[None]],
         on_fault: FaultReport,
+        members: bool = False,
     ) -> None:
-        super().__init__(intents=intents(), enable_debug_events=True, max_messages=None)
+        super().__init__(intents=intents(members), enable_debug_events=True, max_messages=None)
         self._on_frame = on_frame
         isolate_parsers(self._connection.parsers, on_fault, lambda: self.ws.sequence if self.ws is not None else None)
         self.tree = app_commands.CommandTree(self)
@@ -223,10 +237,11 @@ class DiscordConnector:
         self.endpoints = endpoints
         self.policy = policy or GatewayPolicy()
         # Events in gateway order, each with a future told whether the inbox took it as new.
-        self._queue: asyncio.Queue[tuple[ChatEvent, asyncio.Future[bool] | None]] = asyncio.Queue()
+        self._queue: asyncio.Queue[tuple[ChatEvent | WorkspaceChange, asyncio.Future[bool] | None]] = asyncio.Queue()
         self._deferring: dict[str, asyncio.Event] = {}  # interactions whose defer is on its way
         self.heartbeat = Heartbeat()
-        self.client = StashbirdClient(self._on_frame, self._on_command, self._frame_fault)
+        members = service.config.on_member_leave == "forget"  # the members intent only when a leave is acted on
+        self.client = StashbirdClient(self._on_frame, self._on_command, self._frame_fault, members)
         self.supervisor = GatewaySupervisor(self.client, self.heartbeat, self.policy)
         self.sessions = 0  # gateway sessions established (READY or RESUMED)
         self._last_fault: tuple[str, int | None] | None = None
@@ -291,7 +306,9 @@ class DiscordConnector:
         try:
             guild_id = str(data.get("guild_id") or "")
             guild = guild_info(self.client.get_guild(int(guild_id))) if guild_id.isdigit() else None
-            events = payloads.dispatch(frame["t"], data, str(user.id), guild)
+            ws = self.client.ws
+            delivery = f"{ws.session_id if ws is not None else None}:{frame.get('s')}"
+            events = payloads.dispatch(frame["t"], data, str(user.id), guild, delivery)
         except Exception as error:  # noqa: BLE001 - one payload never stops the stream
             self._frame_fault(str(frame["t"]), frame.get("s"), data, error)
             return

@@ -24,6 +24,15 @@ message objects (channel history) and interaction payloads, as dicts. Rules, and
   ``message_snapshots``: stored as the forwarder's message, its text the snapshot's
   (with attachment names) after ``[forwarded]``. Discord's snapshot does not name the
   original author, so neither does the stored message.
+- Leaving: ``GUILD_MEMBER_REMOVE`` (sent only with the members intent, which the
+  client asks for only when STASHBIRD_ON_MEMBER_LEAVE=forget needs it) is that member
+  leaving the server (our own bot's is skipped: its removal is ``GUILD_DELETE``);
+  ``GUILD_DELETE`` without ``unavailable: true`` is the bot removed from the server
+  (``unavailable`` is an outage, not a removal), and a later ``GUILD_CREATE`` the bot
+  there again. Each is a ``WorkspaceChange`` (the server's channels in memory are the
+  service's to find). Their event ids: ``delivery`` (the client's session id and the
+  frame's sequence, the same when a RESUME replays it), ``GUILD_CREATE``'s the bot's
+  ``joined_at``, which every reconnect repeats and only a new join changes.
 - Role: ``bot`` for bots; ``admin`` for the guild owner and anyone whose roles grant
   Manage Guild or Administrator (interactions carry the computed permissions; messages
   carry the member's role ids, resolved against the guild's roles); else ``user``. The
@@ -54,9 +63,10 @@ from connectors.events import (
     Reply,
     ReplyTarget,
     Role,
+    WorkspaceChange,
 )
 from connectors.replies import numbered_line
-from memory import ConversationRef, ValidationError
+from memory import ConversationRef, ValidationError, Workspace
 
 PLATFORM = "discord"
 MANAGE_GUILD = 1 << 5
@@ -283,8 +293,38 @@ def channel_deleted(data: Payload, guild: GuildInfo | None) -> list[ChatEvent]:
     return [ChannelDeleted(conversation(data["guild_id"], gone), f"{gone}:channel-deleted") for gone in (channel_id, *threads)]
 
 
-def dispatch(name: str, data: Payload, bot_id: str, guild: GuildInfo | None) -> list[ChatEvent]:
-    """The events a gateway dispatch means (none for the ones memory does not care about)."""
+def member_removed(data: Payload, bot_id: str, delivery: str) -> WorkspaceChange | None:
+    """GUILD_MEMBER_REMOVE: a member left (or was removed from) the server."""
+    user = snowflake(_mapping(data, "user").get("id"), "user.id")
+    if user == bot_id:
+        return None
+    return WorkspaceChange(Workspace(PLATFORM, _id(data, "guild_id")), f"{user}:member-removed:{delivery}", "member_left", user)
+
+
+def guild_changed(name: str, data: Payload, delivery: str) -> WorkspaceChange | None:
+    """GUILD_DELETE (the bot removed, unless ``unavailable``: an outage) or GUILD_CREATE
+    (the bot in the server: at every connect, and when added back)."""
+    guild = _id(data, "id")
+    if name == "GUILD_DELETE":
+        if data.get("unavailable") is True:
+            return None
+        return WorkspaceChange(Workspace(PLATFORM, guild), f"{guild}:guild-delete:{delivery}", "bot_removed")
+    joined = data.get("joined_at")
+    stamp = joined if isinstance(joined, str) and joined else delivery
+    return WorkspaceChange(Workspace(PLATFORM, guild), f"{guild}:guild-create:{stamp}", "bot_added")
+
+
+def dispatch(
+    name: str, data: Payload, bot_id: str, guild: GuildInfo | None, delivery: str = ""
+) -> list[ChatEvent | WorkspaceChange]:
+    """The events a gateway dispatch means (none for the ones memory does not care
+    about). ``delivery``: the frame's id in its session (module doc)."""
+    if name == "GUILD_MEMBER_REMOVE":
+        removed = member_removed(data, bot_id, delivery)
+        return [removed] if removed else []
+    if name in ("GUILD_DELETE", "GUILD_CREATE"):
+        changed = guild_changed(name, data, delivery)
+        return [changed] if changed else []
     if name == "MESSAGE_CREATE":
         events: list[ChatEvent | None] = [message_created(data, bot_id, guild)]
     elif name == "MESSAGE_UPDATE":
@@ -294,7 +334,7 @@ def dispatch(name: str, data: Payload, bot_id: str, guild: GuildInfo | None) -> 
     elif name == "MESSAGE_DELETE_BULK":
         events = [messages_deleted(data)]
     elif name in ("CHANNEL_DELETE", "THREAD_DELETE"):
-        return channel_deleted(data, guild)
+        return list(channel_deleted(data, guild))
     else:
         return []
     return [event for event in events if event is not None]

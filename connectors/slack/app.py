@@ -52,7 +52,7 @@ from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
-from connectors.events import Author, ChannelDeleted, ChatEvent, Reply, Role
+from connectors.events import Author, ChannelDeleted, ChatEvent, Reply, Role, WorkspaceChange
 from connectors.metrics import CONNECTOR_UP, EVENTS, PARSE_ERRORS, RECONNECTS
 from connectors.service import ChatService, Intake
 from connectors.slack import payloads
@@ -183,6 +183,8 @@ class SlackConnector:
         self.app.event("app_mention")(self._on_event)
         self.app.event("channel_deleted")(self._on_event)
         self.app.event("group_deleted")(self._on_event)
+        for membership in payloads.MEMBERSHIP_EVENTS:  # the bot removed or added back, a member deactivated
+            self.app.event(membership)(self._on_event)
         self.app.command("/memory")(self._on_command)
         self.app.event("app_uninstalled")(self._on_uninstalled)
         self.app.event("tokens_revoked")(self._on_uninstalled)
@@ -393,7 +395,7 @@ class SlackConnector:
         for chat_event in events:
             await self._accept(body, kind, chat_event)
 
-    async def _accept(self, body: dict[str, Any], kind: str, event: ChatEvent) -> None:
+    async def _accept(self, body: dict[str, Any], kind: str, event: ChatEvent | WorkspaceChange) -> None:
         """Into the inbox; an event it cannot hold (ValidationError) is refused, not retried."""
         try:
             await self.intake.accept(event)

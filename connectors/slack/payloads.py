@@ -27,6 +27,16 @@ Which messages count, and why:
   ``message`` without a ``ts`` (older deliveries) is named by ``previous_message.ts``. If the
   new message is a ``tombstone`` (a thread parent deleted while it has replies), the
   parent is deleted. ``message_deleted`` deletes ``deleted_ts``.
+- the bot removed from a channel: ``channel_left`` / ``group_left`` (sent to the bot
+  itself), or ``member_left_channel`` naming the bot's user; added back:
+  ``channel_joined`` / ``group_joined`` (whose ``channel`` is the channel object, not its
+  id) or ``member_joined_channel`` naming the bot. Another member joining or leaving a
+  channel is not leaving the workspace: nothing. Without the bot's user id (no
+  ``authorizations`` in an old envelope) a ``member_*_channel`` cannot be told apart and
+  is skipped; ``channel_left`` still says it.
+- a member leaving the workspace: ``user_change`` whose ``user.deleted`` is true (a
+  deactivated account); any other ``user_change`` (a profile edit, a reactivation, an
+  old frame without ``deleted``) is nothing. It names no channel: a ``WorkspaceChange``.
 - a message that mentions the bot is a question. Slack sends it twice (``app_mention``
   and ``message``); both become one ``Mention`` with event id ``mention:<ts>``, so the
   second is a redelivery.
@@ -41,6 +51,7 @@ from typing import Any
 from connectors.events import (
     AdminCommand,
     Author,
+    BotPresence,
     ChannelDeleted,
     ChatEvent,
     ChatMessage,
@@ -49,8 +60,9 @@ from connectors.events import (
     MessageEdited,
     MessagePosted,
     ReplyTarget,
+    WorkspaceChange,
 )
-from memory import ConversationRef, ValidationError, parse_time
+from memory import ConversationRef, ValidationError, Workspace, parse_time
 
 PLATFORM = "slack"
 PEOPLE_SUBTYPES = frozenset({None, "thread_broadcast", "file_share", "me_message"})
@@ -58,6 +70,10 @@ BOT_SUBTYPE = "bot_message"
 RICH_TEXT_RUNS = frozenset({"rich_text_section", "rich_text_preformatted", "rich_text_quote"})
 DIRECT_CHANNEL_TYPES = frozenset({"im", "mpim"})
 DIRECT_REFUSAL = "a direct message: Stashbird remembers channels only"
+BOT_LEFT = frozenset({"channel_left", "group_left"})  # sent to the bot when it is removed
+BOT_JOINED = frozenset({"channel_joined", "group_joined"})
+MEMBERSHIP = {"member_left_channel": False, "member_joined_channel": True}  # present afterwards
+MEMBERSHIP_EVENTS = (*sorted(BOT_LEFT | BOT_JOINED), *MEMBERSHIP, "user_change")  # the app subscribes to these
 MENTION = re.compile(r"<@([UW][A-Z0-9]+)(?:\|[^>]*)?>")
 
 Payload = Mapping[str, Any]
@@ -201,6 +217,34 @@ def _edit(ref: ConversationRef, body: Payload, event: Payload) -> ChatEvent | No
     return MessageEdited(ref, str(body["event_id"]), message, parse_time(str(edited)) if edited else None)
 
 
+def presence(body: Payload, event: Payload, team: str, bot_user: str | None) -> BotPresence | None:
+    """The bot removed from a channel or added back (see the module doc), or None when
+    the membership event is someone else's."""
+    kind = str(event.get("type"))
+    channel = event.get("channel")
+    if isinstance(channel, Mapping):  # channel_joined / group_joined carry the channel object
+        channel = channel.get("id")
+    if not isinstance(channel, str) or not channel:
+        raise ValidationError("channel", f"is missing from the {kind} event")
+    if kind in MEMBERSHIP:
+        if bot_user is None or event.get("user") != bot_user:
+            return None
+        present = MEMBERSHIP[kind]
+    else:
+        present = kind in BOT_JOINED
+    return BotPresence(conversation(team, channel), str(body["event_id"]), present)
+
+
+def member_left(body: Payload, event: Payload, team: str) -> WorkspaceChange | None:
+    """A ``user_change`` for a deactivated account: that member left the workspace."""
+    user = event.get("user")
+    if not isinstance(user, Mapping) or user.get("deleted") is not True:
+        return None
+    if not user.get("id"):
+        raise ValidationError("user.id", "is missing from the user_change event")
+    return WorkspaceChange(Workspace(PLATFORM, team), str(body["event_id"]), "member_left", str(user["id"]))
+
+
 def refusal(body: Payload) -> str | None:
     """Why a delivery is refused whole, or None: direct messages are not remembered. Pure."""
     event = body.get("event") or {}
@@ -215,7 +259,7 @@ def team_of(body: Payload) -> str:
     return str(body.get("team_id") or (event.get("team") if isinstance(event, Mapping) else "") or "")
 
 
-def to_events(body: Payload, bot_user: str | None = None) -> list[ChatEvent]:
+def to_events(body: Payload, bot_user: str | None = None) -> list[ChatEvent | WorkspaceChange]:
     """The events of one Events API delivery (an ``event_callback`` envelope); an
     empty list for what is not conversation. ``bot_user``: the app's bot user id
     (default: from the envelope's ``authorizations``)."""
@@ -228,6 +272,12 @@ def to_events(body: Payload, bot_user: str | None = None) -> list[ChatEvent]:
     bot_user = bot_user or bot_user_id(body)
     if kind in ("channel_deleted", "group_deleted") and isinstance(channel, str):
         return [ChannelDeleted(conversation(team, channel), str(body["event_id"]))]
+    if kind in BOT_LEFT or kind in BOT_JOINED or kind in MEMBERSHIP:
+        found: ChatEvent | WorkspaceChange | None = presence(body, event, team, bot_user)
+        return [found] if found else []
+    if kind == "user_change":
+        found = member_left(body, event, team)
+        return [found] if found else []
     if kind not in ("message", "app_mention") or not isinstance(channel, str):
         return []
     ref = conversation(team, channel)
