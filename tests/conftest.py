@@ -53,7 +53,8 @@ from tests.servers import create_database, drop_database, dsn  # noqa: E402
 TEST_DATABASE_URL = os.environ.get("STASHBIRD_TEST_DATABASE_URL") or None
 # Modules of the default suite that the cluster suite runs too (``-m citus`` selects them
 # when the suite points at another server): locks, discovery, the scheduler's claims with
-# two processes, the jobs and audit commands, the chat service's inbox.
+# two processes, the jobs and audit commands, the chat service's inbox, opting out and
+# retention.
 CLUSTER_MODULES = frozenset(
     {
         "test_locks.py",
@@ -63,6 +64,7 @@ CLUSTER_MODULES = frozenset(
         "test_cli_audit.py",
         "test_connector_service.py",
         "test_nodes.py",
+        "test_privacy_cluster.py",
     }
 )
 
