@@ -5,16 +5,16 @@ cleared when it is added back; while it is set, nothing new is stored there, on 
 (``memory.ingest`` checks it). ``conversations`` is a reference table on Citus; a column
 added to it is added on every node.
 
-Revision ID: 0019
-Revises: 0017
+Revision ID: 0020
+Revises: 0019
 """
 
 import sqlalchemy as sa
 
 from alembic import op
 
-revision = "0019"
-down_revision = "0017"
+revision = "0020"
+down_revision = "0019"
 branch_labels = None
 depends_on = None
 
