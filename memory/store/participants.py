@@ -10,6 +10,7 @@ anything, so that the command records a change only when there was one.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from sqlalchemy import ColumnElement, and_, delete, func, select
 from sqlalchemy.dialects.postgresql import insert
@@ -70,12 +71,14 @@ class RetentionRow:
 
 async def set_retention(session: AsyncSession, conversation_id: int, days: int | None, by: str) -> bool:
     """Set the conversation's own window (``days`` None: keep everything); False when it
-    was set so already."""
-    values = {"conversation_id": conversation_id, "days": days, "set_by": by}
+    was set so already. The time is bound, not ``now()``: Citus refuses a function that is
+    not immutable in the DO UPDATE SET of a distributed table."""
+    at = datetime.now(UTC)
+    values = {"conversation_id": conversation_id, "days": days, "set_by": by, "set_at": at}
     statement = insert(ConversationRetention).values(**values)
     statement = statement.on_conflict_do_update(
         index_elements=[ConversationRetention.conversation_id],
-        set_={"days": days, "set_by": by, "set_at": func.now()},
+        set_={"days": days, "set_by": by, "set_at": at},
         where=ConversationRetention.days.is_distinct_from(days),
     )
     return bool((await session.execute(statement)).rowcount)  # type: ignore[attr-defined]
