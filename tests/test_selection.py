@@ -306,3 +306,21 @@ def test_a_message_answering_the_question_in_other_words_is_related() -> None:
     assert not chosen.unrelated and chosen.ranked[0][0] is civic
     alone = choose(cues, [offsite], SPEAKERS + ["Dana"], OPEN)
     assert alone.unrelated and alone.refusal == "nothing stored says what is asked"
+
+
+def test_only_a_close_message_by_or_about_the_named_person_makes_the_question_related() -> None:
+    """The question "What is the name of Marco's dog?" holds no word of any message here. Alice's
+    "Biscuit is adorable" is close in meaning but not about Marco: alone beside Marco's
+    lunch plans it is "nothing stored says what is asked" (the demo after deleting
+    Marco's message). Marco's own close message, even when it is not ranked first,
+    makes the question related."""
+    cues = Cues({"dog": 3.0}, named="Marco", name_forms=("Marco",), first_person="What is the name of my dog?")
+    alice = replace(seen(14, "Alice", "Biscuit is adorable. I have a cat called Miso.", similarity=0.55, rank=1.0), personal=0.4)
+    lunch = replace(seen(4, "Marco", "Hey Tom, I sit on the fourth floor. Lunch on Wednesday?", similarity=0.05), personal=0.05)
+    alone = choose(cues, [alice, lunch], SPEAKERS + ["Marco"], OPEN)
+    assert alone.unrelated and alone.refusal == "nothing stored says what is asked"
+    puppy = replace(seen(13, "Marco", "We got a puppy at the weekend.", similarity=0.3, rank=0.1), personal=0.3, hit=False)
+    related = choose(cues, [alice, lunch, puppy], SPEAKERS + ["Marco"], OPEN)
+    assert not related.unrelated
+    nobody = replace(cues, named=None, name_forms=())
+    assert not choose(nobody, [alice, lunch], SPEAKERS + ["Marco"], OPEN).unrelated

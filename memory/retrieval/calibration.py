@@ -39,7 +39,7 @@ SELECTION_L2 = 0.01
 SELECTION_STEPS = 1500
 ABSTENTION_STEPS = 8000
 REFUSE_SHARE = 0.08
-DOUBT_SIGNALS = ("mismatch", "exchange_gap", "personal_gap", "named")
+DOUBT_SIGNALS = ("mismatch", "exchange_gap", "personal_gap", "meaning_gap", "named")
 
 
 @dataclass(frozen=True)
