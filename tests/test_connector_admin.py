@@ -28,8 +28,8 @@ from bot.testing.slack_standin import TEAM, SlackStandIn
 from connectors import admin
 from connectors.discord.payloads import conversation as discord_conversation
 from memory.lab import word_residue
-from memory.store.schema import Episode, Relation, RelationProvenance
-from tests.test_forget_person import CHANNELS
+from memory.store.schema import Relation
+from tests.test_forget_person import CHANNELS, others_relations
 from tests.test_slack_integration import settle as settle_slack
 
 if TYPE_CHECKING:
@@ -125,17 +125,6 @@ class Chat:
     settle: Callable[[], Awaitable[None]]
 
 
-async def _relations_of_others(memory: api.Memory, ref: api.ConversationRef, theirs: set[str]) -> set[int]:
-    cid = await api.resolve_conversation(memory, ref, principal=OPERATOR)
-    async with memory._sessions() as session:
-        rows = await session.execute(
-            select(RelationProvenance.relation_id)
-            .join(Episode, Episode.id == RelationProvenance.episode_id)
-            .where(RelationProvenance.conversation_id == cid, ~Episode.platform_message_id.in_(theirs))
-        )
-        return set(rows.scalars())
-
-
 async def _relations(memory: api.Memory, ref: api.ConversationRef) -> set[int]:
     cid = await api.resolve_conversation(memory, ref, principal=OPERATOR)
     async with memory._sessions() as session:
@@ -159,7 +148,10 @@ async def scenario(memory: api.Memory, chat: Chat) -> None:
     await chat.settle()
     for ref in chat.refs.values():
         await api.consolidate(memory, ref, principal=OPERATOR)
-    others = {c: await _relations_of_others(memory, ref, bobs[c]) for c, ref in chat.refs.items()}
+    others = {
+        c: await others_relations(memory, await api.resolve_conversation(memory, ref, principal=OPERATOR), bobs[c])
+        for c, ref in chat.refs.items()
+    }
     assert all(others.values())
 
     # anyone may ask what is kept; a non-admin may not forget someone else or set the window

@@ -59,20 +59,20 @@ async def _cid(memory: Memory, ref: api.ConversationRef) -> int:
     return await api.resolve_conversation(memory, ref, principal=OPERATOR)
 
 
-async def _others_relations(memory: Memory, cid: int) -> set[int]:
-    """Relations some message not by Bob supports."""
+async def others_relations(memory: Memory, cid: int, theirs: set[str] = BOBS) -> set[int]:
+    """Relations some message not among ``theirs`` (by default Bob's) supports."""
     async with memory._sessions() as session:
         rows = await session.execute(
             select(RelationProvenance.relation_id)
             .join(Episode, Episode.id == RelationProvenance.episode_id)
-            .where(RelationProvenance.conversation_id == cid, ~Episode.platform_message_id.in_(BOBS))
+            .where(RelationProvenance.conversation_id == cid, ~Episode.platform_message_id.in_(theirs))
         )
         return set(rows.scalars())
 
 
 async def test_forgetting_a_person_leaves_no_word_only_they_said(memory: Memory) -> None:
     workspace, refs = await _workspace(memory)
-    kept_before = {c: await _others_relations(memory, await _cid(memory, ref)) for c, ref in refs.items()}
+    kept_before = {c: await others_relations(memory, await _cid(memory, ref)) for c, ref in refs.items()}
     assert all(kept_before.values())
 
     result = await api.forget_author(memory, "U2", workspace=workspace, principal=OPERATOR)

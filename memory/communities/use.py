@@ -33,9 +33,10 @@ def used(score: float, age_seconds: float, half_life_seconds: float = HALF_LIFE_
     return decayed(score, age_seconds, half_life_seconds) + 1.0
 
 
-def decayed_sql(score: str, at: str) -> str:
+def decayed_sql(score: str, at: str, now: str = "now()") -> str:
     """``decayed`` of the columns ``score`` and ``at`` (its timestamp, NULL: never used,
-    0) at the statement's ``now()``, as SQL."""
-    age = f"greatest(extract(epoch FROM now() - ({at}))::float8, 0)"
+    0) at ``now``, as SQL. A statement that writes with it binds ``now`` as a parameter:
+    Citus refuses a non-immutable function such as ``now()`` inside CASE in an UPDATE."""
+    age = f"greatest(extract(epoch FROM {now} - ({at}))::float8, 0)"
     decay = f"power(0.5::float8, {age} / {HALF_LIFE_SECONDS!r})"
     return f"CASE WHEN ({at}) IS NULL THEN 0::float8 ELSE ({score}) * {decay} END"

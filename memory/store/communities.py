@@ -5,9 +5,10 @@ only module that inserts, updates or deletes ``communities``, ``community_member
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import datetime, timezone
 from typing import Any
 
-from sqlalchemy import case, delete, func, insert, text, update
+from sqlalchemy import DateTime, case, delete, func, insert, literal, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memory.communities.use import decayed_sql
@@ -34,7 +35,8 @@ async def note_changed_relations(session: AsyncSession, conversation_id: int, re
 # the evidence showed (an entity item, a relation's end, an entity a shown message
 # supports). Every subquery is pinned to the conversation, so Citus routes it to one shard.
 _RECORD_USE = text(
-    f"UPDATE communities SET used_score = {decayed_sql('used_score', 'used_at')} + 1, used_at = now() "
+    f"UPDATE communities SET used_score = {decayed_sql('used_score', 'used_at', 'CAST(:now AS timestamptz)')} + 1, "
+    "used_at = CAST(:now AS timestamptz) "
     "WHERE conversation_id = :c AND (id = ANY(:communities) OR id IN ("
     "SELECT community_id FROM community_members WHERE conversation_id = :c AND ("
     "entity_id = ANY(:entities) "
@@ -60,15 +62,16 @@ async def record_use(
         for name, v in (("communities", communities), ("entities", entities), ("relations", relations), ("episodes", episodes))
     }
     if any(ids.values()):
-        await session.execute(_RECORD_USE, {"c": conversation_id, **ids})
+        await session.execute(_RECORD_USE, {"c": conversation_id, "now": datetime.now(timezone.utc), **ids})
 
 
 async def mark_dirty(session: AsyncSession, conversation_id: int, ids: Iterable[int], *, clear_summary: bool) -> None:
     """To be regenerated; ``clear_summary`` also clears label and summary (a deletion:
     they may quote the deleted message)."""
+    now = literal(datetime.now(timezone.utc), DateTime(timezone=True))  # Citus refuses now() inside CASE here
     values: dict[str, Any] = {
         "dirty": True,
-        "updated_at": case((Community.dirty, Community.updated_at), else_=func.now()),  # dirty since
+        "updated_at": case((Community.dirty, Community.updated_at), else_=now),  # dirty since
         **({"label": "", "summary": ""} if clear_summary else {}),
     }
     await session.execute(
