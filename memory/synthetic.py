@@ -386,7 +386,8 @@ def _grow_statements() -> list[str]:
                   'about ' || {word("i * 7919 + g.cid")} || ' and ' || {word("i * 104729 + 3 * g.cid")}
                   || ' with ' || {word("i * 31 + 17 * g.cid")} || ' ' || {word("i * 613 + 5 * g.cid")},
                   :t0time + make_interval(secs => i * 60), 'b' || i, {ep_vec}
-           FROM g CROSS JOIN LATERAL generate_series(g.start, g.start + g.n - 1) AS i
+           -- i is a bigint: i * 104729 overflows an int in a conversation past 20,000 messages
+           FROM g CROSS JOIN LATERAL generate_series(CAST(g.start AS bigint), g.start + g.n - 1) AS i
            CROSS JOIN (SELECT CAST(:syllables AS text[]) AS s) AS v {ep_join}""",
         "ANALYZE episodes",  # see _bulk_graph_statements
         """UPDATE episodes e SET prev_id = w.prev, next_id = w.next
