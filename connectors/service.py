@@ -672,8 +672,7 @@ async def workspace_events(memory: Memory, change: WorkspaceChange) -> list[Chat
     holds nothing of the workspace: nothing of it to forget or to stop storing."""
     workspace, present = change.workspace, change.change == "bot_added"
     removed = None if change.change == "member_left" else present  # bot_added: the marked; bot_removed: the others
-    listed = await conversations(memory, principal=SERVICE, platform=workspace.platform, bot_removed=removed)
-    refs = [ref for ref in listed if ref.workspace == workspace]
+    refs = await conversations(memory, principal=SERVICE, workspace=workspace, bot_removed=removed)
     if change.change == "member_left":
         return [MemberLeft(refs[0], change.event_id, change.user_id)] if refs else []
     return [BotPresence(ref, change.event_id, present) for ref in refs]

@@ -23,7 +23,7 @@ from memory.errors import ValidationError
 from memory.limits import MAX_EVIDENCE_K
 from memory.principal import Principal
 from memory.store.audit import write_store_audit
-from memory.store.conversations import delete_conversation, list_conversations
+from memory.store.conversations import Workspace, delete_conversation, list_conversations
 from memory.validation import check_text, normalize_id
 
 if TYPE_CHECKING:
@@ -232,12 +232,20 @@ async def stored_messages(
 
 
 async def conversations(
-    memory: Memory, *, principal: Principal, platform: str | None = None, bot_removed: bool | None = None
+    memory: Memory,
+    *,
+    principal: Principal,
+    platform: str | None = None,
+    bot_removed: bool | None = None,
+    workspace: Workspace | None = None,
 ) -> list[ConversationRef]:
-    """The conversations in memory (of one platform; ``bot_removed``: only those the bot
-    was removed from, or only those it is in), in creation order."""
+    """The conversations in memory (of one platform, or of one ``workspace``;
+    ``bot_removed``: only those the bot was removed from, or only those it is in), in
+    creation order."""
+    if workspace is not None:
+        platform = workspace.platform
     async with door(memory, "conversations", principal) as call:
         async with memory._sessions() as session:
-            found = await list_conversations(session, platform, bot_removed)
+            found = await list_conversations(session, platform, bot_removed, workspace.workspace_id if workspace else None)
         call.note(found=len(found))
     return found

@@ -174,14 +174,16 @@ async def bot_left_at(session: AsyncSession, conversation_id: int) -> datetime |
 
 
 async def list_conversations(
-    session: AsyncSession, platform: str | None = None, bot_removed: bool | None = None
+    session: AsyncSession, platform: str | None = None, bot_removed: bool | None = None, workspace_id: str | None = None
 ) -> list[ConversationRef]:
-    """Every conversation (of one platform; only those the bot was removed from, or is
-    in, when ``bot_removed`` says), in creation order: a discovery query for scheduled
-    work such as the missed-deletion sweep."""
+    """Every conversation (of one platform, or one of its workspaces; only those the bot
+    was removed from, or is in, when ``bot_removed`` says), in creation order: a
+    discovery query for scheduled work such as the missed-deletion sweep."""
     query = select(Conversation.platform, Conversation.workspace_id, Conversation.channel_id).order_by(Conversation.id)
     if platform is not None:
         query = query.where(Conversation.platform == platform)
+    if workspace_id is not None:
+        query = query.where(Conversation.workspace_id == workspace_id)
     if bot_removed is not None:
         query = query.where(Conversation.bot_left_at.is_not(None) if bot_removed else Conversation.bot_left_at.is_(None))
     return [ConversationRef(*row) for row in await session.execute(query)]
