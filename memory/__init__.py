@@ -86,6 +86,7 @@ if TYPE_CHECKING:
         defer_backlog,
         due_backlog,
         erase,
+        index_conversation,
         pending,
         prepare_consolidation,
         regenerate_communities,
@@ -131,6 +132,7 @@ if TYPE_CHECKING:
     from memory.store.erasure import MaintenanceReport
     from memory.store.inbox import InboxBacklog, InboxClaim, InboxEntry, InboxItem, OutboxItem
     from memory.store.installations import AppInstallations
+    from memory.store.vector_indexes import IndexReport
     from memory.validation import check_text, normalize_id, parse_time
 
 __all__ = [
@@ -159,6 +161,7 @@ __all__ = [
     "InboxClaim",
     "InboxEntry",
     "InboxItem",
+    "IndexReport",
     "IngestReport",
     "LLMClient",
     "LLMError",
@@ -210,6 +213,7 @@ __all__ = [
     "due_backlog",
     "edit",
     "erase",
+    "index_conversation",
     "explain",
     "facts",
     "forget",

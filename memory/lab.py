@@ -33,6 +33,7 @@ from memory.retrieval.selection import AbstentionRule, SelectionWeights
 from memory.store.embedded import drop_embedded_database
 from memory.store.integrity import Integrity
 from memory.store.residue import WordResidue
+from memory.store.vector_indexes import OWN_INDEX_ROWS
 from memory.synthetic import SuppliedCommunity, SuppliedEntity, SuppliedGraph, SuppliedIds, SuppliedRelation
 
 if TYPE_CHECKING:
@@ -80,6 +81,7 @@ __all__ = [
     "grow_conversations",
     "vacuum_analyze",
     "build_vector_index",
+    "OWN_INDEX_ROWS",
     "store_size",
     "search_shards",
     "name_ratio",
@@ -246,10 +248,14 @@ _MARK = text(
 
 
 async def drop_vector_index(memory: Memory) -> None:
-    """Drop the search documents' vector index: exact search, so that a latency figure
-    does not depend on the approximate index's build."""
+    """Drop the search documents' vector index and the conversations' own ones: exact
+    search, so that a latency figure does not depend on the approximate index's build,
+    and a bulk load that does not insert into them."""
+    from memory.store.vector_indexes import drop_all
+
     async with memory._engine.begin() as connection:
         await connection.execute(text("DROP INDEX IF EXISTS ix_search_documents_embedding"))
+    await drop_all(memory._engine)
 
 
 _VECTOR_INDEX = (

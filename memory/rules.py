@@ -131,6 +131,7 @@ RULES: dict[str, Rule] = {
     "regenerate_communities": Rule(_WORK),
     "regenerate_summary": Rule(_WORK),
     "vacuum": Rule(_WORK, store_wide=True),
+    "index_conversation": Rule(_WORK, Audit.NONE),  # an index: no memory read or changed
     "conversations": Rule(_WORK, Audit.NONE, store_wide=True),
     "read_cursor": Rule(_WORK, Audit.NONE),
     "save_cursor": Rule(_WORK, Audit.NONE),

@@ -157,6 +157,10 @@ def test_vector_plan() -> None:
     assert estimate_size(20_000, None) == 20_000
     tiny_share = choose_plan({"episode": 25_000}, 10_000_000, 60)
     assert tiny_share.exact == ("episode",) and not tiny_share.hnsw
+    # The conversation's own index: share 1, whatever the store holds.
+    own = choose_plan({"episode": 25_000, "entity": 300}, 10_000_000, 60, frozenset({"episode"}))
+    assert own.hnsw == ("episode",) and own.exact == ("entity",) and own.ef_search == 120
+    assert choose_plan({"episode": 900}, 10_000_000, 60, frozenset({"episode"})).hnsw == ("episode",)
 
 
 def test_neighbours_gain_a_share_of_the_best_found_neighbour() -> None:

@@ -45,8 +45,18 @@ import numpy as np
 
 from bot.bench.common import BENCH, bench_memory, median, peak_rss_mb, percentile
 from bot.settings import Settings
-from memory import ConversationRef, Memory, ValidationError, citus_plan, forget, ingest, validate_message
+from memory import (
+    ConversationRef,
+    Memory,
+    ValidationError,
+    citus_plan,
+    forget,
+    index_conversation,
+    ingest,
+    validate_message,
+)
 from memory.lab import (
+    OWN_INDEX_ROWS,
     build_vector_index,
     drop_vector_index,
     grow_conversations,
@@ -138,6 +148,17 @@ async def _grow(memory: Memory, refs: list[ConversationRef], have: list[int], wa
         memory, [(ref, start, target - start) for ref, start, target in zip(refs, have, want, strict=True)], _SYLLABLES
     )
     return time.perf_counter() - began
+
+
+async def _own_indexes(memory: Memory, refs: list[ConversationRef]) -> dict[str, Any]:
+    """What the scheduler does after a conversation's consolidation, for every
+    conversation: its own vector index of each kind past ``OWN_INDEX_ROWS`` documents."""
+    began, conversations, indexes = time.perf_counter(), 0, 0
+    for ref in refs:
+        report = await index_conversation(memory, ref, principal=BENCH)
+        conversations += bool(report.built)
+        indexes += len(report.built)
+    return {"conversations": conversations, "indexes": indexes, "seconds": round(time.perf_counter() - began, 1)}
 
 
 async def _ingest(memory: Memory, refs: list[ConversationRef], count: int, step: int, rng: random.Random) -> dict[str, Any]:
@@ -239,6 +260,7 @@ async def _step(
     await vacuum_analyze(memory)
     vacuum_seconds = time.perf_counter() - began
     index_seconds = await build_vector_index(memory, args.index_memory_mb, args.index_workers)
+    own = await _own_indexes(memory, refs)
     loaded = sum(want) - sum(have)
     have[:] = want
     ingested = await _ingest(memory, refs, args.ingested, total, state["rng"])
@@ -253,6 +275,7 @@ async def _step(
         "bulk": {"messages": loaded, "seconds": round(load_seconds, 1), "per_second": round(loaded / load_seconds, 1)},
         "vacuum_seconds": round(vacuum_seconds, 1),
         "index_seconds": round(index_seconds, 1),
+        "own_indexes": own,
         "ingest": ingested,
         "real_share": round(state["real"] / stored, 6) if stored else 0.0,
         "bytes": size,
@@ -324,6 +347,11 @@ def render(result: dict[str, Any]) -> str:
             f"{s['ingest']['unsearchable']} ingested messages not searchable"
         )
         lines.append(f"at {s['messages']}: plan in the largest conversation: {s['search']['plan']}; {checks}")
+        own = s["own_indexes"]
+        lines.append(
+            f"  own vector indexes (past {OWN_INDEX_ROWS} documents of a kind): {own['indexes']} in "
+            f"{own['conversations']} conversations, built in {own['seconds']} s"
+        )
         if s["shards"]:
             shards = s["shards"]
             lines.append(

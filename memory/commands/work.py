@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from memory.store.citus import CitusPlan
     from memory.store.conversations import ConversationRef
     from memory.store.erasure import MaintenanceReport
+    from memory.store.vector_indexes import IndexReport
 
 
 async def prepare_consolidation(memory: Memory) -> None:
@@ -190,6 +191,19 @@ async def vacuum(memory: Memory, *, principal: Principal) -> MaintenanceReport:
     async with door(memory, "vacuum", principal) as call:
         report = await erasure.vacuum(memory._engine)
         call.note(seconds=report.seconds, tables=len(report.tables))
+    return report
+
+
+async def index_conversation(memory: Memory, conversation: ConversationRef, *, principal: Principal) -> IndexReport:
+    """Give a large conversation its own vector index of each kind past
+    ``OWN_INDEX_ROWS`` documents, built concurrently (memory.store.vector_indexes): its
+    searches then cost the same whatever the store holds. Does nothing for a small one."""
+    from memory.store import vector_indexes
+
+    async with door(memory, "index_conversation", principal, conversation) as call:
+        assert call.conversation_id is not None
+        report = await vector_indexes.build(memory._engine, call.conversation_id)
+        call.note(built=report.built, seconds=round(report.seconds, 2))
     return report
 
 

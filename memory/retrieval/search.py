@@ -15,7 +15,11 @@ too few rows of a conversation that holds a small share of the table. Therefore:
 - a larger one uses HNSW with ``hnsw.ef_search`` raised (``SET LOCAL``) so that the
   expected number of candidates of this conversation and kind is ``OVERFETCH`` times the
   rows wanted; when that would need more than pgvector's maximum ef_search (1000), the
-  exact scan is used: slower but never silently incomplete.
+  exact scan is used: slower but never silently incomplete;
+- a kind with the conversation's own index (past ``OWN_INDEX_ROWS`` documents,
+  memory.store.vector_indexes) uses that index, where the share is 1: its cost does not
+  grow with the store. Every HNSW statement is planned with the conversation's values
+  (``force_custom_plan``), or the planner could not pick the conversation's index.
 Figures are printed by ``stashbird bench retrieval``.
 
 Full-text query. The question's English lexemes are OR-ed into a ``tsquery``, each
@@ -77,6 +81,7 @@ from memory.retrieval.fusion import (
 from memory.retrieval.search_sql import Key
 from memory.retrieval.timeparse import TimeRange, states_time
 from memory.store.documents import KINDS
+from memory.store.vector_indexes import OWN_INDEX_ROWS, own_indexes
 
 EXACT_SCAN_ROWS = 20_000
 OVERFETCH = 2.0
@@ -236,14 +241,19 @@ def estimate_size(counted: int, planned: float | None) -> int:
     return max(counted, int(planned))
 
 
-def choose_plan(sizes: dict[str, int], table_rows: int, top: int) -> VectorPlan:
-    """Pure plan choice from the per-kind document counts of the conversation and the
-    number of rows of the whole table (see the module docstring)."""
+def choose_plan(sizes: dict[str, int], table_rows: int, top: int, own: frozenset[str] = frozenset()) -> VectorPlan:
+    """Pure plan choice from the per-kind document counts of the conversation, the
+    number of rows of the whole table and the kinds that have the conversation's own
+    index (see the module docstring)."""
     exact: list[str] = []
     hnsw: list[str] = []
     ef = 0
     for kind, size in sizes.items():
         if size == 0:
+            continue
+        if kind in own:
+            hnsw.append(kind)
+            ef = max(ef, math.ceil(OVERFETCH * top), 40)
             continue
         if size < EXACT_SCAN_ROWS:
             exact.append(kind)
@@ -260,15 +270,19 @@ def choose_plan(sizes: dict[str, int], table_rows: int, top: int) -> VectorPlan:
 
 async def _plan(session: AsyncSession, conversation_id: int, kinds: Sequence[str], top: int) -> VectorPlan:
     """Count (capped) and, for a large kind, estimate; choose; set ``ef_search`` for HNSW."""
-    sizes = await sql.capped_counts(session, conversation_id, kinds, EXACT_SCAN_ROWS)
+    # A kind with its own index is not counted (past 20K rows the count costs more than
+    # the search); its size is the planner's estimate, as a large kind's.
+    own = await own_indexes(session, conversation_id, kinds)
+    sizes = await sql.capped_counts(session, conversation_id, [k for k in kinds if k not in own], EXACT_SCAN_ROWS)
     table_rows = 0.0
     large = [kind for kind, size in sizes.items() if size >= EXACT_SCAN_ROWS]
-    if large:
-        table_rows, planned = await sql.planned_sizes(session, conversation_id, large)
+    if large or own:
+        table_rows, planned = await sql.planned_sizes(session, conversation_id, [*large, *own])
         sizes = {kind: estimate_size(size, planned.get(kind)) for kind, size in sizes.items()}
-    plan = choose_plan(sizes, int(table_rows), top)
+        sizes |= {kind: int(planned.get(kind, OWN_INDEX_ROWS)) for kind in own}
+    plan = choose_plan(sizes, int(table_rows), top, own)
     if plan.hnsw:
-        await sql.set_ef_search(session, plan.ef_search)
+        await sql.set_hnsw_scan(session, plan.ef_search)
     return plan
 
 

@@ -1,0 +1,149 @@
+"""A large conversation's own vector indexes.
+
+The search documents' HNSW index is one over every conversation, and pgvector filters
+by conversation only after the index returns its ``ef_search`` nearest rows (0.6 has no
+iterative scan; 0.8's scans on, but reads about ``rows wanted / share`` rows). So a
+conversation holding a small share of a large store cannot be served by it, and was
+scanned exactly: measured at 100K messages, 35-40 ms for the largest conversation's
+13,700 messages, growing with the conversation.
+
+Past ``OWN_INDEX_ROWS`` documents of one kind a conversation gets an index of its own,
+a partial HNSW index (``WHERE conversation_id = N AND kind = 'k'``): the planner uses it
+for that conversation's statements (given the values, so the search plans them with
+``plan_cache_mode = force_custom_plan``), the share is 1, and a search of 60 rows costs
+the same 3 ms at any size of the store (measured on the same conversation). Inserts
+and deletions keep it up to date like any index.
+
+It is built ``CONCURRENTLY`` (reads and writes go on; it waits for transactions open
+before it) by the scheduler after a conversation's consolidation run
+(``memory.index_conversation``), or by a benchmark after a bulk load. A build that failed half-way leaves an invalid
+index, which the next build drops and makes again. Under Citus the index is made on
+every shard (empty where the conversation is not). Each index adds a little to the
+planning of every statement on the table, so they are for the large conversations,
+not for all: at 1M messages over 1,000 conversations (Zipf 1.0), about 90.
+
+Not under Citus: there an index is made on every shard (each would hold the indexes of
+every large conversation, nearly all of them empty), while a shard holds a few
+thousandths of the store, so that a conversation's share of its shard's index is large
+and the shard's own HNSW index serves it (memory.retrieval.search).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
+
+from memory.store.documents import KINDS
+
+OWN_INDEX_ROWS = 2_000
+# maintenance_work_mem of one build: pgvector builds the graph in memory while it fits
+# (about 2 KB per 384-dimension row) and much slower on disk after; shared by the build's
+# parallel workers, taken at once, so bounded for small servers.
+BUILD_MEMORY_MB = 256
+_PREFIX = "ix_search_documents_embedding_c"
+
+_COUNTS = text(
+    "SELECT k.kind, (SELECT count(*) FROM (SELECT 1 FROM search_documents d "
+    "WHERE d.conversation_id = :c AND d.kind = k.kind LIMIT :cap) s) "
+    "FROM unnest(CAST(:kinds AS text[])) AS k(kind)"
+)
+_STATE = text(
+    "SELECT c.relname, i.indisvalid FROM pg_class c JOIN pg_index i ON i.indexrelid = c.oid "
+    "WHERE c.relname = ANY(:names) AND c.relnamespace = CAST(current_schema() AS regnamespace)"
+)
+
+
+_CITUS = text("SELECT count(*) FROM pg_extension WHERE extname = 'citus'")
+_OWN = text(
+    "SELECT c.relname FROM pg_class c JOIN pg_index i ON i.indexrelid = c.oid "
+    "WHERE i.indrelid = CAST('search_documents' AS regclass) AND starts_with(c.relname, :prefix)"
+)
+
+
+def index_name(conversation_id: int, kind: str) -> str:
+    """The name of the conversation's own index of ``kind`` (under Postgres's 63). Pure."""
+    if kind not in KINDS:
+        raise ValueError(f"not a document kind: {kind!r}")
+    return f"{_PREFIX}{int(conversation_id)}_{kind}"
+
+
+def create_sql(conversation_id: int, kind: str) -> str:
+    """The statement that builds it: the values are in the predicate itself, as a partial
+    index's must be (an int and one of the fixed kinds, never user text). Pure."""
+    name = index_name(conversation_id, kind)
+    return (
+        f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON search_documents USING hnsw (embedding vector_cosine_ops) "
+        f"WHERE conversation_id = {int(conversation_id)} AND kind = '{kind}'"
+    )
+
+
+def wanted(counts: dict[str, int], min_rows: int = OWN_INDEX_ROWS) -> list[str]:
+    """The kinds that should have their own index: ``min_rows`` documents or more. Pure."""
+    return [kind for kind in KINDS if counts.get(kind, 0) >= min_rows]
+
+
+async def own_indexes(session: AsyncSession, conversation_id: int, kinds: Sequence[str]) -> frozenset[str]:
+    """Which of ``kinds`` have a valid own index in the conversation (one catalogue read)."""
+    names = {index_name(conversation_id, kind): kind for kind in kinds}
+    rows = await session.execute(_STATE, {"names": list(names)})
+    return frozenset(names[name] for name, valid in rows.all() if valid)
+
+
+@dataclass
+class IndexReport:
+    """What one conversation's index build did: the kinds built now, those that already
+    had their index, and the seconds it took."""
+
+    conversation_id: int
+    built: list[str] = field(default_factory=list)
+    present: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict[str, object]:
+        return {"built": self.built, "present": self.present, "seconds": round(self.seconds, 2)}
+
+
+async def build(engine: AsyncEngine, conversation_id: int, min_rows: int = OWN_INDEX_ROWS) -> IndexReport:
+    """Build the own indexes the conversation should have and lacks (see the module
+    docstring); an invalid one, left by a build that failed, is dropped and built again."""
+    import time
+
+    began = time.perf_counter()
+    report = IndexReport(conversation_id)
+    async with engine.connect() as connection:
+        if await connection.scalar(_CITUS):
+            return report
+        counts = await connection.execute(_COUNTS, {"c": conversation_id, "kinds": list(KINDS), "cap": min_rows})
+        kinds = wanted({kind: int(count) for kind, count in counts.all()}, min_rows)
+        names = {index_name(conversation_id, kind): kind for kind in kinds}
+        state: dict[str, bool] = dict((await connection.execute(_STATE, {"names": list(names)})).all()) if kinds else {}
+        await connection.rollback()
+        report.present = [names[name] for name, valid in state.items() if valid]
+        todo = [kind for kind in kinds if kind not in report.present]
+        if todo:
+            autocommit = await connection.execution_options(isolation_level="AUTOCOMMIT")
+            await autocommit.execute(text(f"SET maintenance_work_mem TO '{BUILD_MEMORY_MB}MB'"))
+            try:
+                for kind in todo:
+                    name = index_name(conversation_id, kind)
+                    if name in state:  # invalid: a failed build's
+                        await autocommit.execute(text(f"DROP INDEX CONCURRENTLY IF EXISTS {name}"))
+                    await autocommit.execute(text(create_sql(conversation_id, kind)))
+                    report.built.append(kind)
+            finally:
+                await autocommit.execute(text("RESET maintenance_work_mem"))
+    report.seconds = time.perf_counter() - began
+    return report
+
+
+async def drop_all(engine: AsyncEngine) -> int:
+    """Drop every conversation's own index (a bulk load inserts much faster without them;
+    ``build`` makes them again); how many there were."""
+    async with engine.begin() as connection:
+        names = list((await connection.execute(_OWN, {"prefix": _PREFIX})).scalars())
+        for name in names:
+            await connection.execute(text(f'DROP INDEX IF EXISTS "{name}"'))
+    return len(names)

@@ -1,0 +1,90 @@
+"""A large conversation's own vector index (memory.store.vector_indexes): built past
+``OWN_INDEX_ROWS`` documents of a kind, by the scheduler after consolidation or by
+``memory.index_conversation``; used by the search instead of an exact scan; an invalid
+one (a build that failed half-way) is not used and is built again."""
+
+from __future__ import annotations
+
+import uuid
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from sqlalchemy import text
+
+import memory as api
+from jobs import JobSettings, Scheduler
+from memory.lab import OWN_INDEX_ROWS, grow_conversations, search_vector, vacuum_analyze
+from memory.store.documents import KINDS
+from memory.store.vector_indexes import create_sql, index_name, wanted
+from tests.test_consolidation import messages
+
+JOB = api.Principal.job("test")
+OPERATOR = api.Principal.operator("test")
+
+
+def test_names_and_statements_hold_only_a_number_and_a_fixed_kind() -> None:
+    assert len(index_name(2**63 - 1, "community")) <= 63  # Postgres's identifier limit
+    with pytest.raises(ValueError, match="not a document kind"):
+        index_name(1, "episode'; DROP TABLE episodes; --")
+    statement = create_sql(7, "episode")
+    assert statement.startswith("CREATE INDEX CONCURRENTLY IF NOT EXISTS ix_search_documents_embedding_c7_episode ")
+    assert statement.endswith("WHERE conversation_id = 7 AND kind = 'episode'")
+
+
+@given(st.dictionaries(st.sampled_from(KINDS), st.integers(0, 3 * OWN_INDEX_ROWS)), st.integers(0, OWN_INDEX_ROWS))
+def test_wanted_kinds_are_those_past_the_threshold_and_more_rows_never_want_fewer(counts: dict[str, int], more: int) -> None:
+    kinds = wanted(counts)
+    assert kinds == [k for k in KINDS if counts.get(k, 0) >= OWN_INDEX_ROWS]
+    assert set(kinds) <= set(wanted({k: n + more for k, n in counts.items()}))
+
+
+async def _invalidate(memory: api.Memory, name: str) -> None:
+    """What a concurrent build that failed half-way leaves: the index, marked invalid."""
+    async with memory._engine.begin() as connection:
+        await connection.execute(
+            text("UPDATE pg_index SET indisvalid = false WHERE indexrelid = CAST(:n AS regclass)"), {"n": name}
+        )
+
+
+async def test_a_large_conversation_gets_its_own_index_and_its_search_uses_it(new_database, embedder) -> None:
+    memory = await api.open_memory(new_database(), embedder)
+    run = uuid.uuid4().hex[:6]
+    large, small = api.ConversationRef("index-test", run, "large"), api.ConversationRef("index-test", run, "small")
+    try:
+        await grow_conversations(memory, [(large, 0, OWN_INDEX_ROWS), (small, 0, 50)], ("ka", "lo", "mi", "ru"))
+        await vacuum_analyze(memory)
+        vector = np.random.default_rng(3).standard_normal(embedder.dim)
+        query = (vector / np.linalg.norm(vector)).tolist()
+        before = await search_vector(memory, large, "what about kalo?", query)
+        assert "episode" in before.plan.exact  # no own index yet: scanned exactly
+
+        built = await api.index_conversation(memory, large, principal=JOB)
+        assert built.built == ["episode"] and built.present == []  # 2,000 messages; topics and relations fewer
+        assert (await api.index_conversation(memory, large, principal=JOB)).as_dict()["built"] == []
+        assert (await api.index_conversation(memory, small, principal=JOB)).built == []
+
+        after = await search_vector(memory, large, "what about kalo?", query)
+        assert after.plan.hnsw == ("episode",) and after.plan.ef_search == 120
+        # The approximate index finds what the exact scan found first.
+        assert [(c.kind, c.ref_id) for c in after.candidates[:5]] == [(c.kind, c.ref_id) for c in before.candidates[:5]]
+
+        conversation_id = await api.resolve_conversation(memory, large, principal=OPERATOR)
+        name = index_name(conversation_id, "episode")
+        await _invalidate(memory, name)
+        assert "episode" in (await search_vector(memory, large, "what about kalo?", query)).plan.exact
+        assert (await api.index_conversation(memory, large, principal=JOB)).built == ["episode"]
+        assert (await search_vector(memory, large, "what about kalo?", query)).plan.hnsw == ("episode",)
+
+        # The scheduler builds it after a consolidation run: here the small conversation,
+        # grown past the threshold with one message waiting.
+        await grow_conversations(memory, [(small, 50, OWN_INDEX_ROWS)], ("ka", "lo", "mi", "ru"))
+        await api.ingest(memory, small, messages([("w1", "Ann", "I adopted Rex.")]), principal=OPERATOR)
+        small_id = await api.resolve_conversation(memory, small, principal=OPERATOR)
+        jobs = Scheduler(memory, JobSettings(consolidate_tokens=0, interval_seconds=3600), only=frozenset({small_id}))
+        (run_result,) = await jobs.run_job("consolidation")
+        assert run_result.result["indexes_built"] == ["episode"]
+        assert await jobs.run_job("consolidation") == []  # nothing waits: no run, no second build
+    finally:
+        await memory.close()
