@@ -35,7 +35,8 @@ async def test_bench_scale_runs_and_its_figures_add_up(new_database) -> None:
     argv = ["bench", "scale", "--conversations", "6", "--messages", "240", "--steps", "60"]
     argv += ["--queries", "6", "--deletes", "6", "--ingested", "4", "--index-memory-mb", "64"]
     args = build_parser(argv).parse_args(argv)
-    result = await args.module.run(args, Settings(database=DatabaseSettings(url=new_database())))
+    settings = Settings(database=DatabaseSettings(url=new_database()))
+    result = await args.module.run(args, settings)
     first, last = result["steps"]
     assert result["bench"] == "scale" and result["conversations"] == 6
     # Stored: loaded plus ingested, less what earlier steps deleted.
@@ -57,3 +58,12 @@ async def test_bench_scale_runs_and_its_figures_add_up(new_database) -> None:
     assert "exact episode" in first["search"]["plan"]  # 60 messages: scanned exactly
     text = args.module.render(result)
     assert f"{last['messages']:>9}" in text and "targets p99 < 50 ms at 1M" in text
+
+    # Measured again without loading: the same store, its last step only; a message the
+    # first run deleted and the second draws again is not timed.
+    again = build_parser([*argv, "--reuse"]).parse_args([*argv, "--reuse"])
+    (step,) = (await again.module.run(again, settings))["steps"]
+    assert step["bulk"]["messages"] == 0 and step["index_seconds"] == 0
+    last_deleted = last["delete"]["deleted_total"] - first["delete"]["deleted_total"]
+    assert step["messages"] == last["messages"] - last_deleted + 4
+    assert step["search"]["empty"] == 0 and step["delete"]["wrong"] == 0 and step["ingest"]["unsearchable"] == 0

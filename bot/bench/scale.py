@@ -50,6 +50,7 @@ from memory import (
     Memory,
     ValidationError,
     citus_plan,
+    conversations,
     forget,
     index_conversation,
     ingest,
@@ -90,6 +91,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--index-workers", type=int, default=2, help="parallel maintenance workers of the HNSW build")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--reuse",
+        action="store_true",
+        help="measure again the store an earlier run grew to --messages (same --conversations and --skew), "
+        "without loading or building indexes: the last step only",
+    )
 
 
 def vocabulary(size: int = 4_096) -> list[str]:
@@ -150,6 +157,15 @@ async def _grow(memory: Memory, refs: list[ConversationRef], have: list[int], wa
     return time.perf_counter() - began
 
 
+async def _stored_refs(memory: Memory, count: int) -> list[ConversationRef]:
+    """The conversations of the earlier run that ``--reuse`` measures again, largest first."""
+    stored = await conversations(memory, principal=BENCH, platform="bench-scale")
+    runs = {ref.workspace_id for ref in stored}
+    if len(runs) != 1 or len(stored) != count:
+        raise ValidationError("--reuse", f"needs the store of one earlier run of {count} conversations (found {len(stored)})")
+    return _refs(runs.pop(), count)
+
+
 async def _own_indexes(memory: Memory, refs: list[ConversationRef]) -> dict[str, Any]:
     """What the scheduler does after a conversation's consolidation, for every
     conversation: its own vector index of each kind past ``OWN_INDEX_ROWS`` documents."""
@@ -174,7 +190,7 @@ async def _ingest(memory: Memory, refs: list[ConversationRef], count: int, step:
         markers = [f"zq{uuid.uuid4().hex[:10]}" for _ in range(size)]
         fields = [
             {
-                "id": f"r{step}x{done + i}",
+                "id": f"r{step}{m}",  # new in a store measured again, too
                 "author": "Speaker 1",
                 "text": f"a live message {m}",
                 "ts": when + timedelta(seconds=done + i),
@@ -238,6 +254,8 @@ async def _deletions(
         began = time.perf_counter()
         report = await forget(memory, refs[k], f"b{number}", principal=BENCH)
         elapsed = (time.perf_counter() - began) * 1000
+        if report.status == "already_deleted":  # by the run --reuse measures again: not timed
+            continue
         if index >= 4:
             timings[which].append(elapsed)
         wrong += report.status != "deleted" or report.retraction.documents_removed < 1
@@ -254,13 +272,16 @@ async def _step(
 ) -> dict[str, Any]:
     # A step never shrinks a conversation (at small steps rounding could).
     want = [max(h, w) for h, w in zip(have, sizes(total, len(refs), args.skew), strict=True)]
-    await drop_vector_index(memory)
-    load_seconds = await _grow(memory, refs, have, want)
-    began = time.perf_counter()
-    await vacuum_analyze(memory)
-    vacuum_seconds = time.perf_counter() - began
-    index_seconds = await build_vector_index(memory, args.index_memory_mb, args.index_workers)
-    own = await _own_indexes(memory, refs)
+    load_seconds = vacuum_seconds = index_seconds = 0.0
+    own = {"conversations": 0, "indexes": 0, "seconds": 0.0}
+    if want != have:
+        await drop_vector_index(memory)
+        load_seconds = await _grow(memory, refs, have, want)
+        began = time.perf_counter()
+        await vacuum_analyze(memory)
+        vacuum_seconds = time.perf_counter() - began
+        index_seconds = await build_vector_index(memory, args.index_memory_mb, args.index_workers)
+        own = await _own_indexes(memory, refs)
     loaded = sum(want) - sum(have)
     have[:] = want
     ingested = await _ingest(memory, refs, args.ingested, total, state["rng"])
@@ -272,7 +293,11 @@ async def _step(
         "messages": stored,
         "largest_conversation": want[0],
         "median_conversation": sorted(want)[len(want) // 2],
-        "bulk": {"messages": loaded, "seconds": round(load_seconds, 1), "per_second": round(loaded / load_seconds, 1)},
+        "bulk": {
+            "messages": loaded,
+            "seconds": round(load_seconds, 1),
+            "per_second": round(loaded / load_seconds, 1) if load_seconds else 0.0,
+        },
         "vacuum_seconds": round(vacuum_seconds, 1),
         "index_seconds": round(index_seconds, 1),
         "own_indexes": own,
@@ -301,11 +326,14 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
         "real": 0,
     }
     results = []
-    async with bench_memory(settings, "stashbird_bench_scale") as memory:
+    async with bench_memory(settings, "stashbird_bench_scale", keep=args.reuse) as memory:
         plan = await citus_plan(memory, principal=BENCH)
         if plan.citus is not None:
             await citus_plan(memory, principal=BENCH, apply=True)
         have = [0] * len(refs)
+        if args.reuse:
+            refs = await _stored_refs(memory, args.conversations)
+            totals, have = totals[-1:], sizes(totals[-1], len(refs), args.skew)
         for total in totals:
             results.append(await _step(memory, args, refs, have, total, state))
             # Each step's figures as soon as they are taken: a long run shows its way.
