@@ -22,6 +22,7 @@ from memory.door import door
 from memory.errors import ValidationError
 from memory.limits import MAX_EVIDENCE_K
 from memory.principal import Principal
+from memory.store import vector_indexes
 from memory.store.audit import write_store_audit
 from memory.store.conversations import Workspace, delete_conversation, list_conversations
 from memory.validation import check_text, normalize_id
@@ -207,6 +208,8 @@ async def drop_conversation(memory: Memory, conversation: ConversationRef, *, pr
             if dropped:
                 details = {"query": "drop_conversation", "conversation_id": call.conversation_id}
                 await write_store_audit(session, str(principal), "drop_conversation", details, conversation=conversation)
+        if dropped and call.conversation_id is not None:
+            await vector_indexes.drop(memory._engine, call.conversation_id)  # empty now, but planned for every statement
         call.note(dropped=dropped)
     return dropped
 

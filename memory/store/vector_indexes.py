@@ -139,6 +139,15 @@ async def build(engine: AsyncEngine, conversation_id: int, min_rows: int = OWN_I
     return report
 
 
+async def drop(engine: AsyncEngine, conversation_id: int) -> None:
+    """Drop the conversation's own indexes (concurrently: other conversations' reads and
+    writes go on), when the conversation itself is gone."""
+    async with engine.connect() as connection:
+        autocommit = await connection.execution_options(isolation_level="AUTOCOMMIT")
+        for kind in KINDS:
+            await autocommit.execute(text(f"DROP INDEX CONCURRENTLY IF EXISTS {index_name(conversation_id, kind)}"))
+
+
 async def drop_all(engine: AsyncEngine) -> int:
     """Drop every conversation's own index (a bulk load inserts much faster without them;
     ``build`` makes them again); how many there were."""
