@@ -22,8 +22,18 @@ from sqlalchemy import Connection, text
 from sqlalchemy.exc import DBAPIError
 
 from alembic import command
-from memory import ConversationRef, Principal, citus_plan, consolidate, drop_conversation, ingest, store_audit
+from memory import (
+    ConversationRef,
+    Principal,
+    citus_plan,
+    consolidate,
+    drop_conversation,
+    index_conversation,
+    ingest,
+    store_audit,
+)
 from memory.core import Memory, open_memory
+from memory.lab import OWN_INDEX_ROWS, grow_conversations
 from memory.store.citus import REFERENCE_TABLES, apply_plan, read_plan
 from memory.store.database import MIGRATIONS_DIR, create_engine, downgrade, head_revision, upgrade
 from memory.store.locks import LockPurpose, lock_conversation, try_hold
@@ -225,6 +235,16 @@ async def test_a_conversation_dropped_through_a_worker_is_recorded_for_every_nod
         await through_worker.close()
     found = await store_audit(memory, principal=OPERATOR, conversation=ref)
     assert [(e.action, e.principal) for e in found.entries] == [("drop_conversation", "job:cluster")]
+
+
+async def test_no_conversation_gets_its_own_vector_index_on_the_cluster(memory: Memory) -> None:
+    """Each shard's HNSW index serves the conversations hashed to it; an index of one
+    conversation would be made on every shard (memory.store.vector_indexes)."""
+    ref = ConversationRef("test", "own-index", f"large-{uuid.uuid4().hex[:8]}")
+    await grow_conversations(memory, [(ref, 0, OWN_INDEX_ROWS)], ("ka", "lo"))
+    report = await index_conversation(memory, ref, principal=Principal.job("cluster"))
+    assert report.built == [] and report.present == []
+    assert await drop_conversation(memory, ref, principal=Principal.job("cluster"))
 
 
 def test_the_lifecycle_runs_on_the_distributed_tables(
