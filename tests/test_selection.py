@@ -226,6 +226,25 @@ def test_the_answer_to_a_follow_up_question_is_found_by_the_statement_it_continu
     assert choose(cues, [small_talk, alone], SPEAKERS, OPEN).ranked[0][0].episode.platform_message_id == "m4"
 
 
+def test_an_exchange_lends_its_meaning_to_the_message_that_ends_it() -> None:
+    """The camping exchange asked in other words ("What did Melanie get up to on her
+    outdoor trip?"): no word matches, but her opener, shown beside the answer, is close
+    in meaning; it lends that to the answer ending the exchange. Caroline's bare
+    question between them, though closer still, lends nothing."""
+    cues = Cues({"outdoor": 1.0, "trip": 1.0}, named="Melanie", name_forms=("Melanie",))
+    opener = seen(1, "Melanie", "I took my family camping last week.", similarity=0.45)
+    asked = seen(2, "Caroline", "Where did you go on your trip?", similarity=0.6)
+    answer = seen(3, "Melanie", "We roasted marshmallows and went on a hike!", similarity=0.2)
+    turn = lambda s: Turn(s.episode.speaker, s.episode.message_time, s.terms)  # noqa: E731
+    answer = replace(answer, before=(turn(asked), turn(opener)))
+    shown = {(s.episode.speaker, s.episode.message_time): s for s in (opener, answer)}
+    values = features(cues, answer, SPEAKERS, shown)
+    assert values["lead_similarity"] == 0.45 and values["follow_similarity"] == 0.2 and values["lead"] == 0
+    assert features(cues, answer, SPEAKERS)["lead_similarity"] == 0.2  # the opener not shown
+    chosen = choose(cues, [opener, asked, answer], SPEAKERS, OPEN)
+    assert chosen.features[3]["lead_similarity"] == 0.45  # the bare question is not in the exchange's meaning
+
+
 turns = st.lists(
     st.tuples(st.sampled_from(SPEAKERS), st.integers(0, 180), st.frozensets(st.sampled_from(["a", "b", "c", "d"]))),
     max_size=6,
