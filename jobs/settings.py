@@ -37,6 +37,8 @@ class JobSettings(BaseSettings):
     misfire_grace_seconds: int = Field(30, ge=1, validation_alias=_env("STASHBIRD_JOBS_MISFIRE_GRACE"))
     # full community rebuild past this share of new entities
     rebuild_share: float = Field(0.2, ge=0, le=1, allow_inf_nan=False, validation_alias=_env("STASHBIRD_COMMUNITY_REBUILD_SHARE"))
+    # one community regeneration run re-summarises at most this many of a conversation's communities
+    regenerate_max: int = Field(20, ge=1, le=10_000, validation_alias=_env("STASHBIRD_COMMUNITY_REGENERATE_MAX"))
     # past this many messages waiting for consolidation, derived work is shed (0: never)
     shed_messages: int = Field(5_000, ge=0, validation_alias=_env("STASHBIRD_BACKLOG_SHED_MESSAGES"))
     # a conversation whose work was shed is looked at again after this

@@ -15,12 +15,15 @@
   ``rebuild_share``. Not while the conversation's consolidation is due: the next run
   changes the graph again and the pass would be redone after it, so a conversation
   that fell behind spends its turns catching up and gets one pass when it has.
-- ``community_regeneration``: conversations with dirty communities (after deletions,
-  edits or joins): re-summarised from surviving members, or dissolved. The most used
-  lately first (answers count uses of the communities their evidence came from,
-  memory/communities/use.py), across conversations and within one; ties: the one dirty
-  the longest first. A busy topic's summary is back first; a cold one's waits, out of
-  search, behind them.
+- ``community_regeneration``: conversations with warm dirty communities (after
+  deletions, edits or joins): re-summarised from surviving members, or dissolved. The
+  most used lately first (answers count uses of the communities their evidence came
+  from, memory/communities/use.py), across conversations and within one; ties: the one
+  dirty the longest first; at most ``regenerate_max`` per conversation and run (the
+  conversation is due again after it, behind the others). A cold community (not used
+  lately) is not regenerated: it stays dirty, its stale summary out of search, until an
+  answer uses it, which marks its conversation due. A busy topic's summary is back
+  first; a cold one's waits until it is wanted.
 - ``summary``: a running summary a deletion cleared and whose rebuild did not finish.
 - ``retention``: conversations whose oldest message is past their retention window (the
   conversation's own, else ``STASHBIRD_RETENTION_DAYS``): forgotten through Algorithm 1,
@@ -136,7 +139,7 @@ def wanted_by(item: Backlog, settings: JobSettings, now: datetime) -> frozenset[
     wants = {
         "consolidation": consolidation_due(settings, now)(item),
         "communities": item.graph_changed,
-        "community_regeneration": item.dirty_communities > 0,
+        "community_regeneration": regeneration_due(item),
         "summary": item.summary_dirty,
         "retention": retention_due(now)(item),
     }
@@ -193,6 +196,11 @@ def communities_due(settings: JobSettings, now: datetime | None = None) -> Calla
     return lambda item: item.graph_changed and not consolidating(item)
 
 
+def regeneration_due(item: Backlog) -> bool:
+    """A dirty community that is not cold waits (cold ones wait for an answer). Pure."""
+    return item.warm_communities > 0
+
+
 def most_used_first(item: Backlog) -> tuple[float, datetime, int]:
     """Community regeneration's order: the conversation whose dirty community was used
     most lately first, then the one with the community dirty the longest. Pure."""
@@ -224,7 +232,10 @@ def default_jobs(settings: JobSettings) -> list[Job]:
         return report.as_dict()
 
     async def regenerate_one(memory: Memory, item: WorkItem) -> dict[str, Any]:
-        return (await regenerate_communities(memory, _ref(item), principal=SCHEDULER)).as_dict()
+        report = await regenerate_communities(
+            memory, _ref(item), principal=SCHEDULER, limit=settings.regenerate_max, include_cold=False
+        )
+        return report.as_dict()
 
     async def summary_one(memory: Memory, item: WorkItem) -> dict[str, Any]:
         return {"rebuilt": await regenerate_summary(memory, _ref(item), principal=SCHEDULER)}
@@ -252,7 +263,7 @@ def default_jobs(settings: JobSettings) -> list[Job]:
         core("communities", _due(settings, "communities", communities_due(settings)), communities_one),
         core(
             "community_regeneration",
-            _due(settings, "community_regeneration", lambda b: b.dirty_communities > 0, most_used_first),
+            _due(settings, "community_regeneration", regeneration_due, most_used_first),
             regenerate_one,
         ),
         core("summary", _due(settings, "summary", lambda b: b.summary_dirty), summary_one),

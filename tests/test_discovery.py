@@ -37,6 +37,7 @@ def backlogs(draw: st.DrawFn) -> Backlog:
         draw(st.integers(0, 2)),
         draw(st.booleans()),
         draw(st.booleans()),
+        warm_communities=draw(st.integers(0, 2)),
     )
 
 
@@ -46,7 +47,7 @@ def test_a_conversation_is_looked_at_again_exactly_when_some_job_would_want_it(i
     wanted_now = (
         consolidation_due(SETTINGS, NOW)(item)
         or communities_due(SETTINGS, NOW)(item)
-        or item.dirty_communities > 0
+        or item.warm_communities > 0
         or item.summary_dirty
     )
     if wanted_now:

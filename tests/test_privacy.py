@@ -404,7 +404,9 @@ async def test_the_scheduler_runs_the_retention_job_when_the_oldest_message_pass
     assert await stored_ids(memory, ref) == {"new1", "new2"}
     [item] = [b for b in await backlog(memory, principal=TEST, conversation=ref)]
     assert item.retention_due == when["new1"] + timedelta(days=1)  # when the oldest left passes the window
-    quiet = replace(item, unconsolidated_messages=0, dirty_communities=0, summary_dirty=False, graph_changed=False)
+    quiet = replace(
+        item, unconsolidated_messages=0, dirty_communities=0, warm_communities=0, summary_dirty=False, graph_changed=False
+    )
     assert next_look(quiet, settings, now - timedelta(hours=1)) == item.retention_due  # deferred to then, not to never
 
 

@@ -209,7 +209,7 @@ async def _observe(
             next_delete = time.monotonic() + args.delete_every
         if time.monotonic() >= stop_at and seen.deleted and not seen.waiting:
             items = await backlog(memory, principal=BENCH)
-            if not any(b.unconsolidated_messages or b.dirty_communities for b in items):
+            if not any(b.unconsolidated_messages or b.warm_communities for b in items):
                 break
         await asyncio.sleep(0.5)
     for cid in ids:  # what never got done counts with its age

@@ -91,7 +91,7 @@ def _render_status(result: dict[str, Any]) -> str:
         lines.append(
             f"{row['conversation']}: {row['unconsolidated_messages']} messages waiting "
             f"(~{row['unconsolidated_tokens']} tokens, oldest {row['consolidation_lag_seconds']:.0f}s), "
-            f"{row['dirty_communities']} dirty communities"
+            f"{row['dirty_communities']} dirty communities ({row['warm_communities']} warm, the rest cold)"
             + (", graph changed since the last community pass" if row["graph_changed"] else "")
             + (", summary to rebuild" if row["summary_dirty"] else "")
         )

@@ -147,14 +147,22 @@ async def update_communities(
     return report
 
 
-async def regenerate_communities(memory: Memory, conversation: ConversationRef, *, principal: Principal) -> CommunityReport:
+async def regenerate_communities(
+    memory: Memory,
+    conversation: ConversationRef,
+    *,
+    principal: Principal,
+    limit: int | None = None,
+    include_cold: bool = True,
+) -> CommunityReport:
     """Re-summarise dirty communities from their surviving members; dissolve those left
-    with fewer than two."""
+    with fewer than two. The most used first, at most ``limit`` (None: all); cold ones
+    (not used lately: memory/communities/use.py) only with ``include_cold``."""
     from memory.communities import run as _communities
 
     async with door(memory, "regenerate_communities", principal, conversation) as call:
         assert call.conversation_id is not None
-        report = await _communities.regenerate(memory, call.conversation_id)
+        report = await _communities.regenerate(memory, call.conversation_id, limit=limit, include_cold=include_cold)
         call.note(**_counts(report))
     return report
 

@@ -15,7 +15,8 @@
 - **Regeneration**: a dirty community is re-summarised from its surviving members and
   their active relations, or dissolved when fewer than two named members survive; the
   most used lately first (answers count uses: memory/communities/use.py), ties the one
-  dirty the longest first.
+  dirty the longest first. The scheduler takes at most a few per run, and no cold one
+  (not used lately): that one waits, dirty, until an answer uses it.
 
 Reads take the conversation's GRAPH lock briefly so that the ids they see cover every
 committed consolidation; label propagation and summaries (LLM, embeddings) run outside
@@ -49,7 +50,7 @@ from memory.communities.summary import (
     llm_summary,
     offline_summary,
 )
-from memory.communities.use import decayed_sql
+from memory.communities.use import decayed_sql, warm_sql
 from memory.core import Memory
 from memory.store import communities as store
 from memory.store import documents
@@ -335,21 +336,23 @@ async def _regenerate_one(memory: Memory, conversation_id: int, community_id: in
 
 
 _USE_NOW: ColumnElement[float] = literal_column(decayed_sql("communities.used_score", "communities.used_at"))
+_WARM: ColumnElement[bool] = literal_column(warm_sql("communities.used_score", "communities.used_at"))
 
 
-async def regenerate(memory: Memory, conversation_id: int) -> CommunityReport:
-    """Re-summarise every dirty community from its surviving members, or dissolve it: the
-    most used lately first (memory/communities/use.py), then the one dirty the longest."""
+async def regenerate(
+    memory: Memory, conversation_id: int, *, limit: int | None = None, include_cold: bool = True
+) -> CommunityReport:
+    """Re-summarise dirty communities from their surviving members, or dissolve them: the
+    most used lately first (memory/communities/use.py), then the one dirty the longest;
+    at most ``limit`` (None: all); cold ones too unless ``include_cold`` is False (the
+    scheduler's way: a cold one waits, dirty, until an answer uses it)."""
     report = CommunityReport(conversation_id)
+    wanted = select(Community.id).where(Community.conversation_id == conversation_id, Community.dirty)
+    if not include_cold:
+        wanted = wanted.where(_WARM)
     async with memory._sessions() as session:
         dirty = list(
-            (
-                await session.execute(
-                    select(Community.id)
-                    .where(Community.conversation_id == conversation_id, Community.dirty)
-                    .order_by(_USE_NOW.desc(), Community.updated_at, Community.id)
-                )
-            ).scalars()
+            (await session.execute(wanted.order_by(_USE_NOW.desc(), Community.updated_at, Community.id).limit(limit))).scalars()
         )
     for community_id in dirty:
         await _regenerate_one(memory, conversation_id, community_id, report)

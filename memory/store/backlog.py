@@ -20,8 +20,11 @@ says when its oldest message passes the window (``retention_due``): discovery de
 conversation to then at the latest, so the retention job finds it on time without any
 look at conversations with nothing due (memory/retention_window.py).
 
-Each row says how much its most used dirty community was used lately, and since when its
-oldest dirty one is dirty: community regeneration takes the most used first.
+Each row says how much its most used dirty community was used lately, since when its
+oldest dirty one is dirty, and how many of its dirty ones are warm (not cold:
+memory/communities/use.py): community regeneration wants only a conversation with a warm
+one, the most used first; a conversation whose dirty communities are all cold is not
+looked at again until a write (or an answer that uses one of them) marks it due.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from memory.communities.use import decayed_sql
+from memory.communities.use import decayed_sql, warm_sql
 from memory.retention_window import expires_at, window
 from memory.store.conversations import ConversationRef
 from memory.store.locks import WRITERS, defer_marks
@@ -52,7 +55,7 @@ SELECT d.conversation_id, c.platform, c.workspace_id, c.channel_id,
        d.due_at, d.purposes, d.marks,
        (SELECT min(o.message_time) FROM episodes o WHERE o.conversation_id = {key}) AS oldest_said,
        rw.conversation_id IS NOT NULL AS own_window, rw.days,
-       u.dirty_use, u.dirty_since
+       u.dirty_use, u.dirty_since, u.warm
 FROM (
     SELECT conversation_id, max(due_at) AS due_at,
            array_agg(purpose ORDER BY purpose) AS purposes, array_agg(due_at ORDER BY purpose) AS marks
@@ -70,21 +73,23 @@ CROSS JOIN LATERAL (
       AND (e.id > coalesce(k.last_episode_id, 0) OR e.id = ANY(coalesce(k.pending_episode_ids, '{{}}')))
 ) w
 CROSS JOIN LATERAL (
-    SELECT count(*) AS dirty, coalesce(max({use}), 0) AS dirty_use, min(m.updated_at) AS dirty_since
+    SELECT count(*) AS dirty, coalesce(max({use}), 0) AS dirty_use, min(m.updated_at) AS dirty_since,
+           count(*) FILTER (WHERE {warm}) AS warm
     FROM communities m WHERE m.conversation_id = {key} AND m.dirty
 ) u
 """
 _USE = decayed_sql("m.used_score", "m.used_at")
+_WARM = warm_sql("m.used_score", "m.used_at")
 _WRITTEN = f"purpose IN ({', '.join(str(int(p)) for p in WRITERS)})"
-_ONE = _SELECT.format(use=_USE, key=":conversation", marked=f"conversation_id = :conversation AND {_WRITTEN}")
+_ONE = _SELECT.format(use=_USE, warm=_WARM, key=":conversation", marked=f"conversation_id = :conversation AND {_WRITTEN}")
 _ALL = (
     "/* multi-shard: backlog-listing */\n"
-    + _SELECT.format(use=_USE, key="d.conversation_id", marked=_WRITTEN)
+    + _SELECT.format(use=_USE, warm=_WARM, key="d.conversation_id", marked=_WRITTEN)
     + "ORDER BY d.conversation_id"
 )
 _DUE = (
     "/* multi-shard: due-backlog */\n"
-    + _SELECT.format(use=_USE, key="d.conversation_id", marked=f"due_at <= now() AND {_WRITTEN}")
+    + _SELECT.format(use=_USE, warm=_WARM, key="d.conversation_id", marked=f"due_at <= now() AND {_WRITTEN}")
     + "ORDER BY coalesce(w.oldest, d.due_at), d.conversation_id LIMIT :limit"
 )
 # Every conversation with a waiting message has a mark (a write sets it; discovery clears
@@ -121,6 +126,7 @@ class Backlog:
     retention_due: datetime | None = None  # when its oldest message passes its retention window (None: never)
     dirty_use: float = 0.0  # the most used dirty community's use now (memory/communities/use.py)
     dirty_since: datetime | None = None  # when its oldest dirty community became dirty
+    warm_communities: int = 0  # dirty ones not cold: what community regeneration is due for
 
     def as_dict(self) -> dict[str, Any]:
         return {**asdict(self), "conversation": str(self.conversation)}
@@ -146,7 +152,7 @@ def _backlogs(rows: Any, default_days: int | None) -> list[Backlog]:
     found = []
     for row in rows:
         cid, platform, workspace, channel, messages, tokens, oldest, newest, dirty, summary_dirty, changed = row[:11]
-        due_at, purposes, marks, oldest_said, own_window, days, dirty_use, dirty_since = row[11:]
+        due_at, purposes, marks, oldest_said, own_window, days, dirty_use, dirty_since, warm = row[11:]
         applies = window((days,) if own_window else None, default_days)
         if platform is None:
             continue
@@ -166,6 +172,7 @@ def _backlogs(rows: Any, default_days: int | None) -> list[Backlog]:
                 expires_at(oldest_said, applies.days),
                 float(dirty_use),
                 dirty_since,
+                int(warm),
             )
         )
     return found

@@ -11,7 +11,8 @@ from typing import Any
 from sqlalchemy import DateTime, case, delete, func, insert, literal, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from memory.communities.use import decayed_sql
+from memory.communities.use import BIRTH_USES, decayed_sql
+from memory.store.locks import mark_due
 from memory.store.schema import Community, CommunityMember, CommunityState
 
 _NOTE_CHANGED = text(
@@ -34,16 +35,19 @@ async def note_changed_relations(session: AsyncSession, conversation_id: int, re
 # Each community an answer's evidence came from: retrieved itself, or holding an entity
 # the evidence showed (an entity item, a relation's end, an entity a shown message
 # supports). Every subquery is pinned to the conversation, so Citus routes it to one shard.
-_RECORD_USE = text(
-    f"UPDATE communities SET used_score = {decayed_sql('used_score', 'used_at', 'CAST(:now AS timestamptz)')} + 1, "
-    "used_at = CAST(:now AS timestamptz) "
-    "WHERE conversation_id = :c AND (id = ANY(:communities) OR id IN ("
+_USED = (
+    "conversation_id = :c AND (id = ANY(:communities) OR id IN ("
     "SELECT community_id FROM community_members WHERE conversation_id = :c AND ("
     "entity_id = ANY(:entities) "
     "OR entity_id IN (SELECT subject_id FROM relations WHERE conversation_id = :c AND id = ANY(:relations)) "
     "OR entity_id IN (SELECT object_id FROM relations WHERE conversation_id = :c AND id = ANY(:relations)) "
     "OR entity_id IN (SELECT entity_id FROM entity_provenance WHERE conversation_id = :c AND episode_id = ANY(:episodes)))))"
 )
+_RECORD_USE = text(
+    f"UPDATE communities SET used_score = {decayed_sql('used_score', 'used_at', 'CAST(:now AS timestamptz)')} + 1, "
+    f"used_at = CAST(:now AS timestamptz) WHERE {_USED}"
+)
+_DIRTY_USED = text(f"SELECT id FROM communities WHERE dirty AND {_USED} LIMIT 1")
 
 
 async def record_use(
@@ -56,13 +60,20 @@ async def record_use(
     episodes: Iterable[int] = (),
 ) -> None:
     """One use (memory/communities/use.py) of every community an answer's evidence came
-    from, in the answer's own transaction."""
+    from, in the answer's own transaction. A dirty one among them (perhaps cold, which
+    discovery passed over) marks the conversation due, so that its regeneration is
+    looked at now; the mark comes first, as every writer takes the conversation's lock
+    rows before its communities (no two transactions wait on each other in a circle)."""
     ids = {
         name: sorted(set(v))
         for name, v in (("communities", communities), ("entities", entities), ("relations", relations), ("episodes", episodes))
     }
-    if any(ids.values()):
-        await session.execute(_RECORD_USE, {"c": conversation_id, "now": datetime.now(timezone.utc), **ids})
+    if not any(ids.values()):
+        return
+    values = {"c": conversation_id, "now": datetime.now(timezone.utc), **ids}
+    if (await session.execute(_DIRTY_USED, values)).first() is not None:
+        await mark_due(session, conversation_id)
+    await session.execute(_RECORD_USE, values)
 
 
 async def mark_dirty(session: AsyncSession, conversation_id: int, ids: Iterable[int], *, clear_summary: bool) -> None:
@@ -85,10 +96,10 @@ async def delete_communities(session: AsyncSession, conversation_id: int, ids: I
 
 
 async def create_community(session: AsyncSession, conversation_id: int, members: Iterable[int]) -> int:
-    """A new dirty community of these entities (its summary comes from regeneration)."""
-    community_id = (
-        await session.execute(insert(Community).values(conversation_id=conversation_id, dirty=True).returning(Community.id))
-    ).scalar_one()
+    """A new dirty community of these entities (its summary comes from regeneration),
+    made with one use (memory/communities/use.py: a new topic is summarised while new)."""
+    made = {"conversation_id": conversation_id, "dirty": True, "used_score": BIRTH_USES, "used_at": datetime.now(timezone.utc)}
+    community_id = (await session.execute(insert(Community).values(**made).returning(Community.id))).scalar_one()
     await add_members(session, conversation_id, [(community_id, e) for e in members])
     return int(community_id)
 
