@@ -242,9 +242,10 @@ _WAITING = text(
 _DIRTY = text("SELECT id FROM communities WHERE conversation_id = :c AND id = ANY(:ids) AND dirty")
 _RUNS = text("SELECT conversation_id, job, owner, status, result, started_at, finished_at FROM job_runs ORDER BY started_at")
 _COVERED = text("SELECT count(*) FROM episodes e JOIN checkpoints k USING (conversation_id) WHERE e.id <= k.last_episode_id")
-_MARK = text(
-    "INSERT INTO checkpoints (conversation_id, last_episode_id) SELECT :c, max(id) FROM episodes WHERE conversation_id = :c"
-)
+# Read, then written: Citus cannot EXPLAIN an INSERT ... SELECT with bound values (the
+# cluster suite's routing check EXPLAINs every statement).
+_LAST = text("SELECT max(id) FROM episodes WHERE conversation_id = :c")
+_MARK = text("INSERT INTO checkpoints (conversation_id, last_episode_id) VALUES (:c, :last)")
 
 
 async def drop_vector_index(memory: Memory) -> None:
@@ -327,11 +328,34 @@ async def search_shards(memory: Memory, conversation: ConversationRef) -> dict[s
     }
 
 
+_ALL_SHARDS = "SELECT count(*) FROM pg_dist_shard"
+
+
+async def table_rows(memory: Memory, tables: Sequence[str]) -> dict[str, int]:
+    """Rows of each of ``tables`` now (exact counts: what a distribution has to move)."""
+    async with memory._engine.connect() as connection:
+        quote = connection.dialect.identifier_preparer.quote
+        counts = {}
+        for table in tables:
+            statement = f"/* multi-shard: bench-scale */ SELECT count(*) FROM {quote(table)}"
+            counts[table] = int((await connection.execute(text(statement))).scalar_one())
+        return counts
+
+
+async def shard_count(memory: Memory) -> int:
+    """Every shard Citus keeps, of every distributed and reference table (0 without Citus)."""
+    async with memory._engine.connect() as connection:
+        if not (await connection.execute(text(_CITUS))).scalar_one():
+            return 0
+        return int((await connection.execute(text(_ALL_SHARDS))).scalar_one())
+
+
 async def mark_consolidated(memory: Memory, conversation: ConversationRef) -> None:
     """Checkpoint the conversation at its last message, as a served one would be."""
     conversation_id = await resolve(memory, conversation)
     async with memory._engine.begin() as connection:
-        await connection.execute(_MARK, {"c": conversation_id})
+        last = (await connection.execute(_LAST, {"c": conversation_id})).scalar()
+        await connection.execute(_MARK, {"c": conversation_id, "last": last})
 
 
 async def server_pids(memory: Memory) -> list[int]:

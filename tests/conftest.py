@@ -54,7 +54,7 @@ TEST_DATABASE_URL = os.environ.get("STASHBIRD_TEST_DATABASE_URL") or None
 # Modules of the default suite that the cluster suite runs too (``-m citus`` selects them
 # when the suite points at another server): locks, discovery, the scheduler's claims with
 # two processes, the jobs and audit commands, the chat service's inbox, opting out and
-# retention.
+# retention, the order of community regeneration and cold communities.
 CLUSTER_MODULES = frozenset(
     {
         "test_locks.py",
@@ -65,6 +65,7 @@ CLUSTER_MODULES = frozenset(
         "test_connector_service.py",
         "test_nodes.py",
         "test_privacy_cluster.py",
+        "test_community_use.py",
     }
 )
 
