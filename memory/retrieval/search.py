@@ -80,7 +80,7 @@ from memory.retrieval.fusion import (
 )
 from memory.retrieval.search_sql import Key
 from memory.retrieval.timeparse import TimeRange, states_time
-from memory.store.documents import KINDS
+from memory.store.documents import KINDS, capped_counts
 from memory.store.vector_indexes import OWN_INDEX_ROWS, own_indexes
 
 EXACT_SCAN_ROWS = 20_000
@@ -273,7 +273,7 @@ async def _plan(session: AsyncSession, conversation_id: int, kinds: Sequence[str
     # A kind with its own index is not counted (past 20K rows the count costs more than
     # the search); its size is the planner's estimate, as a large kind's.
     own = await own_indexes(session, conversation_id, kinds)
-    sizes = await sql.capped_counts(session, conversation_id, [k for k in kinds if k not in own], EXACT_SCAN_ROWS)
+    sizes = await capped_counts(session, conversation_id, [k for k in kinds if k not in own], EXACT_SCAN_ROWS)
     table_rows = 0.0
     large = [kind for kind, size in sizes.items() if size >= EXACT_SCAN_ROWS]
     if large or own:

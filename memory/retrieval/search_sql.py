@@ -125,11 +125,6 @@ _TERM_SHARES = text(
     "SELECT terms.lexeme, (SELECT count(*) FROM sample WHERE terms.lexeme = ANY(sample.lexemes)), "
     "(SELECT count(*) FROM sample) FROM terms"
 )
-_CAPPED_COUNTS = text(
-    "SELECT k.kind, (SELECT count(*) FROM (SELECT 1 FROM search_documents d "
-    "WHERE d.conversation_id = :c AND d.kind = k.kind LIMIT :cap) s) "
-    "FROM unnest(CAST(:kinds AS text[])) AS k(kind)"
-)
 # The planner's own row estimates, read from EXPLAIN (planned, never run) rather than from
 # pg_stats: under Citus the coordinator holds no statistics of a distributed table, while
 # EXPLAIN of a statement routed to the conversation's shard is planned by the worker that
@@ -166,12 +161,6 @@ async def term_shares(session: AsyncSession, conversation_id: int, question: str
     rows = (await session.execute(_TERM_SHARES, {"c": conversation_id, "n": sample, "q": question})).all()
     sampled = rows[0][2] if rows else 0
     return {lexeme: (found / total if total else 0.0) for lexeme, found, total in rows}, sampled
-
-
-async def capped_counts(session: AsyncSession, conversation_id: int, kinds: Sequence[str], cap: int) -> dict[str, int]:
-    """Documents per kind of the conversation, counted up to ``cap`` (index-only)."""
-    rows = await session.execute(_CAPPED_COUNTS, {"c": conversation_id, "kinds": list(kinds), "cap": cap})
-    return {kind: int(count) for kind, count in rows.all()}
 
 
 def planned_scans(plan: Any, table: str = "search_documents") -> dict[str, float]:

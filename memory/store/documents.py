@@ -10,7 +10,7 @@ from datetime import datetime
 
 from sqlalchemy import delete, text, update
 from sqlalchemy.dialects.postgresql import insert
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 from memory.store.schema import SearchDocument
 
@@ -23,6 +23,21 @@ _REFRESH_EXCHANGE = text(
     "WHERE e.conversation_id = :c AND e.id = ANY(:ids) AND e.embedding IS NOT NULL "
     "AND d.conversation_id = :c AND d.kind = 'episode' AND d.ref_id = e.id"
 )
+
+_CAPPED_COUNTS = text(
+    "SELECT k.kind, (SELECT count(*) FROM (SELECT 1 FROM search_documents d "
+    "WHERE d.conversation_id = :c AND d.kind = k.kind LIMIT :cap) s) "
+    "FROM unnest(CAST(:kinds AS text[])) AS k(kind)"
+)
+
+
+async def capped_counts(
+    session: AsyncSession | AsyncConnection, conversation_id: int, kinds: Sequence[str], cap: int
+) -> dict[str, int]:
+    """Documents per kind of the conversation, counted up to ``cap`` (index-only): what
+    tells a small conversation from a large one without counting a large one."""
+    rows = await session.execute(_CAPPED_COUNTS, {"c": conversation_id, "kinds": list(kinds), "cap": cap})
+    return {kind: int(count) for kind, count in rows.all()}
 
 
 @dataclass(frozen=True)

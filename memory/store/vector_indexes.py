@@ -1,31 +1,29 @@
 """A large conversation's own vector indexes.
 
-The search documents' HNSW index is one over every conversation, and pgvector filters
-by conversation only after the index returns its ``ef_search`` nearest rows (0.6 has no
-iterative scan; 0.8's scans on, but reads about ``rows wanted / share`` rows). So a
-conversation holding a small share of a large store cannot be served by it, and was
-scanned exactly: measured at 100K messages, 35-40 ms for the largest conversation's
-13,700 messages, growing with the conversation.
+The search documents' HNSW index is one over every conversation, and pgvector (0.6, as
+embedded) filters by conversation only after the index returns its ``ef_search``
+nearest rows. So a conversation holding a small share of a large store cannot be
+served by it and was scanned exactly: measured at 100K messages, 35-40 ms for the
+largest conversation's 13,700 messages, growing with the conversation.
 
 Past ``OWN_INDEX_ROWS`` documents of one kind a conversation gets an index of its own,
 a partial HNSW index (``WHERE conversation_id = N AND kind = 'k'``): the planner uses it
 for that conversation's statements (given the values, so the search plans them with
-``plan_cache_mode = force_custom_plan``), the share is 1, and a search of 60 rows costs
-the same 3 ms at any size of the store (measured on the same conversation). Inserts
-and deletions keep it up to date like any index.
+``plan_cache_mode = force_custom_plan``), the share is 1, and a search of 60 rows took
+3 ms on that same conversation. Inserts and deletions keep it up to date like any index.
 
 It is built ``CONCURRENTLY`` (reads and writes go on; it waits for transactions open
 before it) by the scheduler after a conversation's consolidation run
-(``memory.index_conversation``), or by a benchmark after a bulk load. A build that failed half-way leaves an invalid
-index, which the next build drops and makes again. Under Citus the index is made on
-every shard (empty where the conversation is not). Each index adds a little to the
-planning of every statement on the table, so they are for the large conversations,
-not for all: at 1M messages over 1,000 conversations (Zipf 1.0), about 90.
+(``memory.index_conversation``), or by a benchmark after a bulk load. A build that
+failed half-way leaves an invalid index, which the next build drops and makes again.
+Each index adds a little to the planning of every statement on the table, so they are
+for the large conversations, not for all: at 1M messages over 1,000 conversations
+(Zipf 1.0), 92 in 66 conversations.
 
 Not under Citus: there an index is made on every shard (each would hold the indexes of
-every large conversation, nearly all of them empty), while a shard holds a few
-thousandths of the store, so that a conversation's share of its shard's index is large
-and the shard's own HNSW index serves it (memory.retrieval.search).
+every large conversation, nearly all of them empty), while a shard holds a small part
+of the store, so that a conversation's share of its shard's index is large and the
+shard's own HNSW index serves it (memory.retrieval.search).
 """
 
 from __future__ import annotations
@@ -36,7 +34,7 @@ from dataclasses import dataclass, field
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
-from memory.store.documents import KINDS
+from memory.store.documents import KINDS, capped_counts
 
 OWN_INDEX_ROWS = 2_000
 # maintenance_work_mem of one build: pgvector builds the graph in memory while it fits
@@ -45,11 +43,6 @@ OWN_INDEX_ROWS = 2_000
 BUILD_MEMORY_MB = 256
 _PREFIX = "ix_search_documents_embedding_c"
 
-_COUNTS = text(
-    "SELECT k.kind, (SELECT count(*) FROM (SELECT 1 FROM search_documents d "
-    "WHERE d.conversation_id = :c AND d.kind = k.kind LIMIT :cap) s) "
-    "FROM unnest(CAST(:kinds AS text[])) AS k(kind)"
-)
 _STATE = text(
     "SELECT c.relname, i.indisvalid FROM pg_class c JOIN pg_index i ON i.indexrelid = c.oid "
     "WHERE c.relname = ANY(:names) AND c.relnamespace = CAST(current_schema() AS regnamespace)"
@@ -116,8 +109,7 @@ async def build(engine: AsyncEngine, conversation_id: int, min_rows: int = OWN_I
     async with engine.connect() as connection:
         if await connection.scalar(_CITUS):
             return report
-        counts = await connection.execute(_COUNTS, {"c": conversation_id, "kinds": list(KINDS), "cap": min_rows})
-        kinds = wanted({kind: int(count) for kind, count in counts.all()}, min_rows)
+        kinds = wanted(await capped_counts(connection, conversation_id, KINDS, min_rows), min_rows)
         names = {index_name(conversation_id, kind): kind for kind in kinds}
         state: dict[str, bool] = dict((await connection.execute(_STATE, {"names": list(names)})).all()) if kinds else {}
         await connection.rollback()
