@@ -199,6 +199,53 @@ async def test_a_populated_database_moves_into_shards_resuming_after_a_failure_a
         await memory.close()
 
 
+LINKS = """
+SELECT (SELECT count(*) FROM episodes WHERE prev_id IS NOT NULL), (SELECT count(*) FROM episodes WHERE next_id IS NOT NULL),
+       (SELECT count(*) FROM relations WHERE superseded_by IS NOT NULL)
+"""
+
+
+async def test_a_table_copied_into_its_shards_in_several_parts_keeps_its_keys_to_itself(cluster_database, embedder) -> None:
+    """Past citus.copy_switchover_threshold (4 MB, a store of some 100K messages; 1 byte
+    here) Citus copies a table's rows into a shard through several connections, each
+    COPY checked alone: a chained episode or a superseded relation would fail its key
+    to a row of its own table copied through another. The plan drops those keys around
+    the copy and adds them again: every row, link and key survives."""
+    url = cluster_database()
+    memory = await open_memory(url, embedder)
+    try:
+        # Grown twice, the conversations' rows interleave on disk: copying them, a worker's
+        # one connection switches between their shards, each shard's rows in several COPYs.
+        refs = [ConversationRef("test", "plan", f"chained-{n}") for n in range(6)]
+        for start in (0, 100):
+            await grow_conversations(memory, [(ref, start, 100) for ref in refs], ("ka", "lo"))
+        async with memory._engine.begin() as connection:
+            superseded = await connection.execute(
+                text(
+                    "UPDATE relations r SET status = 'superseded', superseded_by = n.id FROM relations n "
+                    "WHERE n.conversation_id = r.conversation_id AND n.id > r.id"
+                )
+            )
+            assert superseded.rowcount > 0
+            links = tuple((await connection.execute(text(LINKS))).one())
+        assert min(links) > 0
+        before, (_, keys) = await _counts(memory), await _state(memory)
+        async with memory._engine.connect() as connection:
+            await connection.execute(text("SET citus.copy_switchover_threshold = 1"))
+            plan = await read_plan(connection)
+            assert {s.table: s.self_keys for s in plan.steps if s.self_keys} == {
+                "episodes": ("episodes_next_id_fkey", "episodes_prev_id_fkey"),
+                "relations": ("relations_superseded_by_fkey",),
+            }
+            await apply_plan(connection, plan)
+        await _assert_distributed(memory, keys)
+        assert await _counts(memory) == before
+        async with memory._engine.connect() as connection:
+            assert tuple((await connection.execute(text(LINKS))).one()) == links
+    finally:
+        await memory.close()
+
+
 async def test_migration_0018_makes_the_store_wide_audit_log_a_reference_table(cluster_database, embedder) -> None:
     """A database distributed before the store-wide audit log existed: its migration
     makes it a reference table, which records a dropped conversation."""

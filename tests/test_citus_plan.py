@@ -43,6 +43,8 @@ async def test_reference_tables_first_then_parents_before_children_all_co_locate
     parent_child = [(k.parent, k.table) for k in catalogue.foreign_keys if k.parent != k.table]
     assert len(parent_child) > 20  # the conversation keys and those between conversation tables
     assert all(position[parent] < position[child] for parent, child in parent_child)
+    own = {(k.table, k.name) for k in catalogue.foreign_keys if k.parent == k.table}
+    assert {(s.table, key) for s in plan.steps for key in s.self_keys} == own and len(own) >= 3
 
 
 def test_a_cycle_of_foreign_keys_is_refused() -> None:
@@ -108,5 +110,6 @@ async def test_the_command_prints_the_plan_and_refuses_to_apply_without_citus(cl
     assert code == 0 and out.startswith("citus is not installed in this database: nothing was run")
     assert "SELECT create_reference_table('conversations');" in out
     assert "SELECT create_distributed_table('episodes', 'conversation_id', colocate_with => " in out
+    assert "around it: episodes_next_id_fkey, episodes_prev_id_fkey" in out
     code, _, err = stashbird(None, "citus-plan", "--apply")
     assert code == 2 and err.strip().count("\n") == 0 and "citus is not installed" in err

@@ -10,7 +10,10 @@ tables that point at a new reference table into Citus local tables). A table Cit
 already has as the step makes it (in ``pg_dist_partition``) is skipped, so a run that
 failed half way resumes where it stopped and a second run does nothing. Citus local
 tables (what an older plan left) are made plain tables again first, with the tables
-their foreign keys reach, and distributed like the others. Without the extension, or with ``--dry-run``, it prints
+their foreign keys reach, and distributed like the others. A table's foreign keys to
+itself (the episodes' chain, a relation's successor) are dropped and added again
+around its step, in its transaction: Citus copies a large table into a shard in
+several COPYs, each checked alone. Without the extension, or with ``--dry-run``, it prints
 the statements it would run and changes nothing.
 """
 
@@ -44,9 +47,10 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
 def _state(step: dict[str, Any]) -> str:
     if step["done"]:
         return f"  -- already done (a {step['found']} table)"
+    keys = f"  -- its foreign keys to itself dropped and added again around it: {', '.join(step['self_keys'])}"
     if step["found"]:
-        return f"  -- a Citus {step['found']} table now (made a plain table again first)"
-    return ""
+        return f"  -- a Citus {step['found']} table now (made a plain table again first)" + (keys if step["self_keys"] else "")
+    return keys if step["self_keys"] else ""
 
 
 def render(result: dict[str, Any]) -> str:

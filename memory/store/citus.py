@@ -220,6 +220,16 @@ _UNDO_LOCAL = "SELECT undistribute_table(CAST(quote_ident(:table) AS regclass), 
 # table too, unseen by queries: dropped once every table is done (before, a local table
 # may still point at them).
 _TRUNCATE_LOCAL = "SELECT truncate_local_data_after_distributing_table(CAST(quote_ident(:table) AS regclass))"
+# Distributing copies a table's rows through one connection per worker, which switches
+# between that worker's shards past citus.copy_switchover_threshold (4 MB, some 100K
+# messages' store): a shard then gets its rows in several COPYs, each checked on its
+# own, and a row pointing at a row of its own table not copied yet (an episode's next
+# one) fails its foreign key. The step drops those keys before the copy and adds them
+# again, as they were, after it.
+_SELF_KEYS = """
+SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint
+WHERE contype = 'f' AND conrelid = CAST(quote_ident(:table) AS regclass) AND confrelid = conrelid ORDER BY conname
+"""
 
 
 @dataclass(frozen=True)
@@ -231,6 +241,7 @@ class Step:
     colocate_with: str | None = None  # the first distributed table ('none' for itself)
     done: bool = False  # Citus has the table as ``kind`` already
     found: str | None = None  # how Citus has the table now (distributed, reference, local), None: not at all
+    self_keys: tuple[str, ...] = ()  # its foreign keys to itself: dropped around the copy, then added again
 
     @property
     def sql(self) -> str:
@@ -267,14 +278,20 @@ def plan_steps(catalogue: Catalogue, found: dict[str, str]) -> list[Step]:
     Citus has as the step makes it is marked done, not run again. Pure."""
     reference = {t for t in catalogue.tables if t in catalogue.reference}
     distributed = {t for t in catalogue.tables if catalogue.distributed(t)}
+
+    def self_keys(table: str) -> tuple[str, ...]:
+        return tuple(sorted(k.name for k in catalogue.foreign_keys if k.table == table == k.parent))
+
     steps = [
-        Step(t, "reference", done=found.get(t) == "reference", found=found.get(t))
+        Step(t, "reference", done=found.get(t) == "reference", found=found.get(t), self_keys=self_keys(t))
         for t in _in_dependency_order(reference, catalogue.foreign_keys)
     ]
     order = _in_dependency_order(distributed, catalogue.foreign_keys)
     for table in order:
         colocate_with = "none" if table == order[0] else order[0]
-        steps.append(Step(table, "distributed", colocate_with, found.get(table) == "distributed", found.get(table)))
+        steps.append(
+            Step(table, "distributed", colocate_with, found.get(table) == "distributed", found.get(table), self_keys(table))
+        )
     return steps
 
 
@@ -288,7 +305,10 @@ class CitusPlan:
     def to_dict(self) -> dict[str, object]:
         return {
             "citus": self.citus,
-            "steps": [{"table": s.table, "kind": s.kind, "sql": s.sql, "done": s.done, "found": s.found} for s in self.steps],
+            "steps": [
+                {"table": s.table, "kind": s.kind, "sql": s.sql, "done": s.done, "found": s.found, "self_keys": list(s.self_keys)}
+                for s in self.steps
+            ],
             "violations": self.violations,
             "applied": self.applied,
         }
@@ -305,6 +325,22 @@ async def read_plan(connection: AsyncConnection, schema: str = "public") -> Citu
     return CitusPlan(citus, plan_steps(catalogue, done), violations(catalogue))
 
 
+async def _run_step(connection: AsyncConnection, step: Step) -> None:
+    """One step in the caller's transaction, the table's foreign keys to itself dropped
+    before Citus copies its rows and added again after (their definitions read from the
+    catalogue in this transaction): a failure anywhere undoes all of it."""
+    keys = list(await connection.execute(text(_SELF_KEYS), {"table": step.table})) if step.self_keys else []
+    quote = connection.dialect.identifier_preparer.quote
+    table = quote(step.table)
+    for name, _ in keys:
+        await connection.exec_driver_sql(f"ALTER TABLE {table} DROP CONSTRAINT {quote(name)}")
+    statement, values = step.bound()
+    await connection.execute(text(_NO_LOCAL_TABLES))
+    await connection.execute(text(statement), values)
+    for name, definition in keys:
+        await connection.exec_driver_sql(f"ALTER TABLE {table} ADD CONSTRAINT {quote(name)} {definition}")
+
+
 async def apply_plan(connection: AsyncConnection, plan: CitusPlan) -> None:
     """Run the steps Citus has not done yet, in order, each in a transaction of its own
     (a failure leaves the steps before it done, and a second run resumes after them);
@@ -317,9 +353,7 @@ async def apply_plan(connection: AsyncConnection, plan: CitusPlan) -> None:
         plan.steps = (await read_plan(connection)).steps
     for step in plan.steps:
         if not step.done:
-            statement, values = step.bound()
-            await connection.execute(text(_NO_LOCAL_TABLES))
-            await connection.execute(text(statement), values)
+            await _run_step(connection, step)
             await connection.commit()
             plan.applied.append(step.table)
     for step in reversed(plan.steps):  # children first: a table may not be emptied while pointed at
