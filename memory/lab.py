@@ -84,6 +84,7 @@ __all__ = [
     "OWN_INDEX_ROWS",
     "store_size",
     "search_shards",
+    "table_rows",
     "name_ratio",
     "normalize_name",
     "normalize_predicate",

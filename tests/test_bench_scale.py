@@ -67,3 +67,10 @@ async def test_bench_scale_runs_and_its_figures_add_up(new_database) -> None:
     last_deleted = last["delete"]["deleted_total"] - first["delete"]["deleted_total"]
     assert step["messages"] == last["messages"] - last_deleted + 4
     assert step["search"]["empty"] == 0 and step["delete"]["wrong"] == 0 and step["ingest"]["unsearchable"] == 0
+
+
+async def test_distributing_after_the_load_needs_citus(new_database) -> None:
+    argv = ["bench", "scale", "--conversations", "2", "--messages", "20", "--distribute-after"]
+    args = build_parser(argv).parse_args(argv)
+    with pytest.raises(ValidationError, match="--distribute-after"):
+        await args.module.run(args, Settings(database=DatabaseSettings(url=new_database())))

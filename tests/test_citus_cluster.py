@@ -22,9 +22,12 @@ from sqlalchemy import Connection, text
 from sqlalchemy.exc import DBAPIError
 
 from alembic import command
+from bot.cli import build_parser
+from bot.settings import DatabaseSettings, Settings
 from memory import (
     ConversationRef,
     Principal,
+    ValidationError,
     citus_plan,
     consolidate,
     drop_conversation,
@@ -244,6 +247,22 @@ async def test_a_table_copied_into_its_shards_in_several_parts_keeps_its_keys_to
             assert tuple((await connection.execute(text(LINKS))).one()) == links
     finally:
         await memory.close()
+
+
+async def test_bench_scale_distributes_the_store_it_loaded(cluster_database) -> None:
+    """``bench scale --distribute-after``: loaded into plain tables, then moved into
+    shards by the plan, every row counted, then measured on the shards."""
+    argv = ["bench", "scale", "--conversations", "6", "--messages", "240", "--steps", "240", "--distribute-after"]
+    argv += ["--queries", "6", "--deletes", "6", "--ingested", "4", "--index-memory-mb", "64"]
+    args = build_parser(argv).parse_args(argv)
+    url = cluster_database()
+    (step,) = (await args.module.run(args, Settings(database=DatabaseSettings(url=url))))["steps"]
+    moved = step["distribution"]
+    assert moved["rows_by_table"]["episodes"] == 240 and moved["rows"] == sum(moved["rows_by_table"].values())
+    assert moved["tables"] == len(moved["rows_by_table"]) and moved["seconds"] > 0
+    assert step["shards"]["search_tasks"] == 1 and step["search"]["empty"] == 0 and step["delete"]["wrong"] == 0
+    with pytest.raises(ValidationError, match="--distribute-after"):  # distributed now
+        await args.module.run(args, Settings(database=DatabaseSettings(url=url)))
 
 
 async def test_migration_0018_makes_the_store_wide_audit_log_a_reference_table(cluster_database, embedder) -> None:
