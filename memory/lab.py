@@ -250,19 +250,16 @@ _MARK = text("INSERT INTO checkpoints (conversation_id, last_episode_id) VALUES 
 
 
 async def drop_vector_index(memory: Memory) -> None:
-    """Drop the search documents' vector index and the conversations' own ones: exact
-    search, so that a latency figure does not depend on the approximate index's build,
-    and a bulk load that does not insert into them."""
-    from memory.store.vector_indexes import drop_all
+    """Drop the search documents' vector indexes (the shared one, where there is one,
+    and the conversations' own): exact search, so that a latency figure does not depend
+    on the approximate index's build, and a bulk load that does not insert into them."""
+    from memory.store.vector_indexes import SHARED_INDEX, drop_all
 
     async with memory._engine.begin() as connection:
-        await connection.execute(text("DROP INDEX IF EXISTS ix_search_documents_embedding"))
+        await connection.execute(text(f"DROP INDEX IF EXISTS {SHARED_INDEX}"))
     await drop_all(memory._engine)
 
 
-_VECTOR_INDEX = (
-    "CREATE INDEX IF NOT EXISTS ix_search_documents_embedding ON search_documents USING hnsw (embedding vector_cosine_ops)"
-)
 _CITUS = "SELECT count(*) FROM pg_extension WHERE extname = 'citus'"
 _SHARDS = "SELECT count(*) FROM pg_dist_shard WHERE logicalrelid = CAST('search_documents' AS regclass)"
 # Every node's database (the coordinator's and each worker's), or the one server's.
@@ -272,26 +269,29 @@ _SIZES = (
 )
 
 
-async def build_vector_index(memory: Memory, memory_mb: int, workers: int) -> float:
-    """Build the search documents' HNSW index as migration 0001 defines it, with
-    ``memory_mb`` of maintenance_work_mem in all (pgvector builds in memory while the
-    graph fits, and a parallel build takes all of it as shared memory at once) and
-    ``workers`` parallel maintenance workers; the seconds it took. Under Citus the
-    shards' builds run one per worker at a time, each with its share of ``memory_mb``
-    and never above 256 MB (``propagate_set_commands`` carries the settings to them)."""
+async def build_vector_index(memory: Memory, memory_mb: int, workers: int) -> float | None:
+    """Build the shards' shared HNSW index on Citus (one server has none:
+    memory.store.vector_indexes), with ``memory_mb`` of maintenance_work_mem in all
+    (pgvector builds in memory while the graph fits, and a parallel build takes all of
+    it as shared memory at once) and ``workers`` parallel maintenance workers; the
+    seconds it took, None on one server. The shards' builds run one per worker at a
+    time, each with its share of ``memory_mb`` and never above 256 MB
+    (``propagate_set_commands`` carries the settings to them)."""
     import time
 
+    from memory.store.vector_indexes import SHARED_INDEX_SQL
+
     async with memory._engine.begin() as connection:
-        shards = 1
-        if (await connection.execute(text(_CITUS))).scalar_one():
-            await connection.execute(text("SET LOCAL citus.propagate_set_commands TO 'local'"))
-            # One shard's build at a time per worker, each within 256 MB.
-            await connection.execute(text("SET LOCAL citus.max_adaptive_executor_pool_size TO 1"))
-            shards = max(1, int((await connection.execute(text(_SHARDS))).scalar_one()), int(memory_mb) // 256)
+        if not (await connection.execute(text(_CITUS))).scalar_one():
+            return None
+        await connection.execute(text("SET LOCAL citus.propagate_set_commands TO 'local'"))
+        # One shard's build at a time per worker, each within 256 MB.
+        await connection.execute(text("SET LOCAL citus.max_adaptive_executor_pool_size TO 1"))
+        shards = max(1, int((await connection.execute(text(_SHARDS))).scalar_one()), int(memory_mb) // 256)
         await connection.execute(text(f"SET LOCAL maintenance_work_mem TO '{max(64, int(memory_mb) // shards)}MB'"))
         await connection.execute(text(f"SET LOCAL max_parallel_maintenance_workers TO {int(workers)}"))
         began = time.perf_counter()
-        await connection.execute(text(_VECTOR_INDEX))
+        await connection.execute(text(SHARED_INDEX_SQL))
         return time.perf_counter() - began
 
 

@@ -48,7 +48,8 @@ async def test_bench_scale_runs_and_its_figures_add_up(new_database) -> None:
     for step in (first, last):
         assert step["bulk"]["per_second"] > 0 and step["ingest"]["per_second"] > 0
         assert step["bytes"] > 0 and step["bytes_per_million"] == int(step["bytes"] / step["messages"] * 1e6)
-        assert step["index_seconds"] >= 0 and step["rss_mb"] > 0 and step["peak_rss_mb"] >= step["rss_mb"] - 1
+        assert step["index_seconds"] is None  # one server: no shared vector index to build
+        assert step["rss_mb"] > 0 and step["peak_rss_mb"] >= step["rss_mb"] - 1
         assert step["search"]["empty"] == 0 and step["delete"]["wrong"] == 0 and step["ingest"]["unsearchable"] == 0
         assert step["search"]["all"]["count"] == 6
         assert 0 < step["delete"]["all"]["count"] <= 6
@@ -63,7 +64,7 @@ async def test_bench_scale_runs_and_its_figures_add_up(new_database) -> None:
     # first run deleted and the second draws again is not timed.
     again = build_parser([*argv, "--reuse"]).parse_args([*argv, "--reuse"])
     (step,) = (await again.module.run(again, settings))["steps"]
-    assert step["bulk"]["messages"] == 0 and step["index_seconds"] == 0
+    assert step["bulk"]["messages"] == 0 and step["index_seconds"] is None
     last_deleted = last["delete"]["deleted_total"] - first["delete"]["deleted_total"]
     assert step["messages"] == last["messages"] - last_deleted + 4
     assert step["search"]["empty"] == 0 and step["delete"]["wrong"] == 0 and step["ingest"]["unsearchable"] == 0

@@ -40,6 +40,7 @@ from memory.lab import OWN_INDEX_ROWS, grow_conversations
 from memory.store.citus import REFERENCE_TABLES, apply_plan, read_plan
 from memory.store.database import MIGRATIONS_DIR, create_engine, downgrade, head_revision, upgrade
 from memory.store.locks import LockPurpose, lock_conversation, try_hold
+from memory.store.vector_indexes import SHARED_INDEX
 from tests.conftest import TEST_DATABASE_URL
 from tests.servers import create_cluster_database, drop_cluster_database, worker_url
 from tests.test_consolidation import messages
@@ -112,7 +113,7 @@ async def test_a_fresh_database_is_distributed_once_and_migrated_after(cluster_d
         await _assert_distributed(memory, keys)
         second = await _apply_by_cli(url)
         assert second.splitlines()[0].endswith(": 0 tables distributed or made reference tables now.")
-        assert second.count("-- already done") == steps
+        assert second.count("-- already done") == steps + 1  # and the shards' vector index
         await _migrate_after_distribution(memory, tmp_path)
     finally:
         await memory.close()
@@ -160,11 +161,20 @@ async def test_the_plan_finishes_a_database_an_older_plan_left_with_citus_local_
         await memory.close()
 
 
+# Every shard of search_documents with its HNSW index over all its rows (not partial).
+SHARDS_INDEXED = """
+SELECT count(*) FILTER (WHERE result = '1'), count(*) FROM run_command_on_shards('search_documents',
+$$SELECT count(*) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am a ON a.oid = c.relam
+WHERE i.indrelid = CAST('%s' AS regclass) AND a.amname = 'hnsw' AND i.indpred IS NULL$$)
+"""
+
+
 async def test_a_populated_database_moves_into_shards_resuming_after_a_failure_at_each_step(cluster_database, embedder) -> None:
     """Step by step, the next table is locked by another session while the plan runs
     (the plan's session gives up waiting after a second): each run fails at that step
     with the steps before it done, and the next run resumes there. At the end every row
-    is in the shards (none left in the coordinator's tables) and answers come from them."""
+    is in the shards (none left in the coordinator's tables), every shard has the
+    vector index that a store migrated on one server lacks, and answers come from them."""
     url = cluster_database()
     memory = await open_memory(url, embedder)
     blocker = create_engine(url)
@@ -172,6 +182,10 @@ async def test_a_populated_database_moves_into_shards_resuming_after_a_failure_a
         refs = await _populate(memory)
         before, (_, keys) = await _counts(memory), await _state(memory)
         assert before["relations"] > 0
+        assert (await citus_plan(memory, principal=OPERATOR)).shared_index  # migrated with citus there: kept
+        async with memory._engine.begin() as connection:  # as migration 0021 leaves one server's store
+            await connection.execute(text(f"DROP INDEX {SHARED_INDEX}"))
+        assert not (await citus_plan(memory, principal=OPERATOR)).shared_index
         async with memory._engine.begin() as connection:
             database = (await connection.execute(text("SELECT current_database()"))).scalar_one()
             await connection.execute(text(f"ALTER DATABASE \"{database}\" SET lock_timeout = '1s'"))
@@ -187,11 +201,14 @@ async def test_a_populated_database_moves_into_shards_resuming_after_a_failure_a
                 done = [s.table for s in (await citus_plan(fresh, principal=OPERATOR)).steps if s.done]
                 assert done == [s.table for s in steps[:index]], f"failed at step {index} ({step.table})"
             finished = await citus_plan(fresh, principal=OPERATOR, apply=True)
-            assert finished.applied == [steps[-1].table]
+            assert finished.applied == [steps[-1].table] and finished.shared_index
         finally:
             await fresh.close()
         await _assert_distributed(memory, keys)
         assert await _counts(memory) == before
+        async with memory._engine.connect() as connection:
+            indexed, shards = (await connection.execute(text(SHARDS_INDEXED))).one()
+            assert indexed == shards > 1
         async with memory._engine.connect() as connection:  # the coordinator's own copies are gone
             sizes = await connection.execute(text("SELECT pg_relation_size('episodes'), pg_relation_size('conversations')"))
             assert tuple(sizes.one()) == (0, 0)

@@ -149,18 +149,22 @@ def test_rarer_terms_weigh_more() -> None:
 
 def test_vector_plan() -> None:
     assert choose_plan({"episode": 500, "entity": 0}, 10_000, 60).exact == ("episode",)
-    big = choose_plan({"episode": 100_000, "relation": 30_000}, 140_000, 60)
+    big = choose_plan({"episode": 100_000, "relation": 30_000}, 140_000, 60, shared=True)
     assert big.hnsw == ("episode", "relation") and big.ef_search == 560  # 2 x 60 / (30K / 140K)
     assert estimate_size(500, 90_000.0) == 500  # below the cap the count is exact
     assert estimate_size(20_000, 94_050.0) == 94_050
     assert estimate_size(20_000, 12_000.0) == 20_000  # never below the count
     assert estimate_size(20_000, None) == 20_000
-    tiny_share = choose_plan({"episode": 25_000}, 10_000_000, 60)
+    tiny_share = choose_plan({"episode": 25_000}, 10_000_000, 60, shared=True)
     assert tiny_share.exact == ("episode",) and not tiny_share.hnsw
     # The conversation's own index: share 1, whatever the store holds.
     own = choose_plan({"episode": 25_000, "entity": 300}, 10_000_000, 60, frozenset({"episode"}))
     assert own.hnsw == ("episode",) and own.exact == ("entity",) and own.ef_search == 120
     assert choose_plan({"episode": 900}, 10_000_000, 60, frozenset({"episode"})).hnsw == ("episode",)
+    # Without the shared index (one server) a large kind with no index of its own is
+    # scanned exactly, however large its share.
+    alone = choose_plan({"episode": 100_000, "relation": 30_000}, 140_000, 60, frozenset({"relation"}))
+    assert alone.exact == ("episode",) and alone.hnsw == ("relation",) and alone.ef_search == 120
 
 
 def test_neighbours_gain_a_share_of_the_best_found_neighbour() -> None:

@@ -13,7 +13,9 @@ tables (what an older plan left) are made plain tables again first, with the tab
 their foreign keys reach, and distributed like the others. A table's foreign keys to
 itself (the episodes' chain, a relation's successor) are dropped and added again
 around its step, in its transaction: Citus copies a large table into a shard in
-several COPYs, each checked alone. Without the extension, or with ``--dry-run``, it prints
+several COPYs, each checked alone. Last, the shards' shared vector index is built when
+the database has none (one server's schema has none: memory.store.vector_indexes).
+Without the extension, or with ``--dry-run``, it prints
 the statements it would run and changes nothing.
 """
 
@@ -63,5 +65,7 @@ def render(result: dict[str, Any]) -> str:
     lines = [head]
     for step in result["steps"]:
         lines.append(f"{step['sql']}{_state(step)}")
+    built = "already done" if result["shared_index"] else "the shards' vector index, built last"
+    lines.append(f"{result['shared_index_sql']}  -- {built}")
     lines += [f"rule broken: {v}" for v in result["violations"]]
     return "\n".join(lines)

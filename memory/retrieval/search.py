@@ -6,20 +6,22 @@ idf, see below), top ``search_top`` each. All the ranked lists are fused by reci
 rank fusion, which also merges and de-duplicates across variants. Every statement
 filters on ``conversation_id``: nothing from another conversation can come back.
 
-Vector plan. The HNSW index is global over all conversations and pgvector 0.6 filters
-*after* the index returns its ``ef_search`` candidates, so a filtered HNSW scan finds
-too few rows of a conversation that holds a small share of the table. Therefore:
-- a (conversation, kind) with fewer than ``EXACT_SCAN_ROWS`` documents is scanned
-  exactly through ``uq_search_document_ref`` (the ``+ 0`` on the distance keeps the
-  planner off the HNSW index): exact and, at that size, a few milliseconds;
-- a larger one uses HNSW with ``hnsw.ef_search`` raised (``SET LOCAL``) so that the
-  expected number of candidates of this conversation and kind is ``OVERFETCH`` times the
-  rows wanted; when that would need more than pgvector's maximum ef_search (1000), the
-  exact scan is used: slower but never silently incomplete;
-- a kind with the conversation's own index (past ``OWN_INDEX_ROWS`` documents,
-  memory.store.vector_indexes) uses that index, where the share is 1: its cost does not
-  grow with the store. Every HNSW statement is planned with the conversation's values
-  (``force_custom_plan``), or the planner could not pick the conversation's index.
+Vector plan. pgvector 0.6 filters an HNSW scan *after* the index returns its
+``ef_search`` candidates, so an index over every conversation finds too few rows of one
+that holds a small share of it. Therefore (memory.store.vector_indexes):
+- a kind with the conversation's own index (past ``OWN_INDEX_ROWS`` documents) uses
+  that index, where the share is 1: its cost does not grow with the store;
+- any other (conversation, kind) is scanned exactly through ``uq_search_document_ref``
+  (the ``+ 0`` on the distance keeps the planner off any HNSW index): exact and, below
+  ``EXACT_SCAN_ROWS`` documents, a few milliseconds;
+- except where the table has the shared HNSW index (on Citus, each shard's): a kind of
+  ``EXACT_SCAN_ROWS`` documents or more uses it with ``hnsw.ef_search`` raised
+  (``SET LOCAL``) so that the expected number of candidates of this conversation and
+  kind is ``OVERFETCH`` times the rows wanted; when that would need more than
+  pgvector's maximum ef_search (1000), the exact scan is used: slower but never
+  silently incomplete.
+Every HNSW statement is planned with the conversation's values (``force_custom_plan``),
+or the planner could not pick the conversation's index.
 Figures are printed by ``stashbird bench retrieval``.
 
 Full-text query. The question's English lexemes are OR-ed into a ``tsquery``, each
@@ -81,7 +83,7 @@ from memory.retrieval.fusion import (
 from memory.retrieval.search_sql import Key
 from memory.retrieval.timeparse import TimeRange, states_time
 from memory.store.documents import KINDS, capped_counts
-from memory.store.vector_indexes import OWN_INDEX_ROWS, own_indexes
+from memory.store.vector_indexes import OWN_INDEX_ROWS, present
 
 EXACT_SCAN_ROWS = 20_000
 OVERFETCH = 2.0
@@ -241,10 +243,12 @@ def estimate_size(counted: int, planned: float | None) -> int:
     return max(counted, int(planned))
 
 
-def choose_plan(sizes: dict[str, int], table_rows: int, top: int, own: frozenset[str] = frozenset()) -> VectorPlan:
+def choose_plan(
+    sizes: dict[str, int], table_rows: int, top: int, own: frozenset[str] = frozenset(), *, shared: bool = False
+) -> VectorPlan:
     """Pure plan choice from the per-kind document counts of the conversation, the
-    number of rows of the whole table and the kinds that have the conversation's own
-    index (see the module docstring)."""
+    number of rows of the whole table, the kinds that have the conversation's own index
+    and whether the table has the shared one (see the module docstring)."""
     exact: list[str] = []
     hnsw: list[str] = []
     ef = 0
@@ -255,7 +259,7 @@ def choose_plan(sizes: dict[str, int], table_rows: int, top: int, own: frozenset
             hnsw.append(kind)
             ef = max(ef, math.ceil(OVERFETCH * top), 40)
             continue
-        if size < EXACT_SCAN_ROWS:
+        if size < EXACT_SCAN_ROWS or not shared:
             exact.append(kind)
             continue
         share = size / max(table_rows, size)
@@ -272,7 +276,8 @@ async def _plan(session: AsyncSession, conversation_id: int, kinds: Sequence[str
     """Count (capped) and, for a large kind, estimate; choose; set ``ef_search`` for HNSW."""
     # A kind with its own index is not counted (past 20K rows the count costs more than
     # the search); its size is the planner's estimate, as a large kind's.
-    own = await own_indexes(session, conversation_id, kinds)
+    indexes = await present(session, conversation_id, kinds)
+    own = indexes.own
     sizes = await capped_counts(session, conversation_id, [k for k in kinds if k not in own], EXACT_SCAN_ROWS)
     table_rows = 0.0
     large = [kind for kind, size in sizes.items() if size >= EXACT_SCAN_ROWS]
@@ -280,7 +285,7 @@ async def _plan(session: AsyncSession, conversation_id: int, kinds: Sequence[str
         table_rows, planned = await sql.planned_sizes(session, conversation_id, [*large, *own])
         sizes = {kind: estimate_size(size, planned.get(kind)) for kind, size in sizes.items()}
         sizes |= {kind: int(planned.get(kind, OWN_INDEX_ROWS)) for kind in own}
-    plan = choose_plan(sizes, int(table_rows), top, own)
+    plan = choose_plan(sizes, int(table_rows), top, own, shared=indexes.shared)
     if plan.hnsw:
         await sql.set_hnsw_scan(session, plan.ef_search)
     return plan

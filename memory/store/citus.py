@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 from sqlalchemy import Connection, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from memory.store.vector_indexes import SHARED_INDEX, SHARED_INDEX_SQL
+
 DISTRIBUTION_COLUMN = "conversation_id"
 DISTRIBUTION_TYPE = "bigint"
 REFERENCE_TABLES = frozenset(
@@ -301,10 +303,18 @@ class CitusPlan:
     steps: list[Step]
     violations: list[str]
     applied: list[str] = field(default_factory=list)
+    shared_index: bool = True  # the search documents' vector index over all (the shards') is there
+
+    @property
+    def shared_index_sql(self) -> str:
+        """Run last when the shared index is missing (one server's schema has none)."""
+        return f"{SHARED_INDEX_SQL};"
 
     def to_dict(self) -> dict[str, object]:
         return {
             "citus": self.citus,
+            "shared_index": self.shared_index,
+            "shared_index_sql": self.shared_index_sql,
             "steps": [
                 {"table": s.table, "kind": s.kind, "sql": s.sql, "done": s.done, "found": s.found, "self_keys": list(s.self_keys)}
                 for s in self.steps
@@ -322,7 +332,8 @@ async def read_plan(connection: AsyncConnection, schema: str = "public") -> Citu
     if (await connection.execute(text("SELECT to_regclass('pg_dist_partition')"))).scalar() is not None:
         done = {table: method for table, method in await connection.execute(text(_DONE), {"schema": schema})}
     catalogue = await read_catalogue(connection, schema)
-    return CitusPlan(citus, plan_steps(catalogue, done), violations(catalogue))
+    shared = (await connection.execute(text("SELECT to_regclass(:name)"), {"name": f"{schema}.{SHARED_INDEX}"})).scalar()
+    return CitusPlan(citus, plan_steps(catalogue, done), violations(catalogue), shared_index=shared is not None)
 
 
 async def _run_step(connection: AsyncConnection, step: Step) -> None:
@@ -344,8 +355,10 @@ async def _run_step(connection: AsyncConnection, step: Step) -> None:
 async def apply_plan(connection: AsyncConnection, plan: CitusPlan) -> None:
     """Run the steps Citus has not done yet, in order, each in a transaction of its own
     (a failure leaves the steps before it done, and a second run resumes after them);
-    when all are done, drop the rows distributing left in the coordinator's tables. Citus
-    local tables (an older plan's) are made plain tables again first."""
+    when all are done, drop the rows distributing left in the coordinator's tables and
+    build the shards' shared vector index if the database has none (a store migrated on
+    one server: memory.store.vector_indexes). Citus local tables (an older plan's) are
+    made plain tables again first."""
     local = [step.table for step in plan.steps if step.found == "local"]
     if local:
         await connection.execute(text(_UNDO_LOCAL), {"table": local[0]})
@@ -359,6 +372,10 @@ async def apply_plan(connection: AsyncConnection, plan: CitusPlan) -> None:
     for step in reversed(plan.steps):  # children first: a table may not be emptied while pointed at
         await connection.execute(text(_TRUNCATE_LOCAL), {"table": step.table})
         await connection.commit()
+    if not plan.shared_index:
+        await connection.execute(text(SHARED_INDEX_SQL))
+        await connection.commit()
+        plan.shared_index = True
 
 
 # --- migrations after distribution ----------------------------------------------------

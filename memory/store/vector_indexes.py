@@ -1,16 +1,17 @@
-"""A large conversation's own vector indexes.
+"""The search documents' vector indexes: a large conversation's own, and on Citus the
+shards' shared one.
 
-The search documents' HNSW index is one over every conversation, and pgvector (0.6, as
-embedded) filters by conversation only after the index returns its ``ef_search``
-nearest rows. So a conversation holding a small share of a large store cannot be
-served by it and was scanned exactly: measured at 100K messages, 35-40 ms for the
-largest conversation's 13,700 messages, growing with the conversation.
+pgvector (0.6, as embedded) filters an HNSW scan by conversation only after the index
+returns its ``ef_search`` nearest rows, so an index over every conversation cannot serve
+one that holds a small share of it: the search scans such a conversation exactly
+(memory.retrieval.search), which takes a few milliseconds below ``EXACT_SCAN_ROWS``.
 
 Past ``OWN_INDEX_ROWS`` documents of one kind a conversation gets an index of its own,
 a partial HNSW index (``WHERE conversation_id = N AND kind = 'k'``): the planner uses it
 for that conversation's statements (given the values, so the search plans them with
 ``plan_cache_mode = force_custom_plan``), the share is 1, and a search of 60 rows took
-3 ms on that same conversation. Inserts and deletions keep it up to date like any index.
+3 ms on a conversation of 13,700 messages that an exact scan served in 35-40 ms.
+Inserts and deletions keep it up to date like any index.
 
 It is built ``CONCURRENTLY`` (reads and writes go on; it waits for transactions open
 before it) by the scheduler after a conversation's consolidation run
@@ -20,10 +21,19 @@ Each index adds a little to the planning of every statement on the table, so the
 for the large conversations, not for all: at 1M messages over 1,000 conversations
 (Zipf 1.0), 92 in 66 conversations.
 
-Not under Citus: there an index is made on every shard (each would hold the indexes of
-every large conversation, nearly all of them empty), while a shard holds a small part
-of the store, so that a conversation's share of its shard's index is large and the
-shard's own HNSW index serves it (memory.retrieval.search).
+On one server there is no index over every conversation (migration 0021 dropped
+``SHARED_INDEX``): no search could use it (a conversation large enough for its share to
+serve has its own index), while every insert, edit and deletion paid for it. At 100K
+messages it was 187 MB, larger than the embedded server's shared buffers, and the
+exchange-vector refresh of a deletion's successor (an UPDATE, so an insert into every
+index) took a median 5.7-7.6 ms with it and 1.4-2.0 ms without it in the largest
+conversation (three runs of 60 deletions each).
+
+On Citus the shards keep the shared index (``citus-plan`` makes it when it is missing)
+and no conversation has one of its own: an own index is made on every shard (each would
+hold the indexes of every large conversation, nearly all of them empty), while a shard
+holds a small part of the store, so that a conversation's share of its shard's index is
+large and the shard's index serves it.
 """
 
 from __future__ import annotations
@@ -42,6 +52,8 @@ OWN_INDEX_ROWS = 2_000
 # parallel workers, taken at once, so bounded for small servers.
 BUILD_MEMORY_MB = 256
 _PREFIX = "ix_search_documents_embedding_c"
+SHARED_INDEX = "ix_search_documents_embedding"
+SHARED_INDEX_SQL = f"CREATE INDEX IF NOT EXISTS {SHARED_INDEX} ON search_documents USING hnsw (embedding vector_cosine_ops)"
 
 _STATE = text(
     "SELECT c.relname, i.indisvalid FROM pg_class c JOIN pg_index i ON i.indexrelid = c.oid "
@@ -78,11 +90,22 @@ def wanted(counts: dict[str, int], min_rows: int = OWN_INDEX_ROWS) -> list[str]:
     return [kind for kind in KINDS if counts.get(kind, 0) >= min_rows]
 
 
-async def own_indexes(session: AsyncSession, conversation_id: int, kinds: Sequence[str]) -> frozenset[str]:
-    """Which of ``kinds`` have a valid own index in the conversation (one catalogue read)."""
+@dataclass(frozen=True)
+class Present:
+    """The valid vector indexes a conversation's search can use: the kinds with their
+    own, and whether the table has the shared one."""
+
+    own: frozenset[str]
+    shared: bool
+
+
+async def present(session: AsyncSession, conversation_id: int, kinds: Sequence[str]) -> Present:
+    """Which of ``kinds`` have a valid own index in the conversation, and whether the
+    shared index is there (one catalogue read)."""
     names = {index_name(conversation_id, kind): kind for kind in kinds}
-    rows = await session.execute(_STATE, {"names": list(names)})
-    return frozenset(names[name] for name, valid in rows.all() if valid)
+    rows = await session.execute(_STATE, {"names": [*names, SHARED_INDEX]})
+    valid = {name for name, ok in rows.all() if ok}
+    return Present(frozenset(kind for name, kind in names.items() if name in valid), SHARED_INDEX in valid)
 
 
 @dataclass
