@@ -282,7 +282,7 @@ async def _plan(session: AsyncSession, conversation_id: int, kinds: Sequence[str
     table_rows = 0.0
     large = [kind for kind, size in sizes.items() if size >= EXACT_SCAN_ROWS]
     if large or own:
-        table_rows, planned = await sql.planned_sizes(session, conversation_id, [*large, *own])
+        table_rows, planned = await sql.planned_sizes(session, conversation_id, [*large, *own], indexes.shared)
         sizes = {kind: estimate_size(size, planned.get(kind)) for kind, size in sizes.items()}
         sizes |= {kind: int(planned.get(kind, OWN_INDEX_ROWS)) for kind in own}
     plan = choose_plan(sizes, int(table_rows), top, own, shared=indexes.shared)

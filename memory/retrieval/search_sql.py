@@ -186,16 +186,20 @@ async def _planned(session: AsyncSession, statement: TextClause, params: dict[st
     return planned_scans(json.loads(plan) if isinstance(plan, str) else plan)
 
 
-async def planned_sizes(session: AsyncSession, conversation_id: int, kinds: Sequence[str]) -> tuple[float, dict[str, float]]:
-    """The planner's estimates of the rows the conversation's vector index holds (the
-    table's, or under Citus its shard's) and of the conversation's documents of each of
-    ``kinds`` (missing without an estimate)."""
+async def planned_sizes(
+    session: AsyncSession, conversation_id: int, kinds: Sequence[str], shared_index: bool = True
+) -> tuple[float, dict[str, float]]:
+    """The planner's estimates of the rows the shared vector index holds (the table's,
+    or under Citus the conversation's shard's; 0 without ``shared_index``) and of the
+    conversation's documents of each of ``kinds`` (missing without an estimate)."""
     estimates = {kind: await _planned(session, _CONVERSATION_ROWS, {"c": conversation_id, "kind": kind}) for kind in kinds}
+    sizes = {kind: next(iter(found.values())) for kind, found in estimates.items() if found}
+    if not shared_index:
+        return 0.0, sizes
     await session.execute(_ALL_TASKS)
     scans = await _planned(session, _INDEX_ROWS, {})
     shards = {name for found in estimates.values() for name in found}
-    index_rows = max((rows for name, rows in scans.items() if name in shards), default=max(scans.values(), default=0.0))
-    return index_rows, {kind: next(iter(found.values())) for kind, found in estimates.items() if found}
+    return max((rows for name, rows in scans.items() if name in shards), default=max(scans.values(), default=0.0)), sizes
 
 
 async def set_hnsw_scan(session: AsyncSession, ef_search: int) -> None:
