@@ -17,7 +17,7 @@ import memory as api
 from jobs import JobSettings, Scheduler
 from memory.lab import OWN_INDEX_ROWS, grow_conversations, search_vector, vacuum_analyze
 from memory.store.documents import KINDS
-from memory.store.vector_indexes import create_sql, index_name, wanted
+from memory.store.vector_indexes import TEXT, create_sql, index_name, wanted
 from tests.test_consolidation import messages
 
 JOB = api.Principal.job("test")
@@ -31,12 +31,16 @@ def test_names_and_statements_hold_only_a_number_and_a_fixed_kind() -> None:
     statement = create_sql(7, "episode")
     assert statement.startswith("CREATE INDEX CONCURRENTLY IF NOT EXISTS ix_search_documents_embedding_c7_episode ")
     assert statement.endswith("WHERE conversation_id = 7 AND kind = 'episode'")
+    assert create_sql(7, TEXT).endswith(
+        "ix_search_documents_tsv_c7 ON search_documents USING gin (tsv) WHERE conversation_id = 7"
+    )
 
 
 @given(st.dictionaries(st.sampled_from(KINDS), st.integers(0, 3 * OWN_INDEX_ROWS)), st.integers(0, OWN_INDEX_ROWS))
 def test_wanted_kinds_are_those_past_the_threshold_and_more_rows_never_want_fewer(counts: dict[str, int], more: int) -> None:
     kinds = wanted(counts)
-    assert kinds == [k for k in KINDS if counts.get(k, 0) >= OWN_INDEX_ROWS]
+    by_vector = [k for k in KINDS if counts.get(k, 0) >= OWN_INDEX_ROWS]
+    assert kinds == by_vector + ([TEXT] if "episode" in by_vector else [])
     assert set(kinds) <= set(wanted({k: n + more for k, n in counts.items()}))
 
 
@@ -68,7 +72,8 @@ async def test_a_large_conversation_gets_its_own_index_and_its_search_uses_it(ne
         assert ("episode", target) in [(c.kind, c.ref_id) for c in before.candidates[:3]]
 
         built = await api.index_conversation(memory, large, principal=JOB)
-        assert built.built == ["episode"] and built.present == []  # 2,000 messages; topics and relations fewer
+        # 2,000 messages (topics and relations fewer): their vectors and full text.
+        assert built.built == ["episode", "text"] and built.present == []
         assert (await api.index_conversation(memory, large, principal=JOB)).as_dict()["built"] == []
         assert (await api.index_conversation(memory, small, principal=JOB)).built == []
 
@@ -88,12 +93,13 @@ async def test_a_large_conversation_gets_its_own_index_and_its_search_uses_it(ne
         small_id = await api.resolve_conversation(memory, small, principal=OPERATOR)
         jobs = Scheduler(memory, JobSettings(consolidate_tokens=0, interval_seconds=3600), only=frozenset({small_id}))
         (run_result,) = await jobs.run_job("consolidation")
-        assert run_result.result["indexes_built"] == ["episode"]
+        assert run_result.result["indexes_built"] == ["episode", "text"]
         assert await jobs.run_job("consolidation") == []  # nothing waits: no run, no second build
 
         # A dropped conversation's indexes go with it.
         assert await api.drop_conversation(memory, large, principal=OPERATOR)
         async with memory._engine.connect() as connection:
             assert await connection.scalar(text("SELECT to_regclass(:n)"), {"n": name}) is None
+            assert await connection.scalar(text("SELECT to_regclass(:n)"), {"n": index_name(conversation_id, TEXT)}) is None
     finally:
         await memory.close()

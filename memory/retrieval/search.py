@@ -347,6 +347,8 @@ async def _text_lists(reader: AsyncSession, run: _Search, planned: Awaitable[Vec
         # The match bound is about cost, which only a large conversation has.
         large = plan.episode_rows if plan.episode_rows >= EXACT_SCAN_ROWS else 0
         terms = rare_terms(shares, large) if prune else sorted(shares)
+        if terms and plan.episode_rows >= OWN_INDEX_ROWS:  # it may have its own text index
+            await sql.set_custom_plans(reader)
         if terms:
             # The plain baseline (common_terms) ranks by ts_rank_cd alone.
             weights = [0.0 if config.common_terms else term_weight(shares[t], sampled) for t in terms]
