@@ -19,7 +19,8 @@ before it) by the scheduler after a conversation's consolidation run
 failed half-way leaves an invalid index, which the next build drops and makes again.
 Each index adds a little to the planning of every statement on the table, so they are
 for the large conversations, not for all: at 1M messages over 1,000 conversations
-(Zipf 1.0), 92 in 66 conversations.
+(Zipf 1.0), 92 vector and 66 full-text indexes in 66 conversations (built in 393 s
+and 77 s on two cores).
 
 Past ``OWN_INDEX_ROWS`` messages it also gets a full-text index of its own (``TEXT``, a
 partial GIN index on ``tsv``): the GIN index over every conversation finds the whole
