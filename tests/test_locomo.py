@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from bot import locomo
+from bot.bench.common import SPLITS
 from bot.locomo import evidence_ids
 from memory import ValidationError
 
@@ -28,13 +29,17 @@ def test_unreadable_evidence_is_kept_as_a_miss_or_skipped() -> None:
 
 
 def test_the_rewordings_match_the_questions_they_reword(tmp_path: Path) -> None:
-    """The committed set loads against the corpus (at least 150 rewordings, category 5
-    included, each differing from its original); one whose original is not the
-    question at its index is refused in one line."""
-    conversations = {name: locomo.load(LOCOMO / f"{name}.json") for name in ("26", "30", "41", "42", "43")}
+    """The committed set loads against the corpus (on each split, calibration and
+    held-out, at least 150 rewordings, category 5 included, each differing from its
+    original); one whose original is not the question at its index is refused in one
+    line."""
+    conversations = {name: locomo.load(LOCOMO / f"{name}.json") for name in SPLITS["calibration"] + SPLITS["held-out"]}
     found = locomo.load_rewordings(conversations)
-    assert len(found) >= 150 and all(r.reworded != r.original for r in found.values())
-    assert any(conversations[name].questions[index].category == 5 for name, index in found)
+    assert all(r.reworded != r.original for r in found.values())
+    for split in SPLITS.values():
+        on_split = [(name, index) for name, index in found if name in split]
+        assert len(on_split) >= 150
+        assert any(conversations[name].questions[index].category == 5 for name, index in on_split)
     wrong = tmp_path / "p.json"
     wrong.write_text(json.dumps({"questions": [{"conversation": "26", "index": 0, "original": "Who?", "reworded": "Whom?"}]}))
     with pytest.raises(ValidationError, match="question 0 of 26 is not"):
