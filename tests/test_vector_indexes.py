@@ -16,6 +16,8 @@ from sqlalchemy import text
 import memory as api
 from jobs import JobSettings, Scheduler
 from memory.lab import OWN_INDEX_ROWS, grow_conversations, search_vector, vacuum_analyze
+from memory.retrieval.pipeline import service_configs
+from memory.retrieval.search import QueryVariant, search
 from memory.store.documents import KINDS
 from memory.store.vector_indexes import TEXT, create_sql, index_name, wanted
 from tests.test_consolidation import messages
@@ -80,6 +82,14 @@ async def test_a_large_conversation_gets_its_own_index_and_its_search_uses_it(ne
         after = await search_vector(memory, large, "what about kalo?", query)
         assert after.plan.hnsw == ("episode",) and after.plan.ef_search == 120
         assert ("episode", target) in [(c.kind, c.ref_id) for c in after.candidates[:3]]  # found through the index
+        # A balanced plan (HNSW kinds and exact ones) scans the exact kinds on the second
+        # connection, after the full text: what one connection finds, in the same order.
+        assert after.plan.exact
+        async with memory._sessions.begin() as session:
+            variant = QueryVariant("what about kalo?", query)
+            alone = await search(session, conversation_id, [variant], service_configs(memory.params)[0])
+        assert alone.plan == after.plan
+        assert [c.key for c in after.candidates] == [c.key for c in alone.candidates]
         name = index_name(conversation_id, "episode")
         await _invalidate(memory, name)
         assert "episode" in (await search_vector(memory, large, "what about kalo?", query)).plan.exact
