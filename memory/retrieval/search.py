@@ -457,8 +457,9 @@ async def search(
 
     Run inside a transaction (the HNSW plan sets ``hnsw.ef_search`` locally). Given a
     second session, ``text_session``, the full-text lists are searched on it while the
-    vector lists are searched on ``session``: on a large conversation the two take
-    about as long, and the database runs them side by side.
+    vector lists are searched on ``session``, and the database runs them side by side;
+    a plan with HNSW kinds leaves its exact scans to ``text_session`` too, after the
+    full text (``_balanced``).
     """
     run = _Search(conversation_id, variants, config, hints)
     plan, by_vector, by_text = await _ranked(session, run, text_session)
