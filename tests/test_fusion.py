@@ -28,13 +28,16 @@ from memory.retrieval.llm_steps import (
 from memory.retrieval.pipeline import named_speaker, named_speakers, without_names
 from memory.retrieval.search import (
     Candidate,
+    VectorPlan,
     choose_plan,
     estimate_size,
     rare_terms,
     term_weight,
     tsquery_text,
+    vector_statements,
 )
 from memory.retrieval.search_sql import planned_scans
+from memory.store.documents import KINDS
 
 
 def test_rrf_scores_are_sums_of_reciprocal_ranks() -> None:
@@ -165,6 +168,17 @@ def test_vector_plan() -> None:
     # scanned exactly, however large its share.
     alone = choose_plan({"episode": 100_000, "relation": 30_000}, 140_000, 60, frozenset({"relation"}))
     assert alone.exact == ("episode",) and alone.hnsw == ("relation",) and alone.ef_search == 120
+
+
+@given(st.sets(st.sampled_from(KINDS)), st.sets(st.sampled_from(KINDS)), st.booleans())
+def test_two_connections_run_every_vector_statement_once(exact: set[str], hnsw: set[str], two: bool) -> None:
+    """Split or not, the two connections' statements are the plan's, each once; only a
+    plan with both HNSW and exact kinds is split, the exact scans going second."""
+    plan = VectorPlan(tuple(sorted(exact)), tuple(sorted(hnsw - exact)), 120)
+    first, second = vector_statements(plan, two)
+    assert sorted(first + second) == sorted(vector_statements(plan, False)[0])
+    assert vector_statements(plan, False)[1] == []
+    assert second == ([(plan.exact, True)] if two and plan.exact and plan.hnsw else [])
 
 
 def test_neighbours_gain_a_share_of_the_best_found_neighbour() -> None:

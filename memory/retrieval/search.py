@@ -305,22 +305,28 @@ class _Search:
         return {"c": self.conversation_id, "n": self.config.top}
 
 
-def _balanced(plan: VectorPlan) -> bool:
-    """Whether the exact scans go to the second connection, after the full text: a
-    conversation with its own indexes has HNSW kinds and small exact ones (its
-    communities), and the two vector statements one after the other on the first
-    connection took twice as long as the full text on the second (1M messages, largest
-    conversation: 13 ms each against 10 ms)."""
-    return bool(plan.hnsw and plan.exact)
+Statements = list[tuple[tuple[str, ...], bool]]  # (kinds, exact) of each vector statement
 
 
-async def _kind_lists(
-    session: AsyncSession, run: _Search, groups: Sequence[tuple[tuple[str, ...], bool]]
-) -> list[dict[str, list[Key]]]:
-    """Each variant's nearest documents of each group of kinds, exact or by HNSW."""
+def vector_statements(plan: VectorPlan, two_connections: bool) -> tuple[Statements, Statements]:
+    """The vector statements of the first connection and of the second (after its full
+    text): all on the first, except that with two connections a plan with HNSW kinds and
+    exact ones (a conversation with its own indexes scans its few communities exactly)
+    leaves the exact scans to the second. One after the other on the first, the two took
+    twice as long as the full text on the second (1M messages, largest conversation:
+    13 ms each against 10 ms). Pure."""
+    exact: Statements = [(plan.exact, True)] if plan.exact else []
+    hnsw: Statements = [(plan.hnsw, False)] if plan.hnsw else []
+    if two_connections and exact and hnsw:
+        return hnsw, exact
+    return exact + hnsw, []
+
+
+async def _kind_lists(session: AsyncSession, run: _Search, statements: Statements) -> list[dict[str, list[Key]]]:
+    """Each variant's nearest documents of each statement's kinds, exact or by HNSW."""
     found = list[dict[str, list[Key]]]()
-    for variant in run.variants:
-        for kinds, exact in groups:
+    for variant in run.variants if "vector" in run.config.methods else ():
+        for kinds, exact in statements:
             statement = sql.vector_sql(kinds, exact, own_vectors=not run.config.exchange_vectors)
             params = {**run.base_params(), "q": list(variant.embedding), **sql.kind_params(kinds)}
             found.append(await sql.ranked_lists(session, statement, params, run.rows, "similarity", True))
@@ -328,10 +334,9 @@ async def _kind_lists(
 
 
 async def _vector_lists(
-    session: AsyncSession, run: _Search, planned: Awaitable[VectorPlan], *, balanced: bool = False
+    session: AsyncSession, run: _Search, planned: Awaitable[VectorPlan], *, two_connections: bool = False
 ) -> list[dict[str, list[Key]]]:
-    """The vector lists; with ``balanced``, not the exact scans a balanced plan leaves
-    to the second connection."""
+    """The vector lists of the first connection (``vector_statements``)."""
     plan = await planned
     config, found = run.config, list[dict[str, list[Key]]]()
     if "vector" not in config.methods:
@@ -348,8 +353,7 @@ async def _vector_lists(
         # are one more ranked list.
         params = {**run.base_params(), "cap": DATED_CAP, "q": list(run.variants[0].embedding), "name": name}
         found.append(await sql.ranked_lists(session, sql.BY_SPEAKER_SQL, params, run.rows, "similarity", True))
-    exact = () if balanced and _balanced(plan) else plan.exact
-    return found + await _kind_lists(session, run, [(kinds, e) for kinds, e in ((exact, True), (plan.hnsw, False)) if kinds])
+    return found + await _kind_lists(session, run, vector_statements(plan, two_connections)[0])
 
 
 async def _text_lists(reader: AsyncSession, run: _Search, planned: Awaitable[VectorPlan]) -> list[dict[str, list[Key]]]:
@@ -388,11 +392,9 @@ async def _text_lists(reader: AsyncSession, run: _Search, planned: Awaitable[Vec
 async def _text_then_exact(
     reader: AsyncSession, run: _Search, planned: Awaitable[VectorPlan]
 ) -> tuple[list[dict[str, list[Key]]], list[dict[str, list[Key]]]]:
-    """The full-text lists, then the exact scans of a balanced plan (``_balanced``)."""
+    """The full-text lists, then the vector statements of the second connection (``vector_statements``)."""
     by_text = await _text_lists(reader, run, planned)
-    plan = await planned
-    moved = _balanced(plan) and "vector" in run.config.methods
-    return by_text, await _kind_lists(reader, run, [(plan.exact, True)]) if moved else []
+    return by_text, await _kind_lists(reader, run, vector_statements(await planned, True)[1])
 
 
 async def _ranked(
@@ -408,7 +410,7 @@ async def _ranked(
         return planned.result(), by_vector, by_text
     async with asyncio.TaskGroup() as group:
         planned = group.create_task(_plan(session, run.conversation_id, kinds, top))
-        vector_task = group.create_task(_vector_lists(session, run, planned, balanced=True))
+        vector_task = group.create_task(_vector_lists(session, run, planned, two_connections=True))
         text_task = group.create_task(_text_then_exact(text_session, run, planned))
     by_text, exact = text_task.result()
     return planned.result(), vector_task.result() + exact, by_text
@@ -459,7 +461,7 @@ async def search(
     second session, ``text_session``, the full-text lists are searched on it while the
     vector lists are searched on ``session``, and the database runs them side by side;
     a plan with HNSW kinds leaves its exact scans to ``text_session`` too, after the
-    full text (``_balanced``).
+    full text (``vector_statements``).
     """
     run = _Search(conversation_id, variants, config, hints)
     plan, by_vector, by_text = await _ranked(session, run, text_session)
