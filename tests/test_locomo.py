@@ -12,9 +12,9 @@ from bot import locomo
 from bot.bench.common import SPLITS
 from bot.locomo import evidence_ids
 from memory import ValidationError
+from tests.shared_data import shared_file
 
-# the shared folder beside the checkout (a worktree sits one level deeper than main)
-LOCOMO = next(p for p in Path(__file__).resolve().parents if (p / "shared" / "data" / "locomo").is_dir()) / "shared/data/locomo"
+LOCOMO = shared_file("locomo/26.json").parent
 
 
 def test_evidence_ids_are_read_as_the_turns_spell_them() -> None:
