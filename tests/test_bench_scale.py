@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from bot.bench.common import cpu_times, steal_share
 from bot.bench.scale import sizes, steps, vocabulary
 from bot.cli import build_parser
 from bot.settings import DatabaseSettings, Settings
@@ -56,6 +57,7 @@ async def test_bench_scale_runs_and_its_figures_add_up(new_database) -> None:
         for figures in (step["search"]["largest"], step["search"]["random"], step["delete"]["all"]):
             assert 0 < figures["median_ms"] <= figures["p99_ms"]
         assert step["shards"] is None  # the embedded server: no Citus
+        assert step["steal"] is None or 0 <= step["steal"] <= 1
     assert "exact episode" in first["search"]["plan"]  # 60 messages: scanned exactly
     text = args.module.render(result)
     assert f"{last['messages']:>9}" in text and "targets p99 < 50 ms at 1M" in text
@@ -75,3 +77,15 @@ async def test_distributing_after_the_load_needs_citus(new_database) -> None:
     args = build_parser(argv).parse_args(argv)
     with pytest.raises(ValidationError, match="--distribute-after"):
         await args.module.run(args, Settings(database=DatabaseSettings(url=new_database())))
+
+
+def test_steal_share_reads_the_steal_counter_of_the_interval() -> None:
+    before = (100, 0, 50, 800, 10, 0, 5, 35, 0, 0)
+    after = (160, 0, 70, 900, 10, 0, 5, 55, 7, 0)  # guest time (7) is already in user
+    assert steal_share(before, after) == pytest.approx(20 / 200)
+    assert steal_share(before, before) == 0.0
+    assert steal_share(None, after) is None and steal_share(before[:4], after[:4]) is None
+    # On Linux the machine's own counters are read, and they only grow.
+    first, second = cpu_times(), cpu_times()
+    if first is not None and second is not None:
+        assert len(first) >= 8 and all(b >= a for a, b in zip(first, second, strict=True))

@@ -48,7 +48,7 @@ from typing import Any
 
 import numpy as np
 
-from bot.bench.common import BENCH, bench_memory, median, peak_rss_mb, percentile
+from bot.bench.common import BENCH, bench_memory, cpu_times, median, peak_rss_mb, percentile, steal_share
 from bot.settings import Settings
 from memory import (
     ConversationRef,
@@ -323,8 +323,10 @@ async def _step(
     ingested = await _ingest(memory, refs, args.ingested, total, state["rng"])
     state["real"] += ingested["messages"]
     size, stored = await store_size(memory)
+    timed_from = cpu_times()
     searches = await _searches(memory, refs, args.queries, state["words"], state["rng"], state["vectors"])
     deletions = await _deletions(memory, refs, have, args.deletes, state["deleted"], state["rng"])
+    steal = steal_share(timed_from, cpu_times())
     return {
         "messages": stored,
         "largest_conversation": want[0],
@@ -348,6 +350,7 @@ async def _step(
         "peak_rss_mb": round(peak_rss_mb(), 1),
         "shards": await search_shards(memory, refs[0]),
         "load_average": round(os.getloadavg()[0], 1),
+        "steal": steal,  # while the searches and deletions were timed
     }
 
 
@@ -398,9 +401,11 @@ def render(result: dict[str, Any]) -> str:
         f"bench scale on the {result['target']} database: {result['conversations']} conversations "
         f"(Zipf skew {result['skew']}), every index present (HNSW rebuilt after each bulk load; "
         "HNSW s: the shards' shared index, none on one server); "
-        f"latencies in ms (median p99); {result['cores']} cores, load average at each step's end",
+        f"latencies in ms (median p99); {result['cores']} cores, load average at each step's end, "
+        "steal: the share of CPU time the hypervisor took while latencies were timed",
         f"{'messages':>9} {'largest':>8} {'bulk/s':>8} {'real/s':>7} {'real share':>10} {'MB/1M msgs':>10} {'HNSW s':>7} "
-        f"{'search largest':>15} {'search random':>15} {'delete largest':>15} {'delete random':>15} {'RSS MB':>7} {'load':>5}",
+        f"{'search largest':>15} {'search random':>15} {'delete largest':>15} {'delete random':>15} {'RSS MB':>7} {'load':>5} "
+        f"{'steal':>6}",
     ]
     for s in steps_:
         search, delete = s["search"], s["delete"]
@@ -409,7 +414,8 @@ def render(result: dict[str, Any]) -> str:
             f"{s['messages']:>9} {s['largest_conversation']:>8} {s['bulk']['per_second']:>8} {s['ingest']['per_second']:>7} "
             f"{s['real_share']:>10.4%} {s['bytes_per_million'] / 1e6:>10.0f} {built:>7} "
             f"{_latency(search['largest'])} {_latency(search['random'])} "
-            f"{_latency(delete['largest'])} {_latency(delete['random'])} {s['rss_mb']:>7} {s['load_average']:>5}"
+            f"{_latency(delete['largest'])} {_latency(delete['random'])} {s['rss_mb']:>7} {s['load_average']:>5} "
+            f"{'-' if s['steal'] is None else format(s['steal'], '.1%'):>6}"
         )
     for s in steps_:
         checks = (
