@@ -23,14 +23,17 @@ split alone and prints what ``memory.calibrate`` chooses on it beside the defaul
 Reworded questions: the questions that have a hand-written rewording in
 ``bot/data/locomo_paraphrases.json`` (the same meaning in other content words; see its
 note) are asked both ways, and the split prints the two side by side: first citation is
-evidence, answerable refused, category 5 "not in memory". The rewordings are never fitted
-on (``--fit`` reads the questions as written only).
+evidence, answerable refused, category 5 "not in memory", then how many answerable
+questions changed each way (refused, first citation) with McNemar's exact p, since a gap
+of a few points over 125 questions may be chance. The rewordings are never fitted on
+(``--fit`` reads the questions as written only).
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import re
 import uuid
 from collections.abc import Sequence
@@ -159,6 +162,48 @@ class Tally:
         }
 
 
+def mcnemar_p(one_way: int, other_way: int) -> float:
+    """McNemar's exact two-sided test: the chance that paired outcomes that changed
+    ``one_way`` and ``other_way`` times are at least this lopsided when either change is
+    as likely (a binomial test at one half over the changed pairs). Pure."""
+    changed = one_way + other_way
+    fewer = min(one_way, other_way)
+    tail: float = sum(math.comb(changed, i) for i in range(fewer + 1)) / 2**changed
+    return min(1.0, 2 * tail)
+
+
+Outcome = tuple[Sequence[str], bool]  # the cited turns and whether the answer was refused
+
+
+@dataclass
+class Changes:
+    """Answerable questions asked as written and reworded: how many changed which way.
+    A gap between two shares of 125 questions is only a few questions; the changes and
+    their exact McNemar test tell a gap that rewording causes from chance."""
+
+    refused_reworded_only: int = 0
+    refused_as_written_only: int = 0
+    first_lost: int = 0  # first citation evidence as written, not reworded
+    first_gained: int = 0
+
+    def add(self, category: int, gold: set[str], written: Outcome, reworded: Outcome) -> None:
+        if category == ADVERSARIAL:
+            return
+        (cited, refused), (cited_reworded, refused_reworded) = written, reworded
+        self.refused_reworded_only += refused_reworded and not refused
+        self.refused_as_written_only += refused and not refused_reworded
+        first, first_reworded = bool(cited) and cited[0] in gold, bool(cited_reworded) and cited_reworded[0] in gold
+        self.first_lost += first and not first_reworded
+        self.first_gained += first_reworded and not first
+
+    def figures(self) -> dict[str, Any]:
+        return {
+            **dataclasses.asdict(self),
+            "refused_p": round(mcnemar_p(self.refused_reworded_only, self.refused_as_written_only), 4),
+            "first_p": round(mcnemar_p(self.first_lost, self.first_gained), 4),
+        }
+
+
 def reply_text(result: Answer) -> str:
     """The reply as a chat shows it: the answer line, then each cited message."""
     lines = [result.reply.line]
@@ -220,7 +265,7 @@ async def _split(
 ) -> dict[str, Any]:
     system, baseline, sweep = Tally(), Tally(), Sweep()
     # The questions that have a hand-written rewording, asked both ways.
-    original, reworded = Tally(), Tally()
+    original, reworded, changes = Tally(), Tally(), Changes()
     rule = DEFAULTS.abstention
     with progress(sum(len(c.questions) for c in conversations), f"answers {name}") as bar:
         for conversation in conversations:
@@ -241,8 +286,9 @@ async def _split(
                 rewording = rewordings.get((conversation.name, index))
                 if rewording is not None:
                     original.add(question.category, gold, question.answer, cited, refused, shown)
-                    _, cited, refused, shown = await _answer(memory, ref, rewording.reworded, question_date)
-                    reworded.add(question.category, gold, question.answer, cited, refused, shown)
+                    _, cited_reworded, refused_reworded, shown = await _answer(memory, ref, rewording.reworded, question_date)
+                    reworded.add(question.category, gold, question.answer, cited_reworded, refused_reworded, shown)
+                    changes.add(question.category, gold, (cited, refused), (cited_reworded, refused_reworded))
     figures = {
         "conversations": [c.name for c in conversations],
         "system": system.figures(),
@@ -250,7 +296,7 @@ async def _split(
         "abstention_curve": sweep.figures(rule),
     }
     if original.answers:
-        figures["reworded"] = {"original": original.figures(), "reworded": reworded.figures()}
+        figures["reworded"] = {"original": original.figures(), "reworded": reworded.figures(), "changes": changes.figures()}
     return figures
 
 
@@ -345,4 +391,10 @@ def _reworded(pair: dict[str, dict[str, Any]]) -> list[str]:
             f"    {name:<10} first citation is evidence {f['first_citation_evidence']:6.1%}   answerable refused "
             f"{f['answerable_refused']:6.1%}   category 5 not in memory {f['adversarial_not_in_memory']:6.1%}"
         )
+    c = pair["changes"]
+    lines.append(
+        f"    changed by the rewording (answerable): refused {c['refused_reworded_only']} only reworded, "
+        f"{c['refused_as_written_only']} only as written (exact McNemar p {c['refused_p']:.3f}); first citation "
+        f"evidence lost {c['first_lost']}, gained {c['first_gained']} (p {c['first_p']:.3f})"
+    )
     return lines
