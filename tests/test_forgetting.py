@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
+import pytest
 from sqlalchemy import select
 
 from memory.core import Memory
 from memory.episodes.append import append_messages, validate_message
-from memory.forgetting.apply import ANSWER_WITHDRAWN, apply_decision
+from memory.forgetting.apply import ANSWER_WITHDRAWN, Removed, apply_decision, remove_episodes
 from memory.forgetting.commands import delete_episode, edit_episode
 from memory.forgetting.policies import delete_by_policy
 from memory.forgetting.rules import Decision
@@ -170,6 +171,31 @@ async def test_chain_is_reconnected_at_middle_head_and_tail(memory: Memory, conv
     assert (await links())[ids[1]] == (None, ids[3])
     await delete_episode(memory, cid, "m5", principal="test")  # tail
     assert await links() == {ids[1]: (None, ids[3]), ids[3]: (ids[1], None)}
+
+
+@pytest.mark.parametrize("gone", [{4}, {2, 4}, {2, 3}, {1, 2}, {6, 7}, {1, 3, 5, 7}, {2, 3, 5, 6}, {1, 2, 3, 4, 5, 6, 7}])
+async def test_removing_runs_of_episodes_mends_the_chain(memory: Memory, conversation_id: int, gone: set[int]) -> None:
+    """Runs next to each other share a survivor, which gets a new neighbour on each side."""
+    cid = conversation_id
+    ids = await add_messages(memory, cid, [f"message {i}" for i in range(1, 8)])
+    deleted = {ids[i - 1] for i in gone}
+    async with memory._sessions.begin() as session:
+        rows = (await session.execute(select(Episode).where(Episode.id.in_(deleted)))).scalars().all()
+        removed = Removed({e.id: (e.prev_id, e.next_id) for e in rows}, {e.id: e.platform_message_id for e in rows})
+        await remove_episodes(session, cid, removed)
+    async with memory._sessions() as session:
+        links = {
+            i: (p, n)
+            for i, p, n in await session.execute(
+                select(Episode.id, Episode.prev_id, Episode.next_id).where(Episode.conversation_id == cid)
+            )
+        }
+    survivors = [e for e in ids if e not in deleted]
+    assert {e: links[e] for e in survivors} == {
+        e: (survivors[k - 1] if k else None, survivors[k + 1] if k + 1 < len(survivors) else None)
+        for k, e in enumerate(survivors)
+    }
+    assert deleted.isdisjoint(links)
 
 
 async def test_tombstones_and_no_ops(memory: Memory, conversation_id: int) -> None:

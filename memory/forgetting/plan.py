@@ -89,7 +89,7 @@ class RetractionPlan:
     rewording: RewordPlan
     stored_context: Stored  # the rolling-context rows ``context`` was computed from
     context: ContextChange
-    answers: tuple[int, ...]  # answer traces whose evidence holds one of the episodes
+    answers: tuple[int, ...]  # answer traces whose evidence holds one of the episodes (a dry run's only)
 
     @property
     def summary_drew_on(self) -> bool:
@@ -117,7 +117,7 @@ class RetractionPlan:
 
 async def plan_retraction(session: AsyncSession, conversation_id: int, episode_id: int, *, for_update: bool) -> RetractionPlan:
     """Load what the episode supports and decide with the rules (Algorithm 1); writes
-    nothing. ``for_update`` locks the checkpoint row for the writer that follows."""
+    nothing. ``for_update``: a writer's plan (``plan_retractions``)."""
     return await plan_retractions(session, conversation_id, [episode_id], for_update=for_update)
 
 
@@ -125,7 +125,9 @@ async def plan_retractions(
     session: AsyncSession, conversation_id: int, episode_ids: Collection[int], *, for_update: bool
 ) -> RetractionPlan:
     """The plan of taking a set of episodes out at once (``decide_deletions``): what
-    deleting them one by one would leave, from one load and one decision."""
+    deleting them one by one would leave, from one load and one decision. A writer's plan
+    (``for_update``) locks the checkpoint row for the writes that follow and leaves
+    ``answers`` empty: withdrawing them names them as it deletes their links."""
     gone = frozenset(episode_ids)
     affected = await load_subgraph(session, conversation_id, gone)
     decision = decide_deletions(affected.graph, gone)
@@ -140,15 +142,16 @@ async def plan_retractions(
         if checkpoint is not None
         else ({}, ContextChange([], 0, 0))
     )
-    answers = (
-        await session.execute(
+    answers: tuple[int, ...] = ()
+    if not for_update:  # a writer's DELETE ... RETURNING names them (memory.store.answers)
+        traces = (
             select(AnswerEvidence.trace_id)
             .where(AnswerEvidence.conversation_id == conversation_id, AnswerEvidence.episode_id == any_(_array(gone)))
             .distinct()
             .order_by(AnswerEvidence.trace_id)
         )
-    ).scalars()
-    return RetractionPlan(gone, affected, decision, checkpoint, rewording, stored, context, tuple(answers))
+        answers = tuple((await session.execute(traces)).scalars())
+    return RetractionPlan(gone, affected, decision, checkpoint, rewording, stored, context, answers)
 
 
 def _array(values: Collection[int]) -> Any:

@@ -15,8 +15,8 @@ conversation, so it is routed there). The rows are made the first time a convers
 is locked (and by the migration for existing conversations), so a conversation created
 by an older process still locks.
 
-Taking a CHAIN or GRAPH lock marks the conversation due for the scheduler in the same
-transaction, on the lock rows just taken (their ``due_at``, migration 0016; read and
+Taking a CHAIN or GRAPH lock marks the conversation due for the scheduler in the
+statement that takes it, on the lock rows taken (their ``due_at``, migration 0016; read and
 cleared by memory.store.backlog): every writer of a conversation takes one of them, so no
 write is missed by a discovery that reads only what is due, and marking waits on no one.
 
@@ -52,13 +52,21 @@ _LOCK = text(
     "SELECT purpose FROM conversation_locks WHERE conversation_id = :conversation AND purpose = ANY(:purposes) "
     "ORDER BY purpose FOR UPDATE"
 )
+# A writer's lock: the rows locked in purpose order (the subquery's ORDER BY ... FOR
+# UPDATE) and marked due in the same statement. memory.store.backlog reads and clears
+# the marks. now(), not clock_timestamp(): Citus refuses volatile functions in an UPDATE
+# of a distributed table (and stable ones in a CASE). Discovery compares each row's mark
+# as it read it, not times.
+_LOCK_AND_MARK = text(
+    "UPDATE conversation_locks SET due_at = now() WHERE conversation_id = :conversation AND purpose IN ("
+    "SELECT purpose FROM conversation_locks WHERE conversation_id = :conversation AND purpose = ANY(:purposes) "
+    "ORDER BY purpose FOR UPDATE) RETURNING purpose"
+)
 _TRY_LOCK = text(
     "SELECT purpose FROM conversation_locks WHERE conversation_id = :conversation AND purpose = ANY(:purposes) "
     "FOR UPDATE SKIP LOCKED"
 )
-# memory.store.backlog reads and clears the marks; marking the rows just locked waits on no one.
-# now(), not clock_timestamp(): Citus refuses volatile functions in an UPDATE of a
-# distributed table. Discovery compares each row's mark as it read it, not times.
+# Marks rows due by purpose: mark_due, and a lock that takes INBOX as well.
 _MARK_DUE = text(
     "UPDATE conversation_locks SET due_at = now() WHERE conversation_id = :conversation AND purpose = ANY(:purposes)"
 )
@@ -83,14 +91,16 @@ _MAKE = text(
 async def lock_conversation(session: AsyncSession, conversation_id: int, *purposes: LockPurpose) -> None:
     """Transaction-level locks of the conversation for ``purposes``, taken in purpose
     order and held to the end of the current transaction; a CHAIN or GRAPH lock also
-    marks the conversation due (see the module doc)."""
+    marks the conversation due (see the module doc). A writer's locks take one
+    statement, but for a conversation's first lock of a purpose."""
     wanted = sorted({int(p) for p in purposes})
     key = {"conversation": int(conversation_id), "purposes": wanted}
-    if len((await session.execute(_LOCK, key)).all()) < len(wanted):
-        await session.execute(_MAKE, key)  # the conversation's first lock for a purpose
-        await session.execute(_LOCK, key)
     written = [p for p in wanted if p in WRITERS]
-    if written:
+    statement = _LOCK_AND_MARK if written == wanted else _LOCK
+    if len((await session.execute(statement, key)).all()) < len(wanted):
+        await session.execute(_MAKE, key)  # the conversation's first lock for a purpose
+        await session.execute(statement, key)
+    if written and statement is _LOCK:
         await session.execute(_MARK_DUE, {"conversation": int(conversation_id), "purposes": written})
 
 
