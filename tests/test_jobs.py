@@ -96,6 +96,28 @@ async def test_a_lease_keeps_others_out_until_it_expires(memory: Memory, convers
     assert await claims.claim(memory, cid, "test", "C", 30) is not None
 
 
+async def test_the_status_calls_a_run_abandoned_once_its_owner_holds_no_live_lease(memory: Memory, conversation_id: int) -> None:
+    """A process killed after its item's work committed leaves its run ``running`` and
+    nothing due, so no later claim marks it: the status reads the lease instead."""
+    cid = conversation_id
+
+    async def reported(job: str) -> str:
+        return (await api.last_runs(memory, [cid], principal=OPERATOR))[(cid, job)].status
+
+    alive = await claims.claim(memory, cid, "alive", "A", 30)
+    dying = await claims.claim(memory, cid, "dying", "A", 0.3)
+    assert alive is not None and dying is not None
+    assert await reported("alive") == "running" and await reported("dying") == "running"
+    await asyncio.sleep(0.5)  # A died: its lease on "dying" runs out, and nothing claims it again
+    assert await reported("dying") == "abandoned" and await reported("alive") == "running"
+    assert [status for _, status, _ in await run_rows(memory, cid, "dying")] == ["running"]  # the log is left as written
+    await claims.release(memory, alive, "ok", {})
+    assert await reported("alive") == "ok"
+    taken = await claims.claim(memory, cid, "dying", "B", 30)
+    assert taken is not None and await reported("dying") == "running"  # B's run, live
+    assert [status for _, status, _ in await run_rows(memory, cid, "dying")] == ["abandoned", "running"]
+
+
 async def test_run_once_takes_new_messages_to_summarised_communities_and_skips_held_items(
     memory: Memory, conversation_ref: ConversationRef, conversation_id: int
 ) -> None:

@@ -145,6 +145,9 @@ async def test_two_processes_do_every_item_once_and_take_over_a_killed_ones(
     # committed and before the run was recorded is done, so nothing claims it again.
     left = [r for r in log if r["status"] not in ("ok", "abandoned")]
     assert all(r["status"] == "running" and r["owner"].split(":")[1] == str(victim.pid) for r in left), left
+    await asyncio.sleep(max(0.0, 2.5 - (datetime.now(UTC) - killed_at).total_seconds()))  # the victim's leases run out
+    status = await api.last_runs(memory, sorted({r["conversation_id"] for r in log}), principal=OPERATOR)
+    assert not [run for run in status.values() if run.status == "running"]  # the status shows no dead run as running
     done = [r for r in log if r["job"] == "consolidation" and r["status"] == "ok"]
     assert sum(r["result"]["episodes"] for r in done) == 4 * 4  # no message consolidated twice
     assert not any(r["result"]["stopped"] for r in done)

@@ -85,6 +85,16 @@ async def release(engine: AsyncEngine, held: Claim, status: str, result: dict[st
         await connection.execute(text(_RELEASE), {"c": held.conversation_id, "j": held.job, "o": held.owner})
 
 
+_LAST_RUNS = text(
+    "/* multi-shard: jobs-status */ "
+    "SELECT DISTINCT ON (r.conversation_id, r.job) r.conversation_id, r.job, r.owner, "
+    "CASE WHEN r.status = 'running' AND (c.owner IS DISTINCT FROM r.owner OR c.lease_expires_at IS NULL "
+    "OR c.lease_expires_at < now()) THEN 'abandoned' ELSE r.status END, r.result, r.started_at, r.finished_at "
+    "FROM job_runs r LEFT JOIN job_claims c ON c.conversation_id = r.conversation_id AND c.job = r.job "
+    "WHERE r.conversation_id = ANY(:ids) ORDER BY r.conversation_id, r.job, r.id DESC"
+)
+
+
 @dataclass(frozen=True)
 class RunRecord:
     conversation_id: int
@@ -97,14 +107,12 @@ class RunRecord:
 
 
 async def last_runs(engine: AsyncEngine, conversation_ids: list[int]) -> dict[tuple[int, str], RunRecord]:
-    """The newest run of each job for each of these conversations."""
+    """The newest run of each job for each of these conversations.
+
+    A run left ``running`` whose owner no longer holds the item's live lease is reported
+    ``abandoned``: a process killed after its item's work committed and before the run
+    was recorded leaves nothing due, so no claim ever marks that run (``claim`` marks
+    only the runs of an item it takes again)."""
     async with engine.connect() as connection:
-        rows = await connection.execute(
-            text(
-                "/* multi-shard: jobs-status */ "
-                "SELECT DISTINCT ON (conversation_id, job) conversation_id, job, owner, status, result, started_at, finished_at "
-                "FROM job_runs WHERE conversation_id = ANY(:ids) ORDER BY conversation_id, job, id DESC"
-            ),
-            {"ids": conversation_ids},
-        )
+        rows = await connection.execute(_LAST_RUNS, {"ids": conversation_ids})
         return {(row[0], row[1]): RunRecord(*row) for row in rows}
