@@ -55,6 +55,12 @@ def test_a_fenced_object_is_found(obj: dict[str, Any], before: str, after: str, 
     assert next(framed_objects(text)) == obj
 
 
+def test_think_tags_inside_the_object_are_kept() -> None:
+    obj = {"<THINK></THINK>": None, "a": "<think>x</think>"}
+    assert next(framed_objects(f"```json\n{json.dumps(obj)}\n```")) == obj
+    assert next(embedded_objects(f"Here: {json.dumps(obj)}")) == obj
+
+
 @given(objects)
 def test_a_reasoning_block_is_skipped(obj: dict[str, Any]) -> None:
     text = '<think>The user wants {"queries": []}... no, they want the object.</think>\n' + json.dumps(obj)

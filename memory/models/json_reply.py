@@ -27,7 +27,8 @@ from memory.validation import storable
 
 M = TypeVar("M", bound=BaseModel)
 
-_THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
+# Only as the reply's preamble: the same tags inside the object are its content.
+_THINK = re.compile(r"\A\s*<think>.*?</think>", re.DOTALL | re.IGNORECASE)
 _FENCE = re.compile(r"```[^\n`]*\n(.*?)```", re.DOTALL)
 # An embedded object is looked for from at most this many "{" of a reply: enough for any
 # prose a model wraps an object in, and a bound on the work a hostile reply can cause.
