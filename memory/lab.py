@@ -83,6 +83,7 @@ __all__ = [
     "build_vector_index",
     "OWN_INDEX_ROWS",
     "store_size",
+    "database_directories",
     "search_shards",
     "table_rows",
     "name_ratio",
@@ -302,6 +303,24 @@ async def store_size(memory: Memory) -> tuple[int, int]:
         size = (await connection.execute(text(_SIZES if citus else "SELECT pg_database_size(current_database())"))).scalar_one()
         statement = "/* multi-shard: bench-scale */ SELECT count(*) FROM episodes"
         return int(size), int((await connection.execute(text(statement))).scalar_one())
+
+
+# This database's folder of files on a node (its OID under base/; superuser only).
+_DIRECTORY = (
+    "SELECT current_setting('data_directory') || '/base/' || (SELECT oid FROM pg_database WHERE datname = current_database())"
+)
+
+
+async def database_directories(memory: Memory) -> list[str]:
+    """The folder of this database's files on every node (the coordinator's, then each
+    worker's under Citus), as each server names it, where the role may read it: a
+    benchmark reads the ones on its own machine into the page cache before timing."""
+    async with memory._engine.connect() as connection:
+        folders = list((await connection.execute(text(_DIRECTORY))).scalars())
+        if (await connection.execute(text(_CITUS))).scalar_one():
+            workers = f"SELECT result FROM run_command_on_workers($${_DIRECTORY}$$) WHERE success"
+            folders += (await connection.execute(text(workers))).scalars()
+        return [str(f) for f in folders if f]
 
 
 _SHARD_ROWS = "SELECT result::bigint FROM run_command_on_shards('search_documents', 'SELECT count(*) FROM %s') WHERE success"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from bot.bench.common import cpu_times, steal_share
+from bot.bench.common import cpu_times, disk_reads_kb, steal_share, warm_page_cache
 from bot.bench.scale import sizes, steps, vocabulary
 from bot.cli import build_parser
 from bot.settings import DatabaseSettings, Settings
@@ -58,15 +58,19 @@ async def test_bench_scale_runs_and_its_figures_add_up(new_database) -> None:
             assert 0 < figures["median_ms"] <= figures["p99_ms"]
         assert step["shards"] is None  # the embedded server: no Citus
         assert step["steal"] is None or 0 <= step["steal"] <= 1
+        # The embedded server's files are on this machine: read before the timing.
+        assert step["warmed"]["folders"] == step["warmed"]["read_here"] == 1 and step["warmed"]["mb"] > 0
+        assert step["disk_read_mb"] is None or step["disk_read_mb"] >= 0
     assert "exact episode" in first["search"]["plan"]  # 60 messages: scanned exactly
     text = args.module.render(result)
     assert f"{last['messages']:>9}" in text and "targets p99 < 50 ms at 1M" in text
 
     # Measured again without loading: the same store, its last step only; a message the
     # first run deleted and the second draws again is not timed.
-    again = build_parser([*argv, "--reuse"]).parse_args([*argv, "--reuse"])
+    again = build_parser([*argv, "--reuse", "--cold"]).parse_args([*argv, "--reuse", "--cold"])
     (step,) = (await again.module.run(again, settings))["steps"]
     assert step["bulk"]["messages"] == 0 and step["index_seconds"] is None
+    assert step["warmed"] is None and "not read first (--cold)" in again.module.render({**result, "steps": [step]})
     last_deleted = last["delete"]["deleted_total"] - first["delete"]["deleted_total"]
     assert step["messages"] == last["messages"] - last_deleted + 4
     assert step["search"]["empty"] == 0 and step["delete"]["wrong"] == 0 and step["ingest"]["unsearchable"] == 0
@@ -77,6 +81,16 @@ async def test_distributing_after_the_load_needs_citus(new_database) -> None:
     args = build_parser(argv).parse_args(argv)
     with pytest.raises(ValidationError, match="--distribute-after"):
         await args.module.run(args, Settings(database=DatabaseSettings(url=new_database())))
+
+
+def test_warming_reads_every_file_of_the_folders_on_this_machine(tmp_path) -> None:
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "a").write_bytes(b"x" * 3_000_000)
+    (tmp_path / "sub" / "b").write_bytes(b"y" * 500_000)
+    warmed = warm_page_cache([str(tmp_path), str(tmp_path / "elsewhere")])
+    assert warmed["folders"] == 2 and warmed["read_here"] == 1 and warmed["mb"] == 3.5
+    reads = disk_reads_kb()
+    assert reads is None or reads >= 0
 
 
 def test_steal_share_reads_the_steal_counter_of_the_interval() -> None:

@@ -278,6 +278,8 @@ async def test_bench_scale_distributes_the_store_it_loaded(cluster_database) -> 
     assert moved["rows_by_table"]["episodes"] == 240 and moved["rows"] == sum(moved["rows_by_table"].values())
     assert moved["tables"] == len(moved["rows_by_table"]) and moved["seconds"] > 0
     assert step["shards"]["search_tasks"] == 1 and step["search"]["empty"] == 0 and step["delete"]["wrong"] == 0
+    # The coordinator's folder and each worker's, all on this machine here.
+    assert step["warmed"]["folders"] == step["warmed"]["read_here"] == 3 and step["warmed"]["mb"] > 0
     with pytest.raises(ValidationError, match="--distribute-after"):  # distributed now
         await args.module.run(args, Settings(database=DatabaseSettings(url=url)))
 

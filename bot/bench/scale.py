@@ -23,7 +23,11 @@ exchange vectors, the indexes), and their share of the store is printed. Then, t
 largest conversation, half in conversations drawn at random) and ``--deletes`` deletions
 through ``memory.forget`` (the service's rule, audited; half in the largest
 conversation), each checked: a search must come back non-empty, a deletion must say
-``deleted`` and remove the message's search document.
+``deleted`` and remove the message's search document. Before the timing the store's
+files are read once into the OS page cache (those of the nodes on this machine; not with
+``--cold``), as a server that has been running holds them, and the disk reads made while
+timing are printed beside the CPU steal: either one in the latencies says the machine,
+not the store, set them.
 
 On a Citus coordinator (``DATABASE_URL``) the tables are distributed first
 (``citus-plan --apply``) and the figures add the shards: how many, the rows of the
@@ -48,7 +52,17 @@ from typing import Any
 
 import numpy as np
 
-from bot.bench.common import BENCH, bench_memory, cpu_times, median, peak_rss_mb, percentile, steal_share
+from bot.bench.common import (
+    BENCH,
+    bench_memory,
+    cpu_times,
+    disk_reads_kb,
+    median,
+    peak_rss_mb,
+    percentile,
+    steal_share,
+    warm_page_cache,
+)
 from bot.settings import Settings
 from memory import (
     ConversationRef,
@@ -64,6 +78,7 @@ from memory import (
 from memory.lab import (
     OWN_INDEX_ROWS,
     build_vector_index,
+    database_directories,
     drop_vector_index,
     grow_conversations,
     search_shards,
@@ -107,6 +122,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="measure again the store an earlier run grew to --messages (same --conversations and --skew), "
         "without loading or building indexes: the last step only",
+    )
+    parser.add_argument(
+        "--cold",
+        action="store_true",
+        help="time without reading the store into the page cache first (what a server sees just after it starts)",
     )
 
 
@@ -323,10 +343,11 @@ async def _step(
     ingested = await _ingest(memory, refs, args.ingested, total, state["rng"])
     state["real"] += ingested["messages"]
     size, stored = await store_size(memory)
-    timed_from = cpu_times()
+    warmed = None if args.cold else warm_page_cache(await database_directories(memory))
+    timed_from, read_from = cpu_times(), disk_reads_kb()
     searches = await _searches(memory, refs, args.queries, state["words"], state["rng"], state["vectors"])
     deletions = await _deletions(memory, refs, have, args.deletes, state["deleted"], state["rng"])
-    steal = steal_share(timed_from, cpu_times())
+    steal, read_to = steal_share(timed_from, cpu_times()), disk_reads_kb()
     return {
         "messages": stored,
         "largest_conversation": want[0],
@@ -351,6 +372,8 @@ async def _step(
         "shards": await search_shards(memory, refs[0]),
         "load_average": round(os.getloadavg()[0], 1),
         "steal": steal,  # while the searches and deletions were timed
+        "warmed": warmed,
+        "disk_read_mb": None if read_from is None or read_to is None else round((read_to - read_from) / 1000, 1),
     }
 
 
@@ -429,6 +452,14 @@ def render(result: dict[str, Any]) -> str:
                 f"  loaded into plain tables, then citus-plan --apply: {moved['rows']} rows of {moved['tables']} tables "
                 f"moved into shards in {moved['seconds']} s"
             )
+        warmed, read = s["warmed"], "-" if s["disk_read_mb"] is None else s["disk_read_mb"]
+        cache = (
+            "not read first (--cold)"
+            if warmed is None
+            else f"{warmed['mb']} MB read in {warmed['seconds']} s first "
+            f"({warmed['read_here']} of {warmed['folders']} nodes' folders on this machine)"
+        )
+        lines.append(f"  page cache: the store {cache}; this machine read {read} MB from disk while timing")
         own = s["own_indexes"]
         lines.append(
             f"  own vector indexes (past {OWN_INDEX_ROWS} documents of a kind): {own['indexes']} in "
