@@ -8,8 +8,8 @@
   waited longer (near first-in first-out across conversations), instead of one long
   run during which their older messages wait. It loads the offline extractor's model
   when the scheduler prepares, not during its first run.
-  After a run, a conversation past ``OWN_INDEX_ROWS`` documents of a kind gets its own
-  vector index (``memory.index_conversation``, built concurrently, once).
+  After a run, a conversation past ``own_index_rows(kind)`` documents of a kind gets
+  its own vector index (``memory.index_conversation``, built concurrently, once).
 - ``communities``: conversations whose graph changed since the last community pass:
   new entities join their neighbours' community, or a full rebuild past
   ``rebuild_share``. Not while the conversation's consolidation is due: the next run
@@ -223,7 +223,7 @@ def default_jobs(settings: JobSettings) -> list[Job]:
         cap = settings.consolidate_max_tokens or None
         report = (await consolidate(memory, _ref(item), principal=SCHEDULER, max_tokens=cap)).as_dict()
         # Consolidation is where a conversation grows (its messages came just before):
-        # past OWN_INDEX_ROWS documents of a kind it gets its own vector index.
+        # past own_index_rows(kind) documents of a kind it gets its own vector index.
         indexes = await index_conversation(memory, _ref(item), principal=SCHEDULER)
         return {**report, "indexes_built": indexes.built} if indexes.built else report
 

@@ -33,7 +33,7 @@ from memory.retrieval.selection import AbstentionRule, SelectionWeights
 from memory.store.embedded import drop_embedded_database
 from memory.store.integrity import Integrity
 from memory.store.residue import WordResidue
-from memory.store.vector_indexes import OWN_INDEX_ROWS
+from memory.store.vector_indexes import FACT_INDEX_ROWS, OWN_INDEX_ROWS
 from memory.synthetic import SuppliedCommunity, SuppliedEntity, SuppliedGraph, SuppliedIds, SuppliedRelation
 
 if TYPE_CHECKING:
@@ -82,6 +82,7 @@ __all__ = [
     "vacuum_analyze",
     "build_vector_index",
     "OWN_INDEX_ROWS",
+    "FACT_INDEX_ROWS",
     "store_size",
     "database_directories",
     "search_shards",

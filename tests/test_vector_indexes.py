@@ -19,7 +19,7 @@ from memory.lab import OWN_INDEX_ROWS, grow_conversations, search_vector, vacuum
 from memory.retrieval.pipeline import service_configs
 from memory.retrieval.search import QueryVariant, search
 from memory.store.documents import KINDS
-from memory.store.vector_indexes import TEXT, create_sql, index_name, wanted
+from memory.store.vector_indexes import FACT_INDEX_ROWS, TEXT, create_sql, index_name, own_index_rows, wanted
 from tests.test_consolidation import messages
 
 JOB = api.Principal.job("test")
@@ -41,8 +41,10 @@ def test_names_and_statements_hold_only_a_number_and_a_fixed_kind() -> None:
 @given(st.dictionaries(st.sampled_from(KINDS), st.integers(0, 3 * OWN_INDEX_ROWS)), st.integers(0, OWN_INDEX_ROWS))
 def test_wanted_kinds_are_those_past_the_threshold_and_more_rows_never_want_fewer(counts: dict[str, int], more: int) -> None:
     kinds = wanted(counts)
-    by_vector = [k for k in KINDS if counts.get(k, 0) >= OWN_INDEX_ROWS]
+    by_vector = [k for k in KINDS if counts.get(k, 0) >= own_index_rows(k)]
     assert kinds == by_vector + ([TEXT] if "episode" in by_vector else [])
+    # Entities and relations (read by every search, fewer than messages) get theirs sooner.
+    assert [own_index_rows(k) for k in KINDS] == [OWN_INDEX_ROWS, FACT_INDEX_ROWS, FACT_INDEX_ROWS, OWN_INDEX_ROWS]
     assert set(kinds) <= set(wanted({k: n + more for k, n in counts.items()}))
 
 

@@ -76,6 +76,7 @@ from memory import (
     validate_message,
 )
 from memory.lab import (
+    FACT_INDEX_ROWS,
     OWN_INDEX_ROWS,
     build_vector_index,
     database_directories,
@@ -199,7 +200,7 @@ async def _stored_refs(memory: Memory, count: int) -> list[ConversationRef]:
 
 async def _own_indexes(memory: Memory, refs: list[ConversationRef]) -> dict[str, Any]:
     """What the scheduler does after a conversation's consolidation, for every
-    conversation: its own vector index of each kind past ``OWN_INDEX_ROWS`` documents."""
+    conversation: its own vector index of each kind past ``own_index_rows(kind)`` documents."""
     began, conversations, indexes = time.perf_counter(), 0, 0
     for ref in refs:
         report = await index_conversation(memory, ref, principal=BENCH)
@@ -462,7 +463,8 @@ def render(result: dict[str, Any]) -> str:
         lines.append(f"  page cache: the store {cache}; this machine read {read} MB from disk while timing")
         own = s["own_indexes"]
         lines.append(
-            f"  own vector indexes (past {OWN_INDEX_ROWS} documents of a kind): {own['indexes']} in "
+            f"  own vector indexes (past {OWN_INDEX_ROWS} messages or communities, {FACT_INDEX_ROWS} entities "
+            f"or relations): {own['indexes']} in "
             f"{own['conversations']} conversations, built in {own['seconds']} s"
         )
         if s["shards"]:

@@ -204,7 +204,7 @@ async def vacuum(memory: Memory, *, principal: Principal) -> MaintenanceReport:
 
 async def index_conversation(memory: Memory, conversation: ConversationRef, *, principal: Principal) -> IndexReport:
     """Give a large conversation its own vector index of each kind past
-    ``OWN_INDEX_ROWS`` documents, built concurrently (memory.store.vector_indexes): its
+    ``own_index_rows(kind)`` documents, built concurrently (memory.store.vector_indexes): its
     searches then cost the same whatever the store holds. Does nothing for a small one."""
     from memory.store import vector_indexes
 

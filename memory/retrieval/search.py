@@ -9,7 +9,7 @@ filters on ``conversation_id``: nothing from another conversation can come back.
 Vector plan. pgvector 0.6 filters an HNSW scan *after* the index returns its
 ``ef_search`` candidates, so an index over every conversation finds too few rows of one
 that holds a small share of it. Therefore (memory.store.vector_indexes):
-- a kind with the conversation's own index (past ``OWN_INDEX_ROWS`` documents) uses
+- a kind with the conversation's own index (past ``own_index_rows(kind)`` documents) uses
   that index, where the share is 1: its cost does not grow with the store;
 - any other (conversation, kind) is scanned exactly through ``uq_search_document_ref``
   (the ``+ 0`` on the distance keeps the planner off any HNSW index): exact and, below
@@ -83,7 +83,7 @@ from memory.retrieval.fusion import (
 from memory.retrieval.search_sql import Key
 from memory.retrieval.timeparse import TimeRange, states_time
 from memory.store.documents import KINDS, capped_counts
-from memory.store.vector_indexes import OWN_INDEX_ROWS, present
+from memory.store.vector_indexes import OWN_INDEX_ROWS, own_index_rows, present
 
 EXACT_SCAN_ROWS = 20_000
 OVERFETCH = 2.0
@@ -278,8 +278,8 @@ async def _plan(session: AsyncSession, conversation_id: int, kinds: Sequence[str
     # the search). Its own index is searched whatever its size, so only the messages'
     # size is read (the planner's estimate, as a large kind's), for the full text's
     # bounds: one EXPLAIN, not one per own kind, before the vector lists can start (each
-    # 2-8 ms at 1M messages). Any other own kind counts as OWN_INDEX_ROWS, the least it
-    # held when its index was built.
+    # 2-8 ms at 1M messages). Any other own kind counts as own_index_rows(kind), the
+    # least it held when its index was built.
     indexes = await present(session, conversation_id, kinds)
     own = indexes.own
     sizes = await capped_counts(session, conversation_id, [k for k in kinds if k not in own], EXACT_SCAN_ROWS)
@@ -289,7 +289,7 @@ async def _plan(session: AsyncSession, conversation_id: int, kinds: Sequence[str
         estimated = [*large, *(kind for kind in own if kind == "episode")]
         table_rows, planned = await sql.planned_sizes(session, conversation_id, estimated, indexes.shared)
         sizes = {kind: estimate_size(size, planned.get(kind)) for kind, size in sizes.items()}
-        sizes |= {kind: int(planned.get(kind, OWN_INDEX_ROWS)) for kind in own}
+        sizes |= {kind: int(planned.get(kind, own_index_rows(kind))) for kind in own}
     plan = choose_plan(sizes, int(table_rows), top, own, shared=indexes.shared)
     if plan.hnsw:
         await sql.set_hnsw_scan(session, plan.ef_search)

@@ -6,8 +6,9 @@ returns its ``ef_search`` nearest rows, so an index over every conversation cann
 one that holds a small share of it: the search scans such a conversation exactly
 (memory.retrieval.search), which takes a few milliseconds below ``EXACT_SCAN_ROWS``.
 
-Past ``OWN_INDEX_ROWS`` documents of one kind a conversation gets an index of its own,
-a partial HNSW index (``WHERE conversation_id = N AND kind = 'k'``): the planner uses it
+Past ``own_index_rows(kind)`` documents of one kind (``OWN_INDEX_ROWS`` messages or
+communities, ``FACT_INDEX_ROWS`` entities or relations) a conversation gets an index of
+its own, a partial HNSW index (``WHERE conversation_id = N AND kind = 'k'``): the planner uses it
 for that conversation's statements (given the values, so the search plans them with
 ``plan_cache_mode = force_custom_plan``), the share is 1, and a search of 60 rows took
 3 ms on a conversation of 13,700 messages that an exact scan served in 35-40 ms.
@@ -20,7 +21,13 @@ failed half-way leaves an invalid index, which the next build drops and makes ag
 Each index adds a little to the planning of every statement on the table, so they are
 for the large conversations, not for all: at 1M messages over 1,000 conversations
 (Zipf 1.0), 92 vector and 66 full-text indexes in 66 conversations (built in 393 s
-and 77 s on two cores).
+and 77 s on two cores) at 2,000 documents of every kind. Entities and relations have
+the lower threshold: every search reads both kinds, and the exact scan of a kind of
+1,000-2,000 rows is what set the tail. On that store 26 more indexes (13 of each,
+built in 45-61 s) took the random conversation's search p99 from a mean 90.6 ms to
+75.2 ms over four alternated warm runs (``bench scale --reuse --queries 400``, medians
+33-41 to 29-38 ms), with no consistent cost to deletions; all kinds at 1,000 would
+have added 94 vector and 68 full-text indexes, each a little more planning.
 
 Past ``OWN_INDEX_ROWS`` messages it also gets a full-text index of its own (``TEXT``, a
 partial GIN index on ``tsv``): the GIN index over every conversation finds the whole
@@ -54,6 +61,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 from memory.store.documents import KINDS, capped_counts
 
 OWN_INDEX_ROWS = 2_000
+FACT_INDEX_ROWS = 1_000  # entities and relations: see the module docstring
+_FACT_KINDS = frozenset({"entity", "relation"})
 # maintenance_work_mem of one build: pgvector builds the graph in memory while it fits
 # (about 2 KB per 384-dimension row) and much slower on disk after; shared by the build's
 # parallel workers, taken at once, so bounded for small servers.
@@ -102,11 +111,17 @@ def create_sql(conversation_id: int, kind: str) -> str:
     )
 
 
-def wanted(counts: dict[str, int], min_rows: int = OWN_INDEX_ROWS) -> list[str]:
-    """The kinds that should have their own vector index, ``min_rows`` documents or
-    more, then ``TEXT`` when the messages alone are that many. Pure."""
-    kinds = [kind for kind in KINDS if counts.get(kind, 0) >= min_rows]
-    return kinds + [TEXT] if counts.get("episode", 0) >= min_rows else kinds
+def own_index_rows(kind: str) -> int:
+    """How many documents of ``kind`` a conversation holds before it gets its own index
+    of that kind (``TEXT`` goes with the messages). Pure."""
+    return FACT_INDEX_ROWS if kind in _FACT_KINDS else OWN_INDEX_ROWS
+
+
+def wanted(counts: dict[str, int]) -> list[str]:
+    """The kinds that should have their own vector index, ``own_index_rows(kind)``
+    documents or more, then ``TEXT`` when the messages are that many. Pure."""
+    kinds = [kind for kind in KINDS if counts.get(kind, 0) >= own_index_rows(kind)]
+    return kinds + [TEXT] if "episode" in kinds else kinds
 
 
 @dataclass(frozen=True)
@@ -141,7 +156,7 @@ class IndexReport:
         return {"built": self.built, "present": self.present, "seconds": round(self.seconds, 2)}
 
 
-async def build(engine: AsyncEngine, conversation_id: int, min_rows: int = OWN_INDEX_ROWS) -> IndexReport:
+async def build(engine: AsyncEngine, conversation_id: int) -> IndexReport:
     """Build the own indexes the conversation should have and lacks (see the module
     docstring); an invalid one, left by a build that failed, is dropped and built again."""
     import time
@@ -151,7 +166,8 @@ async def build(engine: AsyncEngine, conversation_id: int, min_rows: int = OWN_I
     async with engine.connect() as connection:
         if await connection.scalar(_CITUS):
             return report
-        kinds = wanted(await capped_counts(connection, conversation_id, KINDS, min_rows), min_rows)
+        counted = await capped_counts(connection, conversation_id, KINDS, max(map(own_index_rows, KINDS)))
+        kinds = wanted(counted)
         names = {index_name(conversation_id, kind): kind for kind in kinds}
         state: dict[str, bool] = dict((await connection.execute(_STATE, {"names": list(names)})).all()) if kinds else {}
         await connection.rollback()
