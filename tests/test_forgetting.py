@@ -6,12 +6,13 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import select, text
 
 from memory.core import Memory
 from memory.episodes.append import append_messages, validate_message
 from memory.forgetting.apply import ANSWER_WITHDRAWN, Removed, apply_decision, remove_episodes
 from memory.forgetting.commands import delete_episode, edit_episode
+from memory.forgetting.plan import plan_retraction
 from memory.forgetting.policies import delete_by_policy
 from memory.forgetting.rules import Decision
 from memory.graph.wording import EntityWitness
@@ -216,6 +217,21 @@ async def test_tombstones_and_no_ops(memory: Memory, conversation_id: int) -> No
     async with memory._sessions.begin() as session:
         [result] = await append_messages(session, memory.embedder, cid, [redelivered], [VECTOR])
     assert result.status == "tombstoned"  # a redelivered event cannot resurrect it
+
+
+async def test_a_retraction_plans_its_transaction_with_its_values(memory: Memory, conversation_id: int) -> None:
+    # A generic plan, costed for an average conversation, is wrong for the largest: the
+    # plan's statements and the writes after it are planned with their values, in that
+    # transaction only.
+    [episode_id] = await add_messages(memory, conversation_id, ["planned"])
+    show = text("SELECT current_setting('plan_cache_mode')")
+    async with memory._sessions.begin() as session:
+        assert await session.scalar(show) == "auto"
+        plan = await plan_retraction(session, conversation_id, episode_id, for_update=True)
+        assert plan.episode_ids == {episode_id}
+        assert await session.scalar(show) == "force_custom_plan"
+    async with memory._sessions.begin() as session:  # SET LOCAL: gone with the transaction
+        assert await session.scalar(show) == "auto"
 
 
 async def test_deleting_a_correction_restores_the_corrected_fact(memory: Memory, conversation_id: int) -> None:

@@ -18,6 +18,7 @@ from memory.forgetting.rewording import RewordPlan, plan_rewording
 from memory.forgetting.rules import ContextChange, Decision, decide_deletions, prune_rolling_context
 from memory.forgetting.subgraph import Affected, load_subgraph
 from memory.graph.writes import entity_document_text
+from memory.store.database import custom_plans
 from memory.store.rolling_context import Stored, in_order, load_context
 from memory.store.schema import AnswerEvidence, Checkpoint, Entity, SearchDocument
 
@@ -127,8 +128,14 @@ async def plan_retractions(
     """The plan of taking a set of episodes out at once (``decide_deletions``): what
     deleting them one by one would leave, from one load and one decision. A writer's plan
     (``for_update``) locks the checkpoint row for the writes that follow and leaves
-    ``answers`` empty: withdrawing them names them as it deletes their links."""
+    ``answers`` empty: withdrawing them names them as it deletes their links.
+
+    The rest of the transaction is planned with its values (``custom_plans``): in the
+    largest conversation of a 100K-message store the generic plans of the subgraph's
+    two loads took 5-7 ms each where a custom plan takes under 1 ms (deletion median
+    33-39 ms against 24-26 ms, two alternated runs of 60)."""
     gone = frozenset(episode_ids)
+    await custom_plans(session)
     affected = await load_subgraph(session, conversation_id, gone)
     decision = decide_deletions(affected.graph, gone)
     query = select(Checkpoint).where(Checkpoint.conversation_id == conversation_id)

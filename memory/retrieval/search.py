@@ -82,6 +82,7 @@ from memory.retrieval.fusion import (
 )
 from memory.retrieval.search_sql import Key
 from memory.retrieval.timeparse import TimeRange, states_time
+from memory.store.database import custom_plans
 from memory.store.documents import KINDS, capped_counts
 from memory.store.vector_indexes import OWN_INDEX_ROWS, own_index_rows, present
 
@@ -378,7 +379,7 @@ async def _text_lists(reader: AsyncSession, run: _Search, planned: Awaitable[Vec
         large = plan.episode_rows if plan.episode_rows >= EXACT_SCAN_ROWS else 0
         terms = rare_terms(shares, large) if prune else sorted(shares)
         if terms and plan.episode_rows >= OWN_INDEX_ROWS:  # it may have its own text index
-            await sql.set_custom_plans(reader)
+            await custom_plans(reader)
         if terms:
             # The plain baseline (common_terms) ranks by ts_rank_cd alone.
             weights = [0.0 if config.common_terms else term_weight(shares[t], sampled) for t in terms]

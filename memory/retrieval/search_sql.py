@@ -202,15 +202,6 @@ async def planned_sizes(
     return max((rows for name, rows in scans.items() if name in shards), default=max(scans.values(), default=0.0)), sizes
 
 
-_CUSTOM_PLANS = text("SELECT set_config('plan_cache_mode', 'force_custom_plan', true)")
-
-
-async def set_custom_plans(session: AsyncSession) -> None:
-    """Custom plans for the rest of this transaction: a large conversation's own
-    full-text index is partial, and a generic plan knows no conversation."""
-    await session.execute(_CUSTOM_PLANS)
-
-
 async def set_hnsw_scan(session: AsyncSession, ef_search: int) -> None:
     """``hnsw.ef_search`` and custom plans for the rest of this transaction."""
     await session.execute(_SET_HNSW_SCAN, {"ef": str(ef_search)})

@@ -52,6 +52,18 @@ def session_factory(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:
     return async_sessionmaker(engine, expire_on_commit=False)
 
 
+_CUSTOM_PLANS = text("SELECT set_config('plan_cache_mode', 'force_custom_plan', true)")
+
+
+async def custom_plans(session: AsyncSession) -> None:
+    """Plan the rest of this transaction's statements with their values. asyncpg
+    prepares every statement, and after five runs Postgres may keep a generic plan,
+    which knows no conversation: conversations' sizes are skewed (Zipf), so a plan
+    costed for an average one is wrong for the largest, and it cannot use a
+    conversation's own partial indexes (memory.store.vector_indexes)."""
+    await session.execute(_CUSTOM_PLANS)
+
+
 def _alembic_config(connection: Connection, embedding_dim: int) -> Config:
     from alembic.config import Config
 
