@@ -1,4 +1,4 @@
-"""The paired comparison of questions asked as written and reworded (bench answers)."""
+"""The paired comparison of questions asked as written and reworded, and where answers are lost (bench answers)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bot.bench.answers import ADVERSARIAL, Changes, mcnemar_p
+from bot.bench.answers import ADVERSARIAL, Changes, Tally, mcnemar_p
 
 counts = st.integers(min_value=0, max_value=60)
 
@@ -46,3 +46,14 @@ def test_changes_count_each_way_and_skip_adversarial_questions() -> None:
     assert (figures["refused_reworded_only"], figures["refused_as_written_only"]) == (1, 1)
     assert (figures["first_lost"], figures["first_gained"]) == (2, 1)
     assert figures["refused_p"] == 1.0
+
+
+def test_tally_tells_retrieval_losses_from_selection_losses() -> None:
+    tally, gold = Tally(), {"D1:3"}
+    tally.add(1, gold, "x", ["D1:3"], False, "r", ["D1:3", "D1:4"])  # read, ranked first, cited
+    tally.add(1, gold, "x", [], True, "r", ["D1:3"])  # read, ranked first, then refused
+    tally.add(1, gold, "x", ["D1:4"], False, "r", ["D1:4", "D1:3"])  # read, ranked second
+    tally.add(1, gold, "x", ["D1:4"], False, "r", ["D1:4"])  # never retrieved
+    tally.add(5, set(), "x", [], True, "r", ["D1:3"])  # adversarial: not counted
+    figures = tally.figures()
+    assert (figures["evidence_read"], figures["ranked_first_evidence"], figures["first_citation_evidence"]) == (0.75, 0.5, 0.25)

@@ -23,9 +23,11 @@ split alone and prints what ``memory.calibrate`` chooses on it beside the defaul
 Reworded questions: the questions that have a hand-written rewording in
 ``bot/data/locomo_paraphrases.json`` (the same meaning in other content words; see its
 note) are asked both ways, and the split prints the two side by side: first citation is
-evidence, answerable refused, category 5 "not in memory", then how many answerable
-questions changed each way (refused, first citation) with McNemar's exact p, since a gap
-of a few points over 125 questions may be chance. The rewordings are never fitted on
+evidence, answerable refused, category 5 "not in memory", and where the lost answers
+were lost: an evidence turn among the messages selection read (retrieval found it) and
+ranked first by selection before any refusal; then how many answerable questions
+changed each way (refused, first citation) with McNemar's exact p, since a gap of a few
+points over 125 questions may be chance. The rewordings are never fitted on
 (``--fit`` reads the questions as written only).
 """
 
@@ -124,9 +126,22 @@ class Tally:
     abstained: int = 0
     tokens: int = 0
     answers: int = 0
+    # Where a lost answer was lost: evidence among the messages selection read
+    # (retrieval found it) and ranked first by selection before any refusal.
+    evidence_read: int = 0
+    ranked_first: int = 0
     by_category: dict[int, list[int]] = field(default_factory=dict)  # asked, first evidence, refused/abstained
 
-    def add(self, category: int, gold: set[str], gold_answer: str, cited: Sequence[str], refused: bool, reply: str) -> None:
+    def add(
+        self,
+        category: int,
+        gold: set[str],
+        gold_answer: str,
+        cited: Sequence[str],
+        refused: bool,
+        reply: str,
+        ranked: Sequence[str] = (),
+    ) -> None:
         self.answers += 1
         self.tokens += count_tokens(reply)
         counts = self.by_category.setdefault(category, [0, 0, 0])
@@ -142,6 +157,8 @@ class Tally:
         self.any_evidence += bool(gold & set(cited))
         self.holds_answer += (not refused) and holds_answer(reply, gold_answer)
         self.refused += refused
+        self.evidence_read += bool(gold & set(ranked))
+        self.ranked_first += bool(ranked) and ranked[0] in gold
         counts[1] += first
 
     def figures(self) -> dict[str, Any]:
@@ -152,6 +169,8 @@ class Tally:
             "citations_include_evidence": round(self.any_evidence / n, 4),
             "answer_holds_gold_words": round(self.holds_answer / n, 4),
             "answerable_refused": round(self.refused / n, 4),
+            "evidence_read": round(self.evidence_read / n, 4),
+            "ranked_first_evidence": round(self.ranked_first / n, 4),
             "adversarial": self.adversarial,
             "adversarial_not_in_memory": round(self.abstained / a, 4),
             "tokens_per_answer": round(self.tokens / max(self.answers, 1), 1),
@@ -246,6 +265,11 @@ def refusal(result: Answer, rule: AbstentionRule, step: float = 0.0) -> bool:
     return result.confidence["doubt"] > rule.refuse_above + step
 
 
+def ranked_ids(result: Answer) -> list[str]:
+    """The messages selection read, as it ranked them (refused or not)."""
+    return [seen.episode.platform_message_id for seen, _ in result.selection.ranked] if result.selection else []
+
+
 async def _answer(memory: Memory, ref: ConversationRef, text: str, when: datetime) -> tuple[Answer, list[str], bool, str]:
     """The answer computed without the doubt threshold, then the default rule applied:
     the answer, its cited turns, whether it is refused, and the reply as shown."""
@@ -280,14 +304,15 @@ async def _split(
                 if result.selection is not None:
                     labelled.append(Labelled(result.selection, frozenset(gold), question.category == ADVERSARIAL))
                 sweep.add(question.category, result, rule)
-                system.add(question.category, gold, question.answer, cited, refused, shown)
+                system.add(question.category, gold, question.answer, cited, refused, shown, ranked_ids(result))
                 text, baseline_cited = baseline_reply(result.evidence)
                 baseline.add(question.category, gold, question.answer, baseline_cited, not baseline_cited, text)
                 rewording = rewordings.get((conversation.name, index))
                 if rewording is not None:
-                    original.add(question.category, gold, question.answer, cited, refused, shown)
-                    _, cited_reworded, refused_reworded, shown = await _answer(memory, ref, rewording.reworded, question_date)
-                    reworded.add(question.category, gold, question.answer, cited_reworded, refused_reworded, shown)
+                    original.add(question.category, gold, question.answer, cited, refused, shown, ranked_ids(result))
+                    again, cited_reworded, refused_reworded, shown = await _answer(memory, ref, rewording.reworded, question_date)
+                    again_ranked = ranked_ids(again)
+                    reworded.add(question.category, gold, question.answer, cited_reworded, refused_reworded, shown, again_ranked)
                     changes.add(question.category, gold, (cited, refused), (cited_reworded, refused_reworded))
     figures = {
         "conversations": [c.name for c in conversations],
@@ -389,7 +414,8 @@ def _reworded(pair: dict[str, dict[str, Any]]) -> list[str]:
     for name, f in (("as written", original), ("reworded", pair["reworded"])):
         lines.append(
             f"    {name:<10} first citation is evidence {f['first_citation_evidence']:6.1%}   answerable refused "
-            f"{f['answerable_refused']:6.1%}   category 5 not in memory {f['adversarial_not_in_memory']:6.1%}"
+            f"{f['answerable_refused']:6.1%}   category 5 not in memory {f['adversarial_not_in_memory']:6.1%}   "
+            f"evidence read {f['evidence_read']:6.1%}   ranked first {f['ranked_first_evidence']:6.1%}"
         )
     c = pair["changes"]
     lines.append(
