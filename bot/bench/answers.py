@@ -304,15 +304,17 @@ async def _split(
                 if result.selection is not None:
                     labelled.append(Labelled(result.selection, frozenset(gold), question.category == ADVERSARIAL))
                 sweep.add(question.category, result, rule)
-                system.add(question.category, gold, question.answer, cited, refused, shown, ranked_ids(result))
+                ranked = ranked_ids(result)
+                system.add(question.category, gold, question.answer, cited, refused, shown, ranked)
                 text, baseline_cited = baseline_reply(result.evidence)
                 baseline.add(question.category, gold, question.answer, baseline_cited, not baseline_cited, text)
                 rewording = rewordings.get((conversation.name, index))
                 if rewording is not None:
-                    original.add(question.category, gold, question.answer, cited, refused, shown, ranked_ids(result))
+                    original.add(question.category, gold, question.answer, cited, refused, shown, ranked)
                     again, cited_reworded, refused_reworded, shown = await _answer(memory, ref, rewording.reworded, question_date)
-                    again_ranked = ranked_ids(again)
-                    reworded.add(question.category, gold, question.answer, cited_reworded, refused_reworded, shown, again_ranked)
+                    reworded.add(
+                        question.category, gold, question.answer, cited_reworded, refused_reworded, shown, ranked_ids(again)
+                    )
                     changes.add(question.category, gold, (cited, refused), (cited_reworded, refused_reworded))
     figures = {
         "conversations": [c.name for c in conversations],
