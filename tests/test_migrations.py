@@ -17,6 +17,7 @@ from memory.store.database import (
     current_revision,
     downgrade,
     head_revision,
+    pgvector_advice,
     upgrade,
 )
 
@@ -234,3 +235,30 @@ async def test_ids_come_from_sequences_that_continue_after_the_identity_ids(new_
             assert (await connection.execute(insert, {"c": "c4"})).scalar_one() == after + 1
     finally:
         await engine.dispose()
+
+
+def test_pgvector_before_0_8_is_advised_once_in_one_line() -> None:
+    """Pure: the start-up warning names the version found and what to do."""
+    for old in ("0.6.2", "0.7.4", None):
+        advice = pgvector_advice(old)
+        assert advice is not None and f"pgvector {old} " in advice and "ALTER EXTENSION vector UPDATE" in advice
+        assert "\n" not in advice
+    for recent in ("0.8.0", "0.8.5", "0.10.1", "1.0"):
+        assert pgvector_advice(recent) is None
+
+
+async def test_the_migrated_store_runs_the_servers_pgvector(memory: object, database_url: str) -> None:
+    """Migration 0022: the extension is at the version the server offers, which on the
+    embedded server (and the Citus cluster of CI) is 0.8 or later. (``memory``: the
+    database migrated to head.)"""
+    engine = create_engine(database_url)
+    try:
+        async with engine.connect() as connection:
+            installed, offered = (
+                await connection.execute(
+                    text("SELECT installed_version, default_version FROM pg_available_extensions WHERE name = 'vector'")
+                )
+            ).one()
+    finally:
+        await engine.dispose()
+    assert installed == offered and pgvector_advice(installed) is None

@@ -144,6 +144,33 @@ async def check_embedding_dim(engine: AsyncEngine, embedding_dim: int) -> None:
         )
 
 
+# pgvector's release from which the store takes what it offers (iterative index scans,
+# halfvec); older ones still serve every search, by the plans they have.
+RECOMMENDED_PGVECTOR = (0, 8)
+
+
+def pgvector_advice(version: str | None) -> str | None:
+    """What to tell an operator whose ``vector`` extension is at ``version`` (None when
+    it is recent enough). Pure."""
+    parts = tuple(int(part) for part in (version or "0").split(".")[:2] if part.isdigit())
+    if parts >= RECOMMENDED_PGVECTOR:
+        return None
+    wanted = ".".join(map(str, RECOMMENDED_PGVECTOR))
+    return (
+        f"pgvector {version} on this server: {wanted} or later is recommended (iterative index scans, halfvec); "
+        "searches keep working. Install it, then run ALTER EXTENSION vector UPDATE as the extension's owner"
+    )
+
+
+async def warn_if_pgvector_is_old(engine: AsyncEngine) -> None:
+    """Say so at start-up when the server's pgvector is older than recommended (an
+    external server; the embedded one ships 0.8)."""
+    async with engine.connect() as connection:
+        version = (await connection.execute(text("SELECT extversion FROM pg_extension WHERE extname = 'vector'"))).scalar()
+    if (advice := pgvector_advice(version)) is not None:
+        log.warning(advice)
+
+
 async def warn_if_vectors_are_stale(engine: AsyncEngine) -> None:
     """Say so at start-up while message vectors still hold the speaker's name (migration
     0004 changed what is indexed; ``stashbird reindex`` embeds them again)."""

