@@ -54,7 +54,6 @@ from connectors.events import (
     ChannelDeleted,
     ChatEvent,
     ChatMessage,
-    CitedMessage,
     MemberLeft,
     Mention,
     MessageDeleted,
@@ -69,8 +68,8 @@ from connectors.events import (
     encode,
     message_of,
 )
+from connectors.replies import answer_reply
 from memory import (
-    Answer,
     ConversationRef,
     InboxBacklog,
     InboxClaim,
@@ -80,7 +79,6 @@ from memory import (
     Message,
     OutboxItem,
     Principal,
-    QuotedMessage,
     UnknownConversation,
     ValidationError,
     ask,
@@ -252,28 +250,6 @@ def core_message(message: ChatMessage, author: Author) -> Message:
             "edited_at": message.edited_at,
         }
     )
-
-
-def cited_message(quoted: QuotedMessage, labels: Mapping[str, str]) -> CitedMessage:
-    """One message of the core's reply as the platform links it (its correction too). Pure."""
-    correction = cited_message(quoted.correction, labels) if quoted.correction is not None else None
-    return CitedMessage(
-        quoted.platform_message_id,
-        quoted.speaker,
-        quoted.message_time,
-        labels.get(quoted.platform_message_id, ""),
-        quoted.outdated,
-        correction,
-    )
-
-
-def answer_reply(event: Mention, answer: Answer) -> Reply:
-    """The reply to a mention: the core's structured reply (the answer line, the cited
-    messages with who said them and when, an outdated one with its correction, notes),
-    with the evidence labels the line may use. Pure."""
-    labels = {c.platform_message_id: c.label for c in answer.citations}
-    citations = tuple(cited_message(quoted, labels) for quoted in answer.reply.messages)
-    return Reply(event.conversation, event.reply, answer.reply.line, "answer", citations, answer.trace_id, answer.reply.notes)
 
 
 class ChatService:
