@@ -42,7 +42,7 @@ import logging
 import random
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any, Literal, Protocol
 
@@ -72,7 +72,6 @@ from connectors.intake import SERVICE, InboxWriter
 from connectors.replies import answer_reply
 from memory import (
     ConversationRef,
-    InboxBacklog,
     InboxClaim,
     InboxItem,
     Memory,
@@ -87,7 +86,6 @@ from memory import (
     edit,
     forget,
     forget_author,
-    inbox_backlog,
     inbox_claim,
     inbox_conversations,
     inbox_entry,
@@ -157,52 +155,6 @@ class ServiceConfig:
     on_bot_removed: Literal["stop", "forget"] = "stop"
 
 
-@dataclass
-class WorkerHealth:
-    """What ``/healthz`` says of the service's own loops (the inbox worker, the reply
-    loop): when each last finished a round, and the failure it is waiting out, if any."""
-
-    last_round: dict[str, float] = field(default_factory=dict)  # loop -> time.monotonic()
-    errors: dict[str, str] = field(default_factory=dict)  # loop -> the failure of its last round
-
-    def failed(self, name: str, error: BaseException) -> None:
-        reason = f"{type(error).__name__}: {error}".splitlines()[0][:300]
-        if self.errors.get(name) != reason:  # one line per outage, not one per retry
-            log.warning("%s worker waiting (%s)", name, reason)
-        self.errors[name] = reason
-        metrics.WORKER_FAILURES.labels(name).inc()
-
-    def succeeded(self, name: str) -> None:
-        self.last_round[name] = time.monotonic()
-        self.errors.pop(name, None)
-
-    def as_dict(self) -> dict[str, Any]:
-        now = time.monotonic()
-        return {
-            name: {
-                "last_round_seconds_ago": round(now - self.last_round[name], 3) if name in self.last_round else None,
-                "error": self.errors.get(name),
-            }
-            for name in ("inbox", "reply")
-        }
-
-
-def health_problems(connectors: Mapping[str, bool], backlog: InboxBacklog | None, stuck_seconds: float) -> list[str]:
-    """What keeps the service from being healthy, one line each (empty: healthy): a
-    configured connector not connected, the database unreachable, the inbox stuck (its
-    oldest pending event older than ``stuck_seconds``). Replies waiting on a platform are
-    not a stuck inbox: they are reported in the backlog. Pure."""
-    problems = [f"connector {name} is not connected" for name, up in sorted(connectors.items()) if not up]
-    if backlog is None:
-        problems.append("database unreachable")
-    elif backlog.oldest_pending_seconds is not None and backlog.oldest_pending_seconds > stuck_seconds:
-        problems.append(
-            f"inbox stuck: {backlog.pending} events pending, the oldest for {backlog.oldest_pending_seconds:.0f} s "
-            f"(STASHBIRD_INBOX_STUCK_SECONDS={stuck_seconds:g})"
-        )
-    return problems
-
-
 def retry_after(error: BaseException) -> float | None:
     """The seconds a platform asked us to wait before trying again, if it said: a
     ``retry_after`` attribute (discord.py's rate limits) or a ``Retry-After`` header on
@@ -261,7 +213,7 @@ class ChatService:
         self._wake = asyncio.Event()
         self._reply_wake = asyncio.Event()
         self._last_prune = 0.0
-        self.worker = WorkerHealth()
+        self.worker = metrics.WorkerHealth()
         self._replies_due: set[tuple[ConversationRef, str]] = set()
         self._stopping = False
         self._tasks: dict[ConversationRef, asyncio.Task[int]] = {}
@@ -609,32 +561,12 @@ class ChatService:
     # --- health ----------------------------------------------------------------------
 
     async def health(self) -> dict[str, Any]:
-        """Database reachable, connectors connected, the inbox moving; ``ok`` when all is
-        well, else ``problems`` names what is not (``/healthz`` answers 503 with it)."""
-        try:
-            backlog = await inbox_backlog(self.memory, principal=SERVICE)
-        except Exception as error:  # noqa: BLE001 - health reports any database failure
-            log.warning("health: database unreachable: %s", error)
-            backlog = None
+        """``metrics.health_report`` of this service's connectors and loops (``ok`` when all
+        is well, else ``problems``: ``/healthz`` answers 503 with it), with how many events
+        it processed and how many conversations it has in hand."""
         connectors = {name: bool(platform.connected) for name, platform in self.platforms.items()}
-        for name, up in connectors.items():
-            metrics.CONNECTOR_UP.labels(name).set(int(up))
-        if backlog is not None:
-            metrics.observe_backlog(backlog)
-        problems = health_problems(connectors, backlog, self.config.stuck_seconds)
-        problems += [
-            f"{name} worker failing: {error}" for name, error in sorted(self.worker.errors.items()) if backlog is not None
-        ]
-        return {
-            "ok": not problems,
-            "problems": problems,
-            "database": backlog is not None,
-            "connectors": connectors,
-            "backlog": backlog.as_dict() if backlog is not None else None,
-            "worker": self.worker.as_dict(),
-            "processed": self.processed,
-            "processing": len(self._tasks),
-        }
+        report = await metrics.health_report(self.memory, connectors, self.worker, self.config.stuck_seconds, principal=SERVICE)
+        return {**report, "processed": self.processed, "processing": len(self._tasks)}
 
 
 def message_runs(items: Sequence[InboxItem], limit: int = 64) -> list[list[InboxItem]]:
