@@ -10,8 +10,8 @@ whether it is up), the service what it does. Who counts what, so nothing is coun
   for every platform; refused by the connector that refused it (it knows the raw type).
 - ``ACK_SECONDS``: Slack's HTTP acknowledgement by the HTTP edge (bot/http_server.py),
   everything else (Socket Mode, the Discord gateway) by ``ChatService.accept``.
-- ``PROCESSED``, ``REPLIES``, ``DELETIONS``, ``WORKER_FAILURES``: the service (worker
-  failures through its ``WorkerHealth``).
+- ``PROCESSED``, ``REPLIES``, ``DELETIONS``, ``WORKER_FAILURES``: the service (replies
+  through its outbox, connectors.outbox; worker failures through its ``WorkerHealth``).
 - the inbox, outbox and consolidation gauges, and which derived work is shed: set from
   the database when ``/metrics`` or ``/healthz`` is read (``observe_backlog``,
   ``observe_consolidation``), whichever process runs the scheduler.

@@ -22,11 +22,9 @@ once, a deletion of a deleted message is a no-op, identical edit text changes no
 so an event processed twice changes nothing. The one visible effect of a repeat is an
 answer posted twice, if a process dies between posting it and recording it.
 
-Replies go through an outbox (memory.store.inbox): a mention is answered, then its reply
-is queued and the question stored as the message it is, so neither waits for the
-platform; the replies are posted by their own loop, retried as the platform asks
-(``Retry-After``) or with a growing delay, and after ``reply_give_up_seconds`` kept as
-failed, logged and counted (``/healthz`` shows them), never dropped unseen.
+This module is the loop and what it does with each event; its parts live beside it: the
+intake (connectors/intake.py), the outbox that posts replies apart from processing
+(connectors/outbox.py) and the health report (connectors/metrics.py).
 
 The database may go away (a restart, a failover): every round of the worker and of the
 reply loop survives it, waits with a growing, jittered delay and resumes where the inbox
@@ -41,7 +39,7 @@ import functools
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any, Literal, Protocol
@@ -61,14 +59,12 @@ from connectors.events import (
     MessagePosted,
     MessagesDeleted,
     Reply,
-    ReplyDue,
     ThreadDeleted,
     WorkspaceChange,
     decode,
-    encode,
-    message_of,
 )
 from connectors.intake import SERVICE, InboxWriter
+from connectors.outbox import Outbox
 from connectors.replies import answer_reply
 from memory import (
     ConversationRef,
@@ -76,7 +72,6 @@ from memory import (
     InboxItem,
     Memory,
     Message,
-    OutboxItem,
     Principal,
     UnknownConversation,
     ValidationError,
@@ -88,11 +83,8 @@ from memory import (
     forget_author,
     inbox_claim,
     inbox_conversations,
-    inbox_entry,
     inbox_prune,
     ingest,
-    outbox_settle,
-    outbox_take,
     set_bot_present,
     stored_messages,
     validate_message,
@@ -155,34 +147,6 @@ class ServiceConfig:
     on_bot_removed: Literal["stop", "forget"] = "stop"
 
 
-def retry_after(error: BaseException) -> float | None:
-    """The seconds a platform asked us to wait before trying again, if it said: a
-    ``retry_after`` attribute (discord.py's rate limits) or a ``Retry-After`` header on
-    the error's response (slack_sdk's ``SlackApiError`` for a 429 or 503). Pure."""
-    seconds = getattr(error, "retry_after", None)
-    if isinstance(seconds, int | float) and not isinstance(seconds, bool):
-        return max(0.0, float(seconds))
-    headers = getattr(getattr(error, "response", None), "headers", None)
-    if not isinstance(headers, Mapping):
-        return None
-    for name, value in headers.items():
-        if str(name).lower() == "retry-after":
-            try:
-                return max(0.0, float(value[0] if isinstance(value, list) else value))
-            except (TypeError, ValueError):
-                return None
-    return None
-
-
-def reply_delay(error: BaseException, attempts: int, config: ServiceConfig) -> float:
-    """How long to wait before posting a reply again: what the platform asked for, else
-    ``reply_retry_seconds`` doubling per attempt up to ``reply_retry_max_seconds``. Pure."""
-    asked = retry_after(error)
-    if asked is not None:
-        return asked
-    return min(config.reply_retry_max_seconds, config.reply_retry_seconds * 2.0 ** min(attempts, 30))
-
-
 def core_message(message: ChatMessage, author: Author) -> Message:
     """The memory core's Message for a chat message by a described author (ValidationError
     names what is wrong: an empty text, a missing name)."""
@@ -211,13 +175,12 @@ class ChatService:
         # channels): what the scheduled VACUUM after deletions watches (bot/service.py).
         self.removals = 0
         self._wake = asyncio.Event()
-        self._reply_wake = asyncio.Event()
         self._last_prune = 0.0
         self.worker = metrics.WorkerHealth()
-        self._replies_due: set[tuple[ConversationRef, str]] = set()
         self._stopping = False
         self._tasks: dict[ConversationRef, asyncio.Task[int]] = {}
         self._writer = InboxWriter(memory)
+        self.outbox = Outbox(memory, self.platforms, self.config)
 
     def add_platform(self, platform: Platform) -> None:
         """Register a connector (connectors are built with the service they feed)."""
@@ -248,11 +211,11 @@ class ChatService:
         """Process the inbox and post replies until ``stop()``; then let each conversation
         finish the event in hand and leave the rest pending for the next process. Any
         failure of a round (the database gone) is waited out, never the end of it."""
-        replies = asyncio.create_task(self._rounds("reply", self._post_round, self._reply_wake))
+        replies = asyncio.create_task(self._rounds("reply", self._post_round, self.outbox.wake))
         try:
             await self._rounds("inbox", self._inbox_round, self._wake)
         finally:
-            self._reply_wake.set()
+            self.outbox.wake.set()
             await asyncio.gather(replies, *self._tasks.values(), return_exceptions=True)
 
     async def _rounds(self, name: str, round_: Callable[[], Awaitable[None]], wake: asyncio.Event) -> None:
@@ -293,13 +256,13 @@ class ChatService:
             self._last_prune = time.monotonic()
 
     async def _post_round(self) -> None:
-        while await self.post_replies() and not self._stopping:
+        while await self.outbox.post_replies() and not self._stopping:
             pass
 
     def stop(self) -> None:
         self._stopping = True
         self._wake.set()
-        self._reply_wake.set()
+        self.outbox.wake.set()
 
     async def drain(self) -> int:
         """Process until nothing is ready, replies included (tests, imports, benchmarks);
@@ -310,7 +273,7 @@ class ChatService:
             refs = await inbox_conversations(self.memory, principal=SERVICE)
             done = sum(await asyncio.gather(*(self.process_conversation(ref) for ref in refs)))
             total += done
-            if not done and not await self.post_replies():
+            if not done and not await self.outbox.post_replies():
                 return total
 
     async def _start_ready(self) -> None:
@@ -379,7 +342,8 @@ class ChatService:
         try:
             event = decode(conversation, item.kind, item.payload)
             if isinstance(event, (Mention, AdminCommand)):
-                item = await self._queue_reply(claim, item, event)
+                reply, then = await (self._answer(event) if isinstance(event, Mention) else self._admin(event))
+                item = await self.outbox.queue(claim, item, event, reply, then)
                 if item.kind == MessagePosted.kind:  # the question, now a plain message
                     event = decode(conversation, item.kind, item.payload)
                 else:
@@ -412,57 +376,11 @@ class ChatService:
         self.processed += 1
         metrics.PROCESSED.labels(platform, kind, "done").inc()
 
-    async def _queue_reply(self, claim: InboxClaim, item: InboxItem, event: Mention | AdminCommand) -> InboxItem:
-        """Work out the reply and hand it to the outbox; what is left of ``item`` (for a
-        mention, its message to store, in the conversation's order), or ``item`` done."""
-        reply, then = await (self._answer(event) if isinstance(event, Mention) else self._admin(event))
-        kind, payload = encode(ReplyDue.of(f"{event.event_id}:reply", reply))
-        entry = inbox_entry(event.conversation, f"{event.event_id}:reply", kind, payload, message_of(event))
-        rest = encode(then) if then is not None else None
-        await claim.hand_over(item, entry, rest)
-        self._replies_due.add((event.conversation, entry.event_id))
-        self._reply_wake.set()
-        return item if rest is None else replace(item, kind=rest[0], payload=rest[1], attempts=0)
-
-    # --- replies (the outbox) ---------------------------------------------------------
-
-    async def post_replies(self) -> int:
-        """Post the replies that are ready (each taken for a lease, so that one is posted
-        by one process); returns how many were tried."""
-        lease = timedelta(seconds=self.config.reply_lease_seconds)
-        taken = await outbox_take(self.memory, list(self.platforms), principal=SERVICE, lease=lease)
-        await asyncio.gather(*(self._post(item) for item in taken))
-        return len(taken)
-
-    async def _post(self, taken: OutboxItem) -> None:
-        """Post one taken reply and settle it: posted, retried later, or given up."""
-        platform = taken.conversation.platform
-        try:
-            due = decode(taken.conversation, taken.item.kind, taken.item.payload)
-            assert isinstance(due, ReplyDue)
-            await self._deliver(due.reply())
-        except Exception as error:  # noqa: BLE001 - retried, or kept as failed and reported
-            reason = f"{type(error).__name__}: {error}"[:500]
-            delay = reply_delay(error, taken.item.attempts, self.config)
-            if taken.age_seconds + delay > self.config.reply_give_up_seconds or isinstance(error, ValidationError):
-                log.error("reply %s in %s given up: %s", taken.item.event_id, taken.conversation, reason)
-                metrics.REPLIES.labels(platform, "given_up").inc()
-                await outbox_settle(self.memory, taken, principal=SERVICE, error=reason)
-                self._replies_due.discard((taken.conversation, taken.item.event_id))
-                return
-            log.warning("reply %s in %s not posted, again in %.1f s: %s", taken.item.event_id, taken.conversation, delay, reason)
-            metrics.REPLIES.labels(platform, "retried").inc()
-            await outbox_settle(self.memory, taken, principal=SERVICE, error=reason, retry_in=timedelta(seconds=delay))
-            return
-        metrics.REPLIES.labels(platform, "posted").inc()
-        await outbox_settle(self.memory, taken, principal=SERVICE)
-        self._replies_due.discard((taken.conversation, taken.item.event_id))
-
     @property
     def busy(self) -> bool:
         """Events in hand, or replies this process queued and has not posted or given up
         on yet (tests and benchmarks wait for it to clear)."""
-        return bool(self._tasks or self._replies_due)
+        return bool(self._tasks or self.outbox.pending)
 
     async def handle(self, event: ChatEvent) -> None:
         """Carry out one event against the memory core (and the platform, for replies)."""
@@ -551,12 +469,6 @@ class ChatService:
         principal = Principal.user(user.id, user.role or "user")
         text, refused = await admin.run(self.memory, event.conversation, event.text, principal)
         return Reply(event.conversation, event.reply, text, "refusal" if refused else "audit"), None
-
-    async def _deliver(self, reply: Reply) -> None:
-        platform = self.platforms.get(reply.conversation.platform)
-        if platform is None:
-            raise LookupError(f"no connector for platform {reply.conversation.platform!r} to deliver a reply")
-        await platform.deliver(reply)
 
     # --- health ----------------------------------------------------------------------
 
