@@ -61,6 +61,7 @@ from connectors.events import (
     Reply,
     ThreadDeleted,
     WorkspaceChange,
+    core_message,
     decode,
 )
 from connectors.intake import SERVICE, InboxWriter
@@ -71,7 +72,6 @@ from memory import (
     InboxClaim,
     InboxItem,
     Memory,
-    Message,
     Principal,
     UnknownConversation,
     ValidationError,
@@ -87,7 +87,6 @@ from memory import (
     ingest,
     set_bot_present,
     stored_messages,
-    validate_message,
 )
 
 log = logging.getLogger(__name__)
@@ -145,24 +144,6 @@ class ServiceConfig:
     on_member_leave: Literal["keep", "forget"] = "keep"
     # The bot removed from a channel or server: stop storing there, or drop its memory too.
     on_bot_removed: Literal["stop", "forget"] = "stop"
-
-
-def core_message(message: ChatMessage, author: Author) -> Message:
-    """The memory core's Message for a chat message by a described author (ValidationError
-    names what is wrong: an empty text, a missing name)."""
-    return validate_message(
-        {
-            "id": message.id,
-            "author_id": author.id,
-            "author_name": author.name or author.id,
-            "role": author.role or "user",
-            "text": message.text,
-            "ts": message.time,
-            "reply_to": message.reply_to,
-            "thread_id": message.thread_id,
-            "edited_at": message.edited_at,
-        }
-    )
 
 
 class ChatService:
