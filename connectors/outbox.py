@@ -70,10 +70,9 @@ class Outbox:
     """One service's replies: queued while it processes its inbox, posted by its reply
     loop and settled (posted, retried later, or given up)."""
 
-    def __init__(self, memory: Memory, platforms: Mapping[str, Platform], config: ServiceConfig) -> None:
+    def __init__(self, memory: Memory, platforms: Mapping[str, Platform]) -> None:
         self.memory = memory
         self.platforms = platforms  # the service's own: a connector added to it later is posted to
-        self.config = config
         self.wake = asyncio.Event()  # a reply was queued: post now, not at the next poll
         self._due: set[tuple[ConversationRef, str]] = set()
 
@@ -95,15 +94,16 @@ class Outbox:
         self.wake.set()
         return item if rest is None else replace(item, kind=rest[0], payload=rest[1], attempts=0)
 
-    async def post_replies(self) -> int:
+    async def post_replies(self, config: ServiceConfig) -> int:
         """Post the replies that are ready (each taken for a lease, so that one is posted
-        by one process); returns how many were tried."""
-        lease = timedelta(seconds=self.config.reply_lease_seconds)
+        by one process) by ``config``, the service's as it is now (it may be replaced);
+        returns how many were tried."""
+        lease = timedelta(seconds=config.reply_lease_seconds)
         taken = await outbox_take(self.memory, list(self.platforms), principal=SERVICE, lease=lease)
-        await asyncio.gather(*(self._post(item) for item in taken))
+        await asyncio.gather(*(self._post(item, config) for item in taken))
         return len(taken)
 
-    async def _post(self, taken: OutboxItem) -> None:
+    async def _post(self, taken: OutboxItem, config: ServiceConfig) -> None:
         """Post one taken reply and settle it: posted, retried later, or given up."""
         platform = taken.conversation.platform
         try:
@@ -112,8 +112,8 @@ class Outbox:
             await self._deliver(due.reply())
         except Exception as error:  # noqa: BLE001 - retried, or kept as failed and reported
             reason = f"{type(error).__name__}: {error}"[:500]
-            delay = reply_delay(error, taken.item.attempts, self.config)
-            if taken.age_seconds + delay > self.config.reply_give_up_seconds or isinstance(error, ValidationError):
+            delay = reply_delay(error, taken.item.attempts, config)
+            if taken.age_seconds + delay > config.reply_give_up_seconds or isinstance(error, ValidationError):
                 log.error("reply %s in %s given up: %s", taken.item.event_id, taken.conversation, reason)
                 metrics.REPLIES.labels(platform, "given_up").inc()
                 await outbox_settle(self.memory, taken, principal=SERVICE, error=reason)

@@ -22,14 +22,14 @@ once, a deletion of a deleted message is a no-op, identical edit text changes no
 so an event processed twice changes nothing. The one visible effect of a repeat is an
 answer posted twice, if a process dies between posting it and recording it.
 
-This module is the loop and what it does with each event; its parts live beside it: the
-intake (connectors/intake.py), the outbox that posts replies apart from processing
-(connectors/outbox.py) and the health report (connectors/metrics.py).
-
 The database may go away (a restart, a failover): every round of the worker and of the
 reply loop survives it, waits with a growing, jittered delay and resumes where the inbox
 says; an event that failed because the database was unreachable is not counted against
 its attempts. Nothing acknowledged is lost, nothing stored twice.
+
+This module is the loop and what it does with each event; its parts live beside it: the
+intake (connectors/intake.py), the outbox that posts replies apart from processing
+(connectors/outbox.py) and the health report (connectors/metrics.py).
 """
 
 from __future__ import annotations
@@ -161,7 +161,7 @@ class ChatService:
         self._stopping = False
         self._tasks: dict[ConversationRef, asyncio.Task[int]] = {}
         self._writer = InboxWriter(memory)
-        self.outbox = Outbox(memory, self.platforms, self.config)
+        self.outbox = Outbox(memory, self.platforms)
 
     def add_platform(self, platform: Platform) -> None:
         """Register a connector (connectors are built with the service they feed)."""
@@ -237,7 +237,7 @@ class ChatService:
             self._last_prune = time.monotonic()
 
     async def _post_round(self) -> None:
-        while await self.outbox.post_replies() and not self._stopping:
+        while await self.outbox.post_replies(self.config) and not self._stopping:
             pass
 
     def stop(self) -> None:
@@ -254,7 +254,7 @@ class ChatService:
             refs = await inbox_conversations(self.memory, principal=SERVICE)
             done = sum(await asyncio.gather(*(self.process_conversation(ref) for ref in refs)))
             total += done
-            if not done and not await self.outbox.post_replies():
+            if not done and not await self.outbox.post_replies(self.config):
                 return total
 
     async def _start_ready(self) -> None:
