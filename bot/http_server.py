@@ -35,7 +35,8 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from connectors import metrics
-from connectors.service import ChatService, ThreadIntake
+from connectors.intake import ThreadIntake
+from connectors.service import ChatService
 from connectors.slack.app import SlackConnector
 from jobs.shed import SHEDDABLE, shed_jobs, shed_warning
 from memory import Memory, Principal, Waiting, inbox_backlog, waiting_backlog

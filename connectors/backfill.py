@@ -9,8 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from connectors.events import ChatMessage
-from connectors.service import core_message
+from connectors.events import ChatMessage, core_message
 from memory import ConversationRef, IngestReport, Memory, Principal, forget, ingest, resolve_conversation
 
 

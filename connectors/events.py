@@ -6,7 +6,8 @@ payload to one of these values and hands it to ``ChatService.accept``
 is acknowledged and processes it from there. Nothing here knows a platform: ids are the
 platform's own strings, times are aware datetimes, and ``encode``/``decode`` turn an
 event into the JSON the inbox stores and back (pure, so a process that restarts after a
-crash rebuilds exactly the event it acknowledged).
+crash rebuilds exactly the event it acknowledged), and ``core_message`` makes a chat
+message the memory core's ``Message``, for the live stream, backfill and imports alike.
 
 Every event carries:
 
@@ -31,7 +32,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, ClassVar, Literal, Union
 
-from memory import ConversationRef, ValidationError, Workspace
+from memory import ConversationRef, Message, ValidationError, Workspace, validate_message
 
 Role = Literal["user", "admin", "bot"]
 
@@ -218,6 +219,24 @@ def message_of(event: ChatEvent) -> str | None:
     if isinstance(event, MessageDeleted):
         return event.message_id
     return None
+
+
+def core_message(message: ChatMessage, author: Author) -> Message:
+    """The memory core's Message for a chat message by a described author (ValidationError
+    names what is wrong: an empty text, a missing name)."""
+    return validate_message(
+        {
+            "id": message.id,
+            "author_id": author.id,
+            "author_name": author.name or author.id,
+            "role": author.role or "user",
+            "text": message.text,
+            "ts": message.time,
+            "reply_to": message.reply_to,
+            "thread_id": message.thread_id,
+            "edited_at": message.edited_at,
+        }
+    )
 
 
 def encode(event: ChatEvent) -> tuple[str, dict[str, Any]]:

@@ -22,16 +22,14 @@ once, a deletion of a deleted message is a no-op, identical edit text changes no
 so an event processed twice changes nothing. The one visible effect of a repeat is an
 answer posted twice, if a process dies between posting it and recording it.
 
-Replies go through an outbox (memory.store.inbox): a mention is answered, then its reply
-is queued and the question stored as the message it is, so neither waits for the
-platform; the replies are posted by their own loop, retried as the platform asks
-(``Retry-After``) or with a growing delay, and after ``reply_give_up_seconds`` kept as
-failed, logged and counted (``/healthz`` shows them), never dropped unseen.
-
 The database may go away (a restart, a failover): every round of the worker and of the
 reply loop survives it, waits with a growing, jittered delay and resumes where the inbox
 says; an event that failed because the database was unreachable is not counted against
 its attempts. Nothing acknowledged is lost, nothing stored twice.
+
+This module is the loop and what it does with each event; its parts live beside it: the
+intake (connectors/intake.py), the outbox that posts replies apart from processing
+(connectors/outbox.py) and the health report (connectors/metrics.py).
 """
 
 from __future__ import annotations
@@ -41,8 +39,8 @@ import functools
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any, Literal, Protocol
 
@@ -54,7 +52,6 @@ from connectors.events import (
     ChannelDeleted,
     ChatEvent,
     ChatMessage,
-    CitedMessage,
     MemberLeft,
     Mention,
     MessageDeleted,
@@ -62,53 +59,40 @@ from connectors.events import (
     MessagePosted,
     MessagesDeleted,
     Reply,
-    ReplyDue,
     ThreadDeleted,
     WorkspaceChange,
+    core_message,
     decode,
-    encode,
-    message_of,
 )
+from connectors.intake import SERVICE, InboxWriter
+from connectors.outbox import Outbox
+from connectors.replies import answer_reply
 from memory import (
-    Answer,
     ConversationRef,
-    InboxBacklog,
     InboxClaim,
-    InboxEntry,
     InboxItem,
     Memory,
-    Message,
-    OutboxItem,
     Principal,
-    QuotedMessage,
     UnknownConversation,
     ValidationError,
     ask,
-    conversations,
     database_unreachable,
     drop_conversation,
     edit,
     forget,
     forget_author,
-    inbox_backlog,
     inbox_claim,
     inbox_conversations,
-    inbox_entry,
     inbox_prune,
-    inbox_put,
     ingest,
-    outbox_settle,
-    outbox_take,
     set_bot_present,
     stored_messages,
-    validate_message,
 )
 
 log = logging.getLogger(__name__)
 
 EMPTY_QUESTION = "Ask me something after the mention, e.g. “@stashbird when is the offsite?”"
 WITHDRAWN = "The answer to this was withdrawn before it could be posted: a message it used was deleted. Ask me again."
-SERVICE = Principal.job("chat-service")
 
 
 class Platform(Protocol):
@@ -162,120 +146,6 @@ class ServiceConfig:
     on_bot_removed: Literal["stop", "forget"] = "stop"
 
 
-@dataclass
-class WorkerHealth:
-    """What ``/healthz`` says of the service's own loops (the inbox worker, the reply
-    loop): when each last finished a round, and the failure it is waiting out, if any."""
-
-    last_round: dict[str, float] = field(default_factory=dict)  # loop -> time.monotonic()
-    errors: dict[str, str] = field(default_factory=dict)  # loop -> the failure of its last round
-
-    def failed(self, name: str, error: BaseException) -> None:
-        reason = f"{type(error).__name__}: {error}".splitlines()[0][:300]
-        if self.errors.get(name) != reason:  # one line per outage, not one per retry
-            log.warning("%s worker waiting (%s)", name, reason)
-        self.errors[name] = reason
-        metrics.WORKER_FAILURES.labels(name).inc()
-
-    def succeeded(self, name: str) -> None:
-        self.last_round[name] = time.monotonic()
-        self.errors.pop(name, None)
-
-    def as_dict(self) -> dict[str, Any]:
-        now = time.monotonic()
-        return {
-            name: {
-                "last_round_seconds_ago": round(now - self.last_round[name], 3) if name in self.last_round else None,
-                "error": self.errors.get(name),
-            }
-            for name in ("inbox", "reply")
-        }
-
-
-def health_problems(connectors: Mapping[str, bool], backlog: InboxBacklog | None, stuck_seconds: float) -> list[str]:
-    """What keeps the service from being healthy, one line each (empty: healthy): a
-    configured connector not connected, the database unreachable, the inbox stuck (its
-    oldest pending event older than ``stuck_seconds``). Replies waiting on a platform are
-    not a stuck inbox: they are reported in the backlog. Pure."""
-    problems = [f"connector {name} is not connected" for name, up in sorted(connectors.items()) if not up]
-    if backlog is None:
-        problems.append("database unreachable")
-    elif backlog.oldest_pending_seconds is not None and backlog.oldest_pending_seconds > stuck_seconds:
-        problems.append(
-            f"inbox stuck: {backlog.pending} events pending, the oldest for {backlog.oldest_pending_seconds:.0f} s "
-            f"(STASHBIRD_INBOX_STUCK_SECONDS={stuck_seconds:g})"
-        )
-    return problems
-
-
-def retry_after(error: BaseException) -> float | None:
-    """The seconds a platform asked us to wait before trying again, if it said: a
-    ``retry_after`` attribute (discord.py's rate limits) or a ``Retry-After`` header on
-    the error's response (slack_sdk's ``SlackApiError`` for a 429 or 503). Pure."""
-    seconds = getattr(error, "retry_after", None)
-    if isinstance(seconds, int | float) and not isinstance(seconds, bool):
-        return max(0.0, float(seconds))
-    headers = getattr(getattr(error, "response", None), "headers", None)
-    if not isinstance(headers, Mapping):
-        return None
-    for name, value in headers.items():
-        if str(name).lower() == "retry-after":
-            try:
-                return max(0.0, float(value[0] if isinstance(value, list) else value))
-            except (TypeError, ValueError):
-                return None
-    return None
-
-
-def reply_delay(error: BaseException, attempts: int, config: ServiceConfig) -> float:
-    """How long to wait before posting a reply again: what the platform asked for, else
-    ``reply_retry_seconds`` doubling per attempt up to ``reply_retry_max_seconds``. Pure."""
-    asked = retry_after(error)
-    if asked is not None:
-        return asked
-    return min(config.reply_retry_max_seconds, config.reply_retry_seconds * 2.0 ** min(attempts, 30))
-
-
-def core_message(message: ChatMessage, author: Author) -> Message:
-    """The memory core's Message for a chat message by a described author (ValidationError
-    names what is wrong: an empty text, a missing name)."""
-    return validate_message(
-        {
-            "id": message.id,
-            "author_id": author.id,
-            "author_name": author.name or author.id,
-            "role": author.role or "user",
-            "text": message.text,
-            "ts": message.time,
-            "reply_to": message.reply_to,
-            "thread_id": message.thread_id,
-            "edited_at": message.edited_at,
-        }
-    )
-
-
-def cited_message(quoted: QuotedMessage, labels: Mapping[str, str]) -> CitedMessage:
-    """One message of the core's reply as the platform links it (its correction too). Pure."""
-    correction = cited_message(quoted.correction, labels) if quoted.correction is not None else None
-    return CitedMessage(
-        quoted.platform_message_id,
-        quoted.speaker,
-        quoted.message_time,
-        labels.get(quoted.platform_message_id, ""),
-        quoted.outdated,
-        correction,
-    )
-
-
-def answer_reply(event: Mention, answer: Answer) -> Reply:
-    """The reply to a mention: the core's structured reply (the answer line, the cited
-    messages with who said them and when, an outdated one with its correction, notes),
-    with the evidence labels the line may use. Pure."""
-    labels = {c.platform_message_id: c.label for c in answer.citations}
-    citations = tuple(cited_message(quoted, labels) for quoted in answer.reply.messages)
-    return Reply(event.conversation, event.reply, answer.reply.line, "answer", citations, answer.trace_id, answer.reply.notes)
-
-
 class ChatService:
     def __init__(self, memory: Memory, platforms: Iterable[Platform] = (), config: ServiceConfig | None = None) -> None:
         self.memory = memory
@@ -286,13 +156,12 @@ class ChatService:
         # channels): what the scheduled VACUUM after deletions watches (bot/service.py).
         self.removals = 0
         self._wake = asyncio.Event()
-        self._reply_wake = asyncio.Event()
         self._last_prune = 0.0
-        self.worker = WorkerHealth()
-        self._replies_due: set[tuple[ConversationRef, str]] = set()
+        self.worker = metrics.WorkerHealth()
         self._stopping = False
         self._tasks: dict[ConversationRef, asyncio.Task[int]] = {}
         self._writer = InboxWriter(memory)
+        self.outbox = Outbox(memory, self.platforms)
 
     def add_platform(self, platform: Platform) -> None:
         """Register a connector (connectors are built with the service they feed)."""
@@ -304,7 +173,7 @@ class ChatService:
         """Store ``event`` durably; acknowledge it to the platform after this returns.
         False when it was a redelivery (nothing to do). A payload the inbox cannot hold
         raises ValidationError (for this event alone). A workspace's change is stored as
-        the events of its conversations (``workspace_events``)."""
+        the events of its conversations (``connectors.intake.workspace_events``)."""
         started = time.perf_counter()
         new = await self._writer.put(event)
         platform = event.workspace.platform if isinstance(event, WorkspaceChange) else event.conversation.platform
@@ -323,11 +192,11 @@ class ChatService:
         """Process the inbox and post replies until ``stop()``; then let each conversation
         finish the event in hand and leave the rest pending for the next process. Any
         failure of a round (the database gone) is waited out, never the end of it."""
-        replies = asyncio.create_task(self._rounds("reply", self._post_round, self._reply_wake))
+        replies = asyncio.create_task(self._rounds("reply", self._post_round, self.outbox.wake))
         try:
             await self._rounds("inbox", self._inbox_round, self._wake)
         finally:
-            self._reply_wake.set()
+            self.outbox.wake.set()
             await asyncio.gather(replies, *self._tasks.values(), return_exceptions=True)
 
     async def _rounds(self, name: str, round_: Callable[[], Awaitable[None]], wake: asyncio.Event) -> None:
@@ -368,13 +237,13 @@ class ChatService:
             self._last_prune = time.monotonic()
 
     async def _post_round(self) -> None:
-        while await self.post_replies() and not self._stopping:
+        while await self.outbox.post_replies(self.config) and not self._stopping:
             pass
 
     def stop(self) -> None:
         self._stopping = True
         self._wake.set()
-        self._reply_wake.set()
+        self.outbox.wake.set()
 
     async def drain(self) -> int:
         """Process until nothing is ready, replies included (tests, imports, benchmarks);
@@ -385,7 +254,7 @@ class ChatService:
             refs = await inbox_conversations(self.memory, principal=SERVICE)
             done = sum(await asyncio.gather(*(self.process_conversation(ref) for ref in refs)))
             total += done
-            if not done and not await self.post_replies():
+            if not done and not await self.outbox.post_replies(self.config):
                 return total
 
     async def _start_ready(self) -> None:
@@ -454,7 +323,8 @@ class ChatService:
         try:
             event = decode(conversation, item.kind, item.payload)
             if isinstance(event, (Mention, AdminCommand)):
-                item = await self._queue_reply(claim, item, event)
+                reply, then = await (self._answer(event) if isinstance(event, Mention) else self._admin(event))
+                item = await self.outbox.queue(claim, item, event, reply, then)
                 if item.kind == MessagePosted.kind:  # the question, now a plain message
                     event = decode(conversation, item.kind, item.payload)
                 else:
@@ -487,57 +357,11 @@ class ChatService:
         self.processed += 1
         metrics.PROCESSED.labels(platform, kind, "done").inc()
 
-    async def _queue_reply(self, claim: InboxClaim, item: InboxItem, event: Mention | AdminCommand) -> InboxItem:
-        """Work out the reply and hand it to the outbox; what is left of ``item`` (for a
-        mention, its message to store, in the conversation's order), or ``item`` done."""
-        reply, then = await (self._answer(event) if isinstance(event, Mention) else self._admin(event))
-        kind, payload = encode(ReplyDue.of(f"{event.event_id}:reply", reply))
-        entry = inbox_entry(event.conversation, f"{event.event_id}:reply", kind, payload, message_of(event))
-        rest = encode(then) if then is not None else None
-        await claim.hand_over(item, entry, rest)
-        self._replies_due.add((event.conversation, entry.event_id))
-        self._reply_wake.set()
-        return item if rest is None else replace(item, kind=rest[0], payload=rest[1], attempts=0)
-
-    # --- replies (the outbox) ---------------------------------------------------------
-
-    async def post_replies(self) -> int:
-        """Post the replies that are ready (each taken for a lease, so that one is posted
-        by one process); returns how many were tried."""
-        lease = timedelta(seconds=self.config.reply_lease_seconds)
-        taken = await outbox_take(self.memory, list(self.platforms), principal=SERVICE, lease=lease)
-        await asyncio.gather(*(self._post(item) for item in taken))
-        return len(taken)
-
-    async def _post(self, taken: OutboxItem) -> None:
-        """Post one taken reply and settle it: posted, retried later, or given up."""
-        platform = taken.conversation.platform
-        try:
-            due = decode(taken.conversation, taken.item.kind, taken.item.payload)
-            assert isinstance(due, ReplyDue)
-            await self._deliver(due.reply())
-        except Exception as error:  # noqa: BLE001 - retried, or kept as failed and reported
-            reason = f"{type(error).__name__}: {error}"[:500]
-            delay = reply_delay(error, taken.item.attempts, self.config)
-            if taken.age_seconds + delay > self.config.reply_give_up_seconds or isinstance(error, ValidationError):
-                log.error("reply %s in %s given up: %s", taken.item.event_id, taken.conversation, reason)
-                metrics.REPLIES.labels(platform, "given_up").inc()
-                await outbox_settle(self.memory, taken, principal=SERVICE, error=reason)
-                self._replies_due.discard((taken.conversation, taken.item.event_id))
-                return
-            log.warning("reply %s in %s not posted, again in %.1f s: %s", taken.item.event_id, taken.conversation, delay, reason)
-            metrics.REPLIES.labels(platform, "retried").inc()
-            await outbox_settle(self.memory, taken, principal=SERVICE, error=reason, retry_in=timedelta(seconds=delay))
-            return
-        metrics.REPLIES.labels(platform, "posted").inc()
-        await outbox_settle(self.memory, taken, principal=SERVICE)
-        self._replies_due.discard((taken.conversation, taken.item.event_id))
-
     @property
     def busy(self) -> bool:
         """Events in hand, or replies this process queued and has not posted or given up
         on yet (tests and benchmarks wait for it to clear)."""
-        return bool(self._tasks or self._replies_due)
+        return bool(self._tasks or self.outbox.pending)
 
     async def handle(self, event: ChatEvent) -> None:
         """Carry out one event against the memory core (and the platform, for replies)."""
@@ -627,139 +451,15 @@ class ChatService:
         text, refused = await admin.run(self.memory, event.conversation, event.text, principal)
         return Reply(event.conversation, event.reply, text, "refusal" if refused else "audit"), None
 
-    async def _deliver(self, reply: Reply) -> None:
-        platform = self.platforms.get(reply.conversation.platform)
-        if platform is None:
-            raise LookupError(f"no connector for platform {reply.conversation.platform!r} to deliver a reply")
-        await platform.deliver(reply)
-
     # --- health ----------------------------------------------------------------------
 
     async def health(self) -> dict[str, Any]:
-        """Database reachable, connectors connected, the inbox moving; ``ok`` when all is
-        well, else ``problems`` names what is not (``/healthz`` answers 503 with it)."""
-        try:
-            backlog = await inbox_backlog(self.memory, principal=SERVICE)
-        except Exception as error:  # noqa: BLE001 - health reports any database failure
-            log.warning("health: database unreachable: %s", error)
-            backlog = None
+        """``metrics.health_report`` of this service's connectors and loops (``ok`` when all
+        is well, else ``problems``: ``/healthz`` answers 503 with it), with how many events
+        it processed and how many conversations it has in hand."""
         connectors = {name: bool(platform.connected) for name, platform in self.platforms.items()}
-        for name, up in connectors.items():
-            metrics.CONNECTOR_UP.labels(name).set(int(up))
-        if backlog is not None:
-            metrics.observe_backlog(backlog)
-        problems = health_problems(connectors, backlog, self.config.stuck_seconds)
-        problems += [
-            f"{name} worker failing: {error}" for name, error in sorted(self.worker.errors.items()) if backlog is not None
-        ]
-        return {
-            "ok": not problems,
-            "problems": problems,
-            "database": backlog is not None,
-            "connectors": connectors,
-            "backlog": backlog.as_dict() if backlog is not None else None,
-            "worker": self.worker.as_dict(),
-            "processed": self.processed,
-            "processing": len(self._tasks),
-        }
-
-
-async def workspace_events(memory: Memory, change: WorkspaceChange) -> list[ChatEvent]:
-    """A workspace's change as events of its conversations in memory: a member's leave
-    in the first of them (forgetting them there reaches every conversation of the
-    workspace), the bot's removal in each it is in, its return in each it was removed
-    from (Discord repeats GUILD_CREATE at every connect: nothing then). None when memory
-    holds nothing of the workspace: nothing of it to forget or to stop storing."""
-    workspace, present = change.workspace, change.change == "bot_added"
-    removed = None if change.change == "member_left" else present  # bot_added: the marked; bot_removed: the others
-    refs = await conversations(memory, principal=SERVICE, workspace=workspace, bot_removed=removed)
-    if change.change == "member_left":
-        return [MemberLeft(refs[0], change.event_id, change.user_id)] if refs else []
-    return [BotPresence(ref, change.event_id, present) for ref in refs]
-
-
-def entry_of(event: ChatEvent) -> InboxEntry:
-    """The inbox row of an event (ValidationError when the inbox cannot hold it)."""
-    kind, payload = encode(event)
-    return inbox_entry(event.conversation, event.event_id, kind, payload, message_of(event))
-
-
-class Intake(Protocol):
-    """Where a connector hands events before acknowledging them (``ChatService`` itself,
-    or a ``ThreadIntake`` on the thread that answers the platform's HTTP requests)."""
-
-    memory: Memory  # whose connections the intake writes with (usable on its loop)
-
-    async def accept(self, event: ChatEvent | WorkspaceChange) -> bool:
-        """Store the event durably; False for a redelivery."""
-
-
-class ThreadIntake:
-    """Accepts events for a service that runs on another thread's event loop: with its
-    own database connections (asyncpg's are tied to the loop that opened them) and its
-    own writer, then wakes the service on its loop. Built on the thread that uses it.
-
-    Why a thread: processing (storing, embedding, forgetting, answering) runs in long
-    steps on the service's loop; an acknowledgement waiting behind them would wait for
-    all of them. On its own thread it waits for its share of the interpreter only."""
-
-    def __init__(self, memory: Memory, service: ChatService, service_loop: asyncio.AbstractEventLoop) -> None:
-        self.memory = memory  # this thread's connections (a connector may read through them)
-        self._writer = InboxWriter(memory)
-        self.service = service
-        self.service_loop = service_loop
-
-    async def accept(self, event: ChatEvent | WorkspaceChange) -> bool:
-        new = await self._writer.put(event)  # timed by the HTTP edge (bot/http_server.py)
-        if new:
-            self.service_loop.call_soon_threadsafe(self.service.wake)
-        return new
-
-
-class InboxWriter:
-    """The acknowledgement path's one database write, shared: the events accepted while a
-    write is on its way are stored together by the next one (one transaction, one
-    commit, so one disk flush for the lot, where one each would queue at the disk under
-    a burst). An event arriving when nothing is being written is written at once, alone.
-    Writes follow one another, so events are stored in the order they were accepted."""
-
-    def __init__(self, memory: Memory, limit: int = 256) -> None:
-        self.memory = memory
-        self.limit = limit  # events in one write
-        self._waiting: list[tuple[InboxEntry, asyncio.Future[bool]]] = []
-        self._writing: asyncio.Task[None] | None = None
-
-    async def put(self, event: ChatEvent | WorkspaceChange) -> bool:
-        """Store ``event`` with whatever else is waiting; False for a redelivery. Raises
-        what the write raised (nothing of that write was stored); counted either way."""
-        if isinstance(event, WorkspaceChange):
-            return any([await self.put(each) for each in await workspace_events(self.memory, event)])
-        entry = entry_of(event)  # refused (ValidationError): the connector counts it, knowing the raw type
-        stored: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        self._waiting.append((entry, stored))
-        if self._writing is None or self._writing.done():
-            self._writing = asyncio.create_task(self._write_waiting())
-        try:
-            new = await stored
-        except Exception:
-            metrics.EVENTS.labels(event.conversation.platform, event.kind, "failed").inc()
-            raise
-        metrics.EVENTS.labels(event.conversation.platform, event.kind, "accepted" if new else "duplicate").inc()
-        return new
-
-    async def _write_waiting(self) -> None:
-        while self._waiting:
-            batch, self._waiting = self._waiting[: self.limit], self._waiting[self.limit :]
-            try:
-                new = await inbox_put(self.memory, [entry for entry, _ in batch], principal=SERVICE)
-            except Exception as error:  # noqa: BLE001 - each waiting acknowledgement fails with it
-                for _, stored in batch:
-                    if not stored.done():
-                        stored.set_exception(error)
-                continue
-            for (_, stored), is_new in zip(batch, new, strict=True):
-                if not stored.done():
-                    stored.set_result(is_new)
+        report = await metrics.health_report(self.memory, connectors, self.worker, self.config.stuck_seconds, principal=SERVICE)
+        return {**report, "processed": self.processed, "processing": len(self._tasks)}
 
 
 def message_runs(items: Sequence[InboxItem], limit: int = 64) -> list[list[InboxItem]]:

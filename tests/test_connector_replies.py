@@ -10,8 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from connectors.events import CitedMessage, Mention, Reply, ReplyTarget
-from connectors.replies import numbered_line
-from connectors.service import answer_reply
+from connectors.replies import answer_reply, numbered_line
 from memory import Answer, AnswerReply, Citation, ConversationRef, QuotedMessage
 
 REF = ConversationRef("discord", "1", "2")

@@ -11,7 +11,8 @@ import aiohttp
 
 from bot.testing.serve_process import start_serve, stop_serve
 from bot.testing.slack_standin import SlackStandIn
-from connectors.service import ChatService, health_problems
+from connectors.metrics import health_problems
+from connectors.service import ChatService
 from memory import InboxBacklog, Memory
 
 

@@ -17,8 +17,9 @@ import pytest
 
 from bot.testing.slack_standin import TEAM, SlackStandIn
 from connectors.events import ChatEvent
+from connectors.intake import Intake
 from connectors.metrics import REGISTRY
-from connectors.service import ChatService, Intake
+from connectors.service import ChatService
 from connectors.slack.app import SlackConfig, SlackConnector
 from memory import ConversationRef, Memory, Principal, UnknownConversation, messages
 

@@ -53,8 +53,9 @@ from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from connectors.events import Author, ChannelDeleted, ChatEvent, Reply, Role, WorkspaceChange
+from connectors.intake import Intake
 from connectors.metrics import CONNECTOR_UP, EVENTS, PARSE_ERRORS, RECONNECTS
-from connectors.service import ChatService, Intake
+from connectors.service import ChatService
 from connectors.slack import payloads
 from connectors.slack.installations import BOT_SCOPES, INSTALL_PATH, REDIRECT_PATH, Installations, OAuthConfig, authorize_url
 from connectors.slack.render import render_reply
