@@ -91,19 +91,9 @@ async def optout_status(memory: Memory, author: str, *, workspace: Workspace, pr
     return found
 
 
-async def count_opted_out(session: AsyncSession, workspace: Workspace) -> int:
-    """How many people are opted out of ``workspace`` (for ``audit stats``)."""
-    return await participants.count_opted_out(session, workspace)
-
-
 async def _window(session: AsyncSession, memory: Memory, conversation_id: int | None) -> Retention:
     own = None if conversation_id is None else await participants.read_retention(session, conversation_id)
     return window(None if own is None else (own.days,), memory.retention_days)
-
-
-async def retention_of(session: AsyncSession, memory: Memory, conversation_id: int) -> Retention:
-    """The window that applies to a conversation (for ``audit stats`` and the job)."""
-    return await _window(session, memory, conversation_id)
 
 
 async def set_retention(memory: Memory, conversation: ConversationRef, days: int | None, *, principal: Principal) -> None:
