@@ -3,7 +3,7 @@ edited, deleted, a conversation gone) and what people ask.
 
 Each command names the conversation (a ``ConversationRef``) and, keyword-only, the
 ``principal`` who asks, and runs through the door (memory/door.py): the principal is
-checked against the command's rule (memory/rules.py), the conversation resolved (a
+checked against the command's rule (memory/access.py), the conversation resolved (a
 command that adds to a conversation creates it, others refuse an unknown one with
 ``UnknownConversation``), one structured line logged and the audit row written. The
 other commands live beside this module in memory/commands/; the public names are

@@ -1,5 +1,5 @@
 """Commands about one person across a workspace's conversations: forgetting everything
-they wrote (memory.forgetting.person). A person may act on themselves (the rules' OWN
+they wrote (memory.forgetting.person). A person may act on themselves (the access table's OWN
 grant: ``owner`` is the person's platform id); a workspace's admins, platform events
 (a member leaving) and jobs on anyone there; only the operator and configured admins
 across the whole store."""
