@@ -116,7 +116,7 @@ if TYPE_CHECKING:
         UnknownConversation,
         ValidationError,
     )
-    from memory.forgetting.commands import DeletionReport, EditReport
+    from memory.forgetting.deletion import DeletionReport, EditReport
     from memory.forgetting.person import PersonFact, PersonForgetting
     from memory.models.embedder import Embedder, LocalEmbedder, OpenAIEmbedder
     from memory.models.llm import LLMClient

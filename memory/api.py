@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from memory.core import Memory
     from memory.episodes.append import AppendResult, Message
     from memory.episodes.listing import StoredMessage
-    from memory.forgetting.commands import DeletionReport, EditReport
+    from memory.forgetting.deletion import DeletionReport, EditReport
     from memory.retrieval.answering import Answer
     from memory.retrieval.selection import SelectionWeights
     from memory.store.conversations import ConversationRef
@@ -161,7 +161,7 @@ async def forget(memory: Memory, conversation: ConversationRef, message_id: str,
     """Delete a message and everything that rested only on it, in one transaction. A
     message not stored yet leaves a tombstone (its conversation is created for it, as a
     platform may report a deletion before the message), so it is never stored."""
-    from memory.forgetting.commands import delete_episode
+    from memory.forgetting.deletion import delete_episode
 
     message_id = normalize_id(message_id, "message")
     async with door(memory, "forget", principal, conversation, create=principal.kind == "event") as call:
@@ -185,7 +185,7 @@ async def edit(
     workspace is not stored, and the message it changes is forgotten (status
     ``forgotten``): its old text is no longer what they said."""
     from memory.commands.privacy import opted_out_of
-    from memory.forgetting.commands import edit_episode
+    from memory.forgetting.deletion import edit_episode
 
     message_id, text = normalize_id(message_id, "message"), check_text(text, "text")
     async with door(memory, "edit", principal, conversation) as call:

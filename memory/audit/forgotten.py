@@ -1,7 +1,7 @@
 """``forgotten(since)``: the deletion log of a conversation, from the audit log.
 
 Deletions and edits (an edit retracts what the old text supported, as a deletion does)
-are logged by memory.forgetting.commands with ids and counts only, so nothing here can
+are logged by memory.forgetting.deletion with ids and counts only, so nothing here can
 show a deleted message's text. A retention run forgets its messages in batches
 (memory.forgetting.batch), one row per batch naming every message it forgot, so the log
 shows the job, the messages and the counts, as for a single deletion.

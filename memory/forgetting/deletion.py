@@ -8,7 +8,8 @@ its own module: memory.forgetting.subgraph loads the affected subgraph,
 memory.forgetting.rules decides (Algorithm 1, pure) and orders the graph's writes,
 memory.forgetting.plan gathers the rest of the plan (re-wording, rolling context,
 summary, answers), memory.forgetting.apply runs it through each record kind's writer
-(memory.store.<kind>). This module holds the commands and writes nothing itself.
+(memory.store.<kind>). This module holds the entry points (delete, edit) and writes
+nothing itself.
 
 Decisions beyond Algorithm 1, and why:
 
