@@ -69,15 +69,6 @@ if TYPE_CHECKING:
     )
     from memory.commands.people import forget_author
     from memory.commands.presence import set_bot_present
-    from memory.commands.privacy import (
-        RetentionReport,
-        apply_retention,
-        optout_status,
-        retention,
-        set_optout,
-        set_retention,
-        watch_retention_default,
-    )
     from memory.commands.work import (
         backlog,
         build_communities,
@@ -117,12 +108,21 @@ if TYPE_CHECKING:
         ValidationError,
     )
     from memory.forgetting.deletion import DeletionReport, EditReport
-    from memory.forgetting.person import PersonFact, PersonForgetting
     from memory.models.embedder import Embedder, LocalEmbedder, OpenAIEmbedder
     from memory.models.llm import LLMClient
     from memory.params import MemoryParams
     from memory.principal import Principal
-    from memory.retention_window import Retention, parse_days
+    from memory.privacy.commands import (
+        RetentionReport,
+        apply_retention,
+        optout_status,
+        retention,
+        set_optout,
+        set_retention,
+        watch_retention_default,
+    )
+    from memory.privacy.person import PersonFact, PersonForgetting
+    from memory.privacy.retention import Retention, parse_days
     from memory.retrieval.answering import Answer, AnswerReply, Citation, QuotedMessage
     from memory.store.backlog import Backlog, Waiting
     from memory.store.citus import CitusPlan

@@ -95,8 +95,8 @@ async def ingest(
     nor is anything in a conversation the bot was removed from (``bot_removed``): every
     path that stores messages comes through here, so none can skip the checks."""
     from memory.commands.presence import bot_removed
-    from memory.commands.privacy import opted_out_of
     from memory.episodes.ingest import ingest_messages
+    from memory.privacy.commands import opted_out_of
 
     async with door(memory, "ingest", principal, conversation, create=True) as call:
         assert call.conversation_id is not None
@@ -184,8 +184,8 @@ async def edit(
     place and queue it for consolidation. An edit by someone opted out of the
     workspace is not stored, and the message it changes is forgotten (status
     ``forgotten``): its old text is no longer what they said."""
-    from memory.commands.privacy import opted_out_of
     from memory.forgetting.deletion import edit_episode
+    from memory.privacy.commands import opted_out_of
 
     message_id, text = normalize_id(message_id, "message"), check_text(text, "text")
     async with door(memory, "edit", principal, conversation) as call:

@@ -21,7 +21,7 @@ from memory.store.schema import AuditEntry
 if TYPE_CHECKING:
     from memory.audit.store_log import StoreAuditRow
 
-RETENTION_BATCH_ACTION = "retention_batch"  # one batch of a retention run (memory.commands.privacy)
+RETENTION_BATCH_ACTION = "retention_batch"  # one batch of a retention run (memory.privacy.commands)
 ACTIONS = {"delete_episode": "delete", "edit_episode": "edit", RETENTION_BATCH_ACTION: "retention"}
 # Who a principal is, by the prefix memory.api.Principal writes ("kind:id").
 REQUESTERS = {"user": "user", "event": "platform event", "job": "job", "operator": "operator"}

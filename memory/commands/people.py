@@ -1,5 +1,5 @@
 """Commands about one person across a workspace's conversations: forgetting everything
-they wrote (memory.forgetting.person). A person may act on themselves (the access table's OWN
+they wrote (memory.privacy.person). A person may act on themselves (the access table's OWN
 grant: ``owner`` is the person's platform id); a workspace's admins, platform events
 (a member leaving) and jobs on anyone there; only the operator and configured admins
 across the whole store."""
@@ -14,7 +14,7 @@ from memory.validation import normalize_id
 
 if TYPE_CHECKING:
     from memory.core import Memory
-    from memory.forgetting.person import PersonForgetting
+    from memory.privacy.person import PersonForgetting
     from memory.store.conversations import Workspace
 
 
@@ -25,7 +25,7 @@ async def forget_author(
     every conversation of the store) and everything that rested only on them; facts
     others' messages support stay, re-worded from those. ``dry_run``: report what would
     go and change nothing. Rerun after an interruption to finish."""
-    from memory.forgetting.person import forget_person
+    from memory.privacy.person import forget_person
 
     author = normalize_id(author, "author")
     arguments = {"author": author, "workspace": None if workspace is None else str(workspace), "dry_run": dry_run}

@@ -31,7 +31,7 @@ Decisions beyond Algorithm 1, and why:
 - An answer that used the episode may quote it: its stored answer text is replaced by
   ``ANSWER_WITHDRAWN`` and its evidence link dropped. The question stays, since it is the
   asker's own text, not the deleted message's, and the audit log needs who asked what.
-- An edit by someone opted out of the conversation's workspace (memory/commands/privacy.py)
+- An edit by someone opted out of the conversation's workspace (memory/privacy/commands.py)
   is new content from a person who asked not to be remembered, so the new text is not
   stored; the old text is no longer what they said, so it is not kept either: the message
   is deleted, in the edit's transaction, exactly as a deletion would (audited as one,

@@ -4,7 +4,7 @@ enforces a window.
 
 An opted-out person's new messages are acknowledged and not stored, on every path that
 stores messages (they all go through ``memory.ingest``, which reads the flags through
-the cache of memory/optouts.py); their mentions are still answered, from what others
+the cache of memory/privacy/optouts.py); their mentions are still answered, from what others
 said. Their past messages stay unless they are forgotten too (``forget_author``).
 
 A retention window forgets the messages said before it through Algorithm 1 (what rests
@@ -26,7 +26,7 @@ from sqlalchemy import func, select
 from memory.audit.forgotten import RETENTION_BATCH_ACTION
 from memory.door import door
 from memory.principal import Principal
-from memory.retention_window import Retention, check_days, cutoff, window
+from memory.privacy.retention import Retention, check_days, cutoff, window
 from memory.store import participants
 from memory.store import settings as store_settings
 from memory.store.audit import write_store_audit
@@ -58,7 +58,7 @@ async def opted_out_of(memory: Memory, workspace: Workspace) -> frozenset[str]:
 async def set_optout(memory: Memory, author: str, *, workspace: Workspace, opted_out: bool, principal: Principal) -> bool:
     """Opt ``author`` out of being remembered in ``workspace`` (or back in); True when it
     changed (recorded in the store-wide audit log as ``optout``/``optin``). Returns once
-    every process sees the change (memory/optouts.py), so a message checked after this
+    every process sees the change (memory/privacy/optouts.py), so a message checked after this
     returns is checked against it."""
     author = normalize_id(author, "author")
     arguments = {"author": author, "workspace": str(workspace), "opted_out": opted_out}
@@ -155,7 +155,7 @@ class RetentionReport:
 
 
 async def _past(memory: Memory, conversation_id: int, before: datetime, limit: int) -> list[tuple[int, str]]:
-    """The oldest messages said before ``before`` (``memory.retention_window.past_window`` in SQL,
+    """The oldest messages said before ``before`` (``memory.privacy.retention.past_window`` in SQL,
     on the chain's index: conversation, message time, id)."""
     async with memory._sessions() as session:
         rows = await session.execute(

@@ -1,0 +1,1 @@
+"""Participants' rights: opting out, retention windows, forgetting a person."""
