@@ -67,7 +67,6 @@ if TYPE_CHECKING:
         read_cursor,
         save_cursor,
     )
-    from memory.commands.people import forget_author
     from memory.commands.presence import set_bot_present
     from memory.commands.work import (
         backlog,
@@ -115,6 +114,7 @@ if TYPE_CHECKING:
     from memory.privacy.commands import (
         RetentionReport,
         apply_retention,
+        forget_author,
         optout_status,
         retention,
         set_optout,

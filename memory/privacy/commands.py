@@ -1,17 +1,22 @@
-"""What participants decide: opting out of being remembered (per person, per workspace)
-and retention windows (per conversation, with the store's default), and the job that
-enforces a window.
+"""Participants' rights as commands: opting out of being remembered (per person, per
+workspace), retention windows (per conversation, with the store's default) and the job
+that enforces a window, and forgetting everything one person wrote.
 
 An opted-out person's new messages are acknowledged and not stored, on every path that
 stores messages (they all go through ``memory.ingest``, which reads the flags through
-the cache of memory/privacy/optouts.py); their mentions are still answered, from what others
-said. Their past messages stay unless they are forgotten too (``forget_author``).
+the cache of memory/privacy/optouts.py); their mentions are still answered, from what
+others said. Their past messages stay unless they are forgotten too (``forget_author``).
 
 A retention window forgets the messages said before it through Algorithm 1 (what rests
 only on them goes; what others' messages still support stays), oldest first, in
 batches of its own transactions, at most ``limit`` messages per run, so that a
 conversation with a long history past its window is caught up over several runs, each
 holding the conversation's locks for one batch at a time.
+
+A person may opt out and forget what they said themselves (the access table's ``OWN``
+grant: ``owner`` is the person's platform id); a workspace's admins, platform events
+(a member leaving) and jobs may forget anyone there; only the operator and configured
+admins may forget someone across the whole store.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncSession
 
     from memory.core import Memory
+    from memory.privacy.person import PersonForgetting
     from memory.store.conversations import ConversationRef, Workspace
 
 RETENTION_BATCH = 200  # messages forgotten per transaction
@@ -58,8 +64,8 @@ async def opted_out_of(memory: Memory, workspace: Workspace) -> frozenset[str]:
 async def set_optout(memory: Memory, author: str, *, workspace: Workspace, opted_out: bool, principal: Principal) -> bool:
     """Opt ``author`` out of being remembered in ``workspace`` (or back in); True when it
     changed (recorded in the store-wide audit log as ``optout``/``optin``). Returns once
-    every process sees the change (memory/privacy/optouts.py), so a message checked after this
-    returns is checked against it."""
+    every process sees the change (memory/privacy/optouts.py), so a message checked after
+    this returns is checked against it."""
     author = normalize_id(author, "author")
     arguments = {"author": author, "workspace": str(workspace), "opted_out": opted_out}
     async with door(memory, "set_optout", principal, owner=author, arguments=arguments) as call:
@@ -89,6 +95,23 @@ async def optout_status(memory: Memory, author: str, *, workspace: Workspace, pr
             found = author in await participants.opted_out(session, workspace)
         call.note(opted_out=found)
     return found
+
+
+async def forget_author(
+    memory: Memory, author: str, *, workspace: Workspace | None, principal: Principal, dry_run: bool = False
+) -> PersonForgetting:
+    """Forget every message ``author`` (a platform user id) wrote in ``workspace`` (None:
+    every conversation of the store) and everything that rested only on them; facts
+    others' messages support stay, re-worded from those. ``dry_run``: report what would
+    go and change nothing. Rerun after an interruption to finish."""
+    from memory.privacy.person import forget_person
+
+    author = normalize_id(author, "author")
+    arguments = {"author": author, "workspace": None if workspace is None else str(workspace), "dry_run": dry_run}
+    async with door(memory, "forget_author", principal, everywhere=workspace is None, arguments=arguments, owner=author) as call:
+        result = await forget_person(memory, author, workspace, principal=str(principal), dry_run=dry_run)
+        call.note(messages=result.messages, conversations=result.conversations, remaining=result.remaining)
+    return result
 
 
 async def _window(session: AsyncSession, memory: Memory, conversation_id: int | None) -> Retention:
@@ -155,8 +178,8 @@ class RetentionReport:
 
 
 async def _past(memory: Memory, conversation_id: int, before: datetime, limit: int) -> list[tuple[int, str]]:
-    """The oldest messages said before ``before`` (``memory.privacy.retention.past_window`` in SQL,
-    on the chain's index: conversation, message time, id)."""
+    """The oldest messages said before ``before`` (``memory.privacy.retention.past_window``
+    in SQL, on the chain's index: conversation, message time, id)."""
     async with memory._sessions() as session:
         rows = await session.execute(
             select(Episode.id, Episode.platform_message_id)
