@@ -91,7 +91,7 @@ class ChatSettings(_Concern):
     serve_jobs: bool = Field(True, validation_alias=_env("STASHBIRD_SERVE_JOBS"))
     vacuum_seconds: float = Field(60.0, ge=0, allow_inf_nan=False, validation_alias=_env("STASHBIRD_VACUUM_SECONDS"))
     admin_ids: str = Field("", validation_alias=_env("STASHBIRD_ADMIN_IDS"))
-    # unset: keep; memory/retention_window.py MAX_DAYS is the bound
+    # unset: keep; memory/privacy/retention.py MAX_DAYS is the bound
     retention_days: int | None = Field(None, ge=1, le=36_500, validation_alias=_env("STASHBIRD_RETENTION_DAYS"))
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", validation_alias=_env("STASHBIRD_LOG_LEVEL"))
     # connectors/service.py ServiceConfig says what each choice does

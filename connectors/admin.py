@@ -6,7 +6,7 @@ Two kinds of subcommand. The audit queries (``about``, ``why``, ``forgotten``,
 are for the conversation's admins and STASHBIRD_ADMIN_IDS. The participant's own
 (``forget-me``, ``ignore-me``, ``remember-me``, ``privacy``) are for anyone, acting on
 themselves only: the core's ``OWN`` grant, with the caller's own id as the owner. Who may
-run what is the core's rule table's to say (memory/rules.py), which logs every request,
+run what is the core's access table's to say (memory/access.py), which logs every request,
 granted or refused; a refusal names the refused subcommand (``refusal``). Forgetting a person is asked
 twice: first a dry run says what would go, then ``confirm`` does it. A chat message is
 short: at most ``SHOWN`` items of a list, with how many more there are.

@@ -7,16 +7,15 @@ behind them is private and may move.
 
 Each name is imported when first used (PEP 562), so that a command loads only the
 modules it needs (``stashbird ask`` never imports the audit, consolidation or
-communities code). The imports under ``TYPE_CHECKING`` below are the one list of where
-each name lives: type checkers read them, and ``__getattr__`` reads them from this
-file's source.
+communities code): ``__getattr__`` finds each name's module in ``_WHERE``, a plain
+table, so that nothing reads this file's source at run time. The imports under
+``TYPE_CHECKING`` say the same for type checkers; tests/test_public_imports.py holds
+them, ``_WHERE`` and ``__all__`` to one another.
 """
 
 from __future__ import annotations
 
-import ast
 import importlib
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -67,17 +66,7 @@ if TYPE_CHECKING:
         read_cursor,
         save_cursor,
     )
-    from memory.commands.people import forget_author
     from memory.commands.presence import set_bot_present
-    from memory.commands.privacy import (
-        RetentionReport,
-        apply_retention,
-        optout_status,
-        retention,
-        set_optout,
-        set_retention,
-        watch_retention_default,
-    )
     from memory.commands.work import (
         backlog,
         build_communities,
@@ -116,13 +105,23 @@ if TYPE_CHECKING:
         UnknownConversation,
         ValidationError,
     )
-    from memory.forgetting.commands import DeletionReport, EditReport
-    from memory.forgetting.person import PersonFact, PersonForgetting
+    from memory.forgetting.deletion import DeletionReport, EditReport
     from memory.models.embedder import Embedder, LocalEmbedder, OpenAIEmbedder
     from memory.models.llm import LLMClient
     from memory.params import MemoryParams
     from memory.principal import Principal
-    from memory.retention_window import Retention, parse_days
+    from memory.privacy.commands import (
+        RetentionReport,
+        apply_retention,
+        forget_author,
+        optout_status,
+        retention,
+        set_optout,
+        set_retention,
+        watch_retention_default,
+    )
+    from memory.privacy.person import PersonFact, PersonForgetting
+    from memory.privacy.retention import Retention, parse_days
     from memory.retrieval.answering import Answer, AnswerReply, Citation, QuotedMessage
     from memory.store.backlog import Backlog, Waiting
     from memory.store.citus import CitusPlan
@@ -265,28 +264,141 @@ __all__ = [
 ]
 
 
-def _where() -> dict[str, tuple[str, str]]:
-    """Public name -> (module, attribute), from the ``TYPE_CHECKING`` imports above."""
-    tree = ast.parse(Path(__file__).read_text(encoding="utf-8"))
-    block = next(n for n in tree.body if isinstance(n, ast.If) and ast.unparse(n.test) == "TYPE_CHECKING")
-    return {
-        alias.asname or alias.name: (node.module, alias.name)
-        for node in block.body
-        if isinstance(node, ast.ImportFrom) and node.module
-        for alias in node.names
-    }
-
-
-_WHERE: dict[str, tuple[str, str]] = {}
+# Public name -> the module that defines it.
+_WHERE: dict[str, str] = {
+    "About": "memory.audit.about",
+    "AccessDenied": "memory.errors",
+    "Answer": "memory.retrieval.answering",
+    "AnswerReply": "memory.retrieval.answering",
+    "AppInstallations": "memory.store.installations",
+    "AppendResult": "memory.episodes.append",
+    "Backlog": "memory.store.backlog",
+    "Citation": "memory.retrieval.answering",
+    "CitusPlan": "memory.store.citus",
+    "Claim": "memory.store.claims",
+    "CommunityReport": "memory.communities.run",
+    "ConfigurationError": "memory.errors",
+    "ConsolidationReport": "memory.consolidation.run",
+    "ConversationRef": "memory.store.conversations",
+    "ConversationSummary": "memory.audit.overview",
+    "DeletionLog": "memory.audit.forgotten",
+    "DeletionReport": "memory.forgetting.deletion",
+    "EditReport": "memory.forgetting.deletion",
+    "Embedder": "memory.models.embedder",
+    "Explanation": "memory.audit.explain",
+    "Extractor": "memory.consolidation.extraction",
+    "InboxBacklog": "memory.store.inbox",
+    "InboxClaim": "memory.store.inbox",
+    "InboxEntry": "memory.store.inbox",
+    "InboxItem": "memory.store.inbox",
+    "IndexReport": "memory.store.vector_indexes",
+    "IngestReport": "memory.api",
+    "LLMClient": "memory.models.llm",
+    "LLMError": "memory.errors",
+    "LLMExtractor": "memory.consolidation.extraction",
+    "LocalEmbedder": "memory.models.embedder",
+    "MaintenanceReport": "memory.store.erasure",
+    "Memory": "memory.core",
+    "MemoryParams": "memory.params",
+    "Message": "memory.episodes.append",
+    "ModelUnavailable": "memory.errors",
+    "OfflineExtractor": "memory.consolidation.extraction",
+    "OpenAIEmbedder": "memory.models.embedder",
+    "OutboxItem": "memory.store.inbox",
+    "Overview": "memory.audit.overview",
+    "PersonFact": "memory.privacy.person",
+    "PersonForgetting": "memory.privacy.person",
+    "Principal": "memory.principal",
+    "Provenance": "memory.audit.provenance",
+    "QuotedMessage": "memory.retrieval.answering",
+    "Rejected": "memory.api",
+    "ReplayExtractor": "memory.consolidation.extraction",
+    "Retention": "memory.privacy.retention",
+    "RetentionReport": "memory.privacy.commands",
+    "RunRecord": "memory.store.claims",
+    "StashbirdError": "memory.errors",
+    "Stats": "memory.audit.stats",
+    "StoreAuditLog": "memory.audit.store_log",
+    "StoreAuditRow": "memory.audit.store_log",
+    "StoredMessage": "memory.episodes.listing",
+    "UnknownConversation": "memory.errors",
+    "ValidationError": "memory.errors",
+    "Waiting": "memory.store.backlog",
+    "Workspace": "memory.store.conversations",
+    "about": "memory.commands.audit",
+    "apply_retention": "memory.privacy.commands",
+    "ask": "memory.api",
+    "audit_conversations": "memory.commands.audit",
+    "backlog": "memory.commands.work",
+    "build_communities": "memory.commands.work",
+    "check_text": "memory.validation",
+    "citus_plan": "memory.commands.work",
+    "claim_work": "memory.commands.claims",
+    "consolidate": "memory.commands.work",
+    "conversations": "memory.api",
+    "database_unreachable": "memory.commands.inbox",
+    "default_data_dir": "memory.store.embedded",
+    "defer_backlog": "memory.commands.work",
+    "drop_conversation": "memory.api",
+    "due_backlog": "memory.commands.work",
+    "edit": "memory.api",
+    "erase": "memory.commands.work",
+    "explain": "memory.commands.audit",
+    "facts": "memory.commands.audit",
+    "forget": "memory.api",
+    "forget_author": "memory.privacy.commands",
+    "forgotten": "memory.commands.audit",
+    "inbox_backlog": "memory.commands.inbox",
+    "inbox_claim": "memory.commands.inbox",
+    "inbox_conversations": "memory.commands.inbox",
+    "inbox_entry": "memory.commands.inbox",
+    "inbox_prune": "memory.commands.inbox",
+    "inbox_put": "memory.commands.inbox",
+    "index_conversation": "memory.commands.work",
+    "ingest": "memory.api",
+    "last_runs": "memory.commands.claims",
+    "list_communities": "memory.commands.audit",
+    "messages": "memory.commands.audit",
+    "normalize_id": "memory.validation",
+    "open_memory": "memory.core",
+    "optout_status": "memory.privacy.commands",
+    "outbox_settle": "memory.commands.inbox",
+    "outbox_take": "memory.commands.inbox",
+    "overview": "memory.commands.audit",
+    "parse_days": "memory.privacy.retention",
+    "parse_time": "memory.validation",
+    "pending": "memory.commands.work",
+    "prepare_consolidation": "memory.commands.work",
+    "provenance": "memory.commands.audit",
+    "read_cursor": "memory.commands.inbox",
+    "regenerate_communities": "memory.commands.work",
+    "regenerate_summary": "memory.commands.work",
+    "reindex": "memory.commands.work",
+    "release_claim": "memory.commands.claims",
+    "renew_claim": "memory.commands.claims",
+    "resolve_conversation": "memory.api",
+    "retention": "memory.privacy.commands",
+    "save_cursor": "memory.commands.inbox",
+    "set_bot_present": "memory.commands.presence",
+    "set_optout": "memory.privacy.commands",
+    "set_retention": "memory.privacy.commands",
+    "start_embedded": "memory.store.embedded",
+    "stats": "memory.commands.audit",
+    "store_audit": "memory.commands.audit",
+    "stored_messages": "memory.api",
+    "update_communities": "memory.commands.work",
+    "usage": "memory.commands.audit",
+    "vacuum": "memory.commands.work",
+    "validate_message": "memory.episodes.append",
+    "waiting_backlog": "memory.commands.work",
+    "watch_retention_default": "memory.privacy.commands",
+}
 
 
 def __getattr__(name: str) -> object:
-    if not _WHERE:
-        _WHERE.update(_where())
     if name not in _WHERE:
         raise AttributeError(f"module 'memory' has no attribute {name!r}")
-    module, attribute = _WHERE[name]
-    value = getattr(importlib.import_module(module), attribute)
+    value = getattr(importlib.import_module(_WHERE[name]), name)
     globals()[name] = value  # found at once from now on
     return value
 

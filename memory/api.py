@@ -3,7 +3,7 @@ edited, deleted, a conversation gone) and what people ask.
 
 Each command names the conversation (a ``ConversationRef``) and, keyword-only, the
 ``principal`` who asks, and runs through the door (memory/door.py): the principal is
-checked against the command's rule (memory/rules.py), the conversation resolved (a
+checked against the command's rule (memory/access.py), the conversation resolved (a
 command that adds to a conversation creates it, others refuse an unknown one with
 ``UnknownConversation``), one structured line logged and the audit row written. The
 other commands live beside this module in memory/commands/; the public names are
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from memory.core import Memory
     from memory.episodes.append import AppendResult, Message
     from memory.episodes.listing import StoredMessage
-    from memory.forgetting.commands import DeletionReport, EditReport
+    from memory.forgetting.deletion import DeletionReport, EditReport
     from memory.retrieval.answering import Answer
     from memory.retrieval.selection import SelectionWeights
     from memory.store.conversations import ConversationRef
@@ -95,8 +95,8 @@ async def ingest(
     nor is anything in a conversation the bot was removed from (``bot_removed``): every
     path that stores messages comes through here, so none can skip the checks."""
     from memory.commands.presence import bot_removed
-    from memory.commands.privacy import opted_out_of
     from memory.episodes.ingest import ingest_messages
+    from memory.privacy.commands import opted_out_of
 
     async with door(memory, "ingest", principal, conversation, create=True) as call:
         assert call.conversation_id is not None
@@ -161,7 +161,7 @@ async def forget(memory: Memory, conversation: ConversationRef, message_id: str,
     """Delete a message and everything that rested only on it, in one transaction. A
     message not stored yet leaves a tombstone (its conversation is created for it, as a
     platform may report a deletion before the message), so it is never stored."""
-    from memory.forgetting.commands import delete_episode
+    from memory.forgetting.deletion import delete_episode
 
     message_id = normalize_id(message_id, "message")
     async with door(memory, "forget", principal, conversation, create=principal.kind == "event") as call:
@@ -184,8 +184,8 @@ async def edit(
     place and queue it for consolidation. An edit by someone opted out of the
     workspace is not stored, and the message it changes is forgotten (status
     ``forgotten``): its old text is no longer what they said."""
-    from memory.commands.privacy import opted_out_of
-    from memory.forgetting.commands import edit_episode
+    from memory.forgetting.deletion import edit_episode
+    from memory.privacy.commands import opted_out_of
 
     message_id, text = normalize_id(message_id, "message"), check_text(text, "text")
     async with door(memory, "edit", principal, conversation) as call:

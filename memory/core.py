@@ -15,8 +15,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from memory.errors import ConfigurationError
 from memory.models.embedder import Embedder
 from memory.models.llm import LLMClient
-from memory.optouts import OptoutCache
 from memory.params import MemoryParams
+from memory.privacy.optouts import OptoutCache
 from memory.store.database import (
     check_embedding_dim,
     create_engine,

@@ -1,7 +1,7 @@
 """The door every public command goes through: authorise, resolve, log, audit.
 
 ``async with door(memory, "forget", principal, conversation) as call:`` checks the
-principal against the command's rule (memory/rules.py) before anything is read, so an
+principal against the command's rule (memory/access.py) before anything is read, so an
 unknown conversation is refused to whoever may not act on it rather than revealed;
 resolves the conversation (creating it when the command adds to it); and when the block
 ends logs one structured line (operation, conversation, principal, elapsed_ms, outcome,
@@ -24,9 +24,9 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from memory.access import ACCESS, EVERYWHERE, Audit, Rule, permits
 from memory.errors import AccessDenied, StashbirdError, UnknownConversation
 from memory.principal import Principal
-from memory.rules import EVERYWHERE, RULES, Audit, Rule, permits
 from memory.store.audit import write_audit, write_store_audit
 from memory.store.conversations import ConversationRef, ensure_conversation, find_conversation
 
@@ -81,7 +81,7 @@ async def door(
     ``owner``: the platform user id of the one person whose data the command touches
     (an ``OWN`` grant allows that person only). ``everywhere``: the command reaches every
     conversation of the store, under its ``EVERYWHERE`` rule."""
-    rule = EVERYWHERE[operation] if everywhere else RULES[operation]
+    rule = EVERYWHERE[operation] if everywhere else ACCESS[operation]
     began = time.perf_counter()
     where = "*" if conversation is None else str(conversation)
     arguments = arguments or {}

@@ -34,7 +34,7 @@ class UnknownConversation(ValidationError):
 
 
 class AccessDenied(StashbirdError):
-    """A principal asked for a command its rule (memory/rules.py) does not grant it (the refusal is logged)."""
+    """A principal asked for a command its rule (memory/access.py) does not grant it (the refusal is logged)."""
 
     def __init__(
         self,

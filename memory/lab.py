@@ -39,7 +39,7 @@ from memory.synthetic import SuppliedCommunity, SuppliedEntity, SuppliedGraph, S
 if TYPE_CHECKING:
     from memory.core import Memory
     from memory.episodes.append import Message
-    from memory.forgetting.commands import DeletionReport
+    from memory.forgetting.deletion import DeletionReport
     from memory.store.conversations import ConversationRef
 
 __all__ = [

@@ -77,7 +77,7 @@ MULTI_SHARD: dict[str, str] = {
         "listed, one read for an operator; the runs themselves are claimed per conversation"
     ),
     "retention-default": (
-        "the store's default retention window changed (memory.commands.privacy): every "
+        "the store's default retention window changed (memory.privacy.commands): every "
         "conversation marked due once, so that discovery looks at each again under the new "
         "window; one statement at a process's start after the change, never on a tick"
     ),

@@ -38,12 +38,12 @@ from memory import (
     stats,
     validate_message,
 )
+from memory.access import ACCESS, permits
 from memory.audit.about import RELATIONS_PER_ENTITY, best_matches, shown_relations
 from memory.audit.facts import MESSAGES_PER_FACT
 from memory.audit.forgotten import requester
 from memory.audit.messages import permalink
 from memory.lab import SuppliedEntity, SuppliedGraph, SuppliedRelation, load_supplied
-from memory.rules import RULES, permits
 from memory.store.residue import find_tokens
 from memory.store.schema import AuditEntry
 
@@ -57,7 +57,7 @@ def test_who_may_audit() -> None:
     admins = frozenset({"U42"})
 
     def may(rule: str, principal: Principal) -> bool:
-        return permits(RULES[rule], principal, admins)
+        return permits(ACCESS[rule], principal, admins)
 
     assert may("stats", Principal.operator("cli"))
     assert may("stats", Principal.user("U1", "admin"))

@@ -1,6 +1,6 @@
-"""The door (memory/door.py) and its rule table (memory/rules.py): every public command
+"""The door (memory/door.py) and its access table (memory/access.py): every public command
 called as each kind of principal, against the allow/deny table written out here (not
-read from the rules), with the audit rows each call leaves; and the rule decision's
+read from the access table), with the audit rows each call leaves; and the rule decision's
 properties."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from sqlalchemy import select
 
 import memory as api
 from memory import AccessDenied, ConversationRef, Memory, Principal, validate_message
-from memory.rules import RULES, Grant, Rule, actor, permits
+from memory.access import ACCESS, Grant, Rule, actor, permits
 from memory.store.schema import AuditEntry, StoreAuditEntry
 
 T0 = datetime(2026, 3, 1, 9, tzinfo=UTC)
@@ -224,7 +224,7 @@ def test_the_table_covers_every_command_that_takes_a_principal() -> None:
         for name in api.__all__
         if inspect.isfunction(value := getattr(api, name)) and "principal" in inspect.signature(value).parameters
     }
-    assert takes == set(TABLE) == set(RULES)
+    assert takes == set(TABLE) == set(ACCESS)
     assert set(_calls(0, ConversationRef("t", "", "x"), 0, api.Claim(0, "t", "t", 0))) == set(TABLE)
 
 

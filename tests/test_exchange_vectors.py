@@ -14,7 +14,7 @@ from memory.api import Principal
 from memory.core import Memory
 from memory.episodes.append import validate_message
 from memory.episodes.exchange_vectors import PREVIOUS_SHARE, exchange_vector
-from memory.forgetting.commands import delete_episode, edit_episode
+from memory.forgetting.deletion import delete_episode, edit_episode
 from memory.store.conversations import ConversationRef
 from memory.store.database import create_engine, downgrade, upgrade
 from memory.store.schema import Episode, SearchDocument

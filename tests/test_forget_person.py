@@ -15,8 +15,8 @@ from sqlalchemy import select
 
 import memory as api
 from memory.core import Memory
-from memory.forgetting import person
 from memory.lab import word_residue
+from memory.privacy import person
 from memory.store.schema import AuditEntry, Episode, Relation, RelationProvenance, Speaker, StoreAuditEntry
 from tests.test_forgetting_batch import _snapshot
 

@@ -11,7 +11,7 @@ from sqlalchemy import select, text
 from memory.core import Memory
 from memory.episodes.append import append_messages, validate_message
 from memory.forgetting.apply import ANSWER_WITHDRAWN, Removed, apply_decision, remove_episodes
-from memory.forgetting.commands import delete_episode, edit_episode
+from memory.forgetting.deletion import delete_episode, edit_episode
 from memory.forgetting.plan import plan_retraction
 from memory.forgetting.policies import delete_by_policy
 from memory.forgetting.rules import Decision

@@ -18,7 +18,7 @@ from memory.core import Memory
 from memory.episodes.append import validate_message
 from memory.forgetting import batch
 from memory.forgetting.batch import forget_episodes, merge_retractions
-from memory.forgetting.commands import delete_episode
+from memory.forgetting.deletion import delete_episode
 from memory.forgetting.plan import Retraction
 from memory.forgetting.rules import (
     Decision,

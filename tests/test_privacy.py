@@ -1,4 +1,4 @@
-"""Opting out and retention windows (memory/commands/privacy.py) on the real database:
+"""Opting out and retention windows (memory/privacy/commands.py) on the real database:
 an opted-out person's new messages are never stored, on every path that stores
 messages (the core's ingest, ``stashbird ingest``, a Slack export import, a Discord
 export import, a Slack backfill), the flag holds across processes once ``set_optout``

@@ -1,11 +1,16 @@
 """Code outside the memory core (bot/, jobs/, connectors/) imports only its public names:
 ``from memory import <name in memory.__all__>``, never a module behind them, and never
 reaches the core's database handle (``.engine``, ``.sessions``). The benchmarks and the
-test tooling may also import the lab (``memory.lab``); the product never does."""
+test tooling may also import the lab (``memory.lab``); the product never does. The public
+names themselves are found lazily, through a table that must agree with the imports type
+checkers read."""
 
 from __future__ import annotations
 
 import ast
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import memory
@@ -46,6 +51,17 @@ def side_doors(source: str) -> list[str]:
     ]
 
 
+def type_checking_imports(source: str) -> dict[str, str]:
+    """Name -> module of the imports under ``if TYPE_CHECKING:`` in ``source``. Pure."""
+    block = next(n for n in ast.parse(source).body if isinstance(n, ast.If) and ast.unparse(n.test) == "TYPE_CHECKING")
+    return {
+        alias.asname or alias.name: node.module
+        for node in block.body
+        if isinstance(node, ast.ImportFrom) and node.module
+        for alias in node.names
+    }
+
+
 def _modules() -> list[Path]:
     modules = sorted(p for package in OUTSIDE for p in (ROOT / package).rglob("*.py"))
     assert len(modules) > 20, "the packages were not found"
@@ -62,6 +78,11 @@ def test_the_check_sees_private_imports() -> None:
 def test_the_check_sees_side_doors() -> None:
     source = "async with memory.sessions() as s:\n    pass\nself.memory.engine.dispose()\nx = engine\nself.engine = own\n"
     assert side_doors(source) == ["line 1: .sessions", "line 3: .engine"]  # a part's own engine is its own
+
+
+def test_the_check_reads_the_type_checkers_imports() -> None:
+    source = "import x\nif TYPE_CHECKING:\n    from a.b import c, d\n    from e import f\n"
+    assert type_checking_imports(source) == {"c": "a.b", "d": "a.b", "f": "e"}
 
 
 def test_nothing_outside_the_core_imports_its_private_modules() -> None:
@@ -97,3 +118,28 @@ def test_every_public_name_resolves_to_what_its_module_defines() -> None:
     packages = {p.stem if p.is_file() else p.name for p in (ROOT / "memory").iterdir() if p.suffix == ".py" or p.is_dir()}
     assert packages & set(memory.__all__) == set()
     assert set(memory.lab.__all__) & set(memory.__all__) == set()
+
+
+def test_the_lazy_table_the_type_checkers_imports_and_all_agree() -> None:
+    """``memory._WHERE`` (what ``__getattr__`` reads), the ``TYPE_CHECKING`` imports (what
+    type checkers read) and ``__all__`` name the same names, each in the same module."""
+    source = (ROOT / "memory" / "__init__.py").read_text(encoding="utf-8")
+    assert type_checking_imports(source) == memory._WHERE
+    assert list(memory._WHERE) == memory.__all__
+
+
+def test_a_public_name_loads_only_its_own_module() -> None:
+    """In a fresh interpreter, ``import memory`` loads none of the core's modules, and one
+    name loads its module (with what that imports) and nothing else."""
+    probe = (
+        "import json, sys, memory\n"
+        "def loaded():\n"
+        "    return sorted(m for m in sys.modules if m.split('.')[0] == 'memory')\n"
+        "before = loaded()\n"
+        "memory.parse_days\n"
+        "print(json.dumps([before, loaded()]))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, timeout=60, check=True)
+    before, after = json.loads(done.stdout)
+    assert before == ["memory"]
+    assert after == ["memory", "memory.errors", "memory.privacy", "memory.privacy.retention"]

@@ -1,4 +1,4 @@
-"""The retention window's pure rules (memory/retention_window.py): which window applies,
+"""The retention window's pure rules (memory/privacy/retention.py): which window applies,
 and which messages are past it, as properties over any messages and any window."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from memory import ValidationError
-from memory.retention_window import MAX_DAYS, check_days, cutoff, expires_at, past_window, window
+from memory.privacy.retention import MAX_DAYS, check_days, cutoff, expires_at, past_window, window
 
 NOW = datetime(2026, 12, 1, 12, tzinfo=UTC)
 times = st.integers(min_value=-400 * 24 * 60, max_value=60).map(lambda minutes: NOW + timedelta(minutes=minutes))

@@ -13,7 +13,7 @@ null the distribution column too). So, for every table but the reference tables
   sides, self-references included (``episodes.prev_id/next_id``,
   ``relations.superseded_by``); those three were ``ON DELETE SET NULL`` and are now
   ``NO ACTION``: the code that deletes an episode or a relation clears the links to it
-  in the same transaction (memory.forgetting.commands), and a link it missed makes
+  in the same transaction (memory.forgetting.deletion), and a link it missed makes
   the deletion fail instead of leaving a dangling id;
 - ``usage_ledger.conversation_id`` becomes NOT NULL. No code has ever written a row
   without a conversation, and every read of the ledger is per conversation, so rows

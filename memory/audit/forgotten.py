@@ -1,7 +1,7 @@
 """``forgotten(since)``: the deletion log of a conversation, from the audit log.
 
 Deletions and edits (an edit retracts what the old text supported, as a deletion does)
-are logged by memory.forgetting.commands with ids and counts only, so nothing here can
+are logged by memory.forgetting.deletion with ids and counts only, so nothing here can
 show a deleted message's text. A retention run forgets its messages in batches
 (memory.forgetting.batch), one row per batch naming every message it forgot, so the log
 shows the job, the messages and the counts, as for a single deletion.
@@ -21,7 +21,7 @@ from memory.store.schema import AuditEntry
 if TYPE_CHECKING:
     from memory.audit.store_log import StoreAuditRow
 
-RETENTION_BATCH_ACTION = "retention_batch"  # one batch of a retention run (memory.commands.privacy)
+RETENTION_BATCH_ACTION = "retention_batch"  # one batch of a retention run (memory.privacy.commands)
 ACTIONS = {"delete_episode": "delete", "edit_episode": "edit", RETENTION_BATCH_ACTION: "retention"}
 # Who a principal is, by the prefix memory.api.Principal writes ("kind:id").
 REQUESTERS = {"user": "user", "event": "platform event", "job": "job", "operator": "operator"}

@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from memory.audit.forgotten import RETENTION_BATCH_ACTION
 from memory.consolidation.run import unconsolidated_count
-from memory.retention_window import Retention, window
+from memory.privacy.retention import Retention, window
 from memory.store.conversations import ConversationRef
 from memory.store.participants import count_opted_out, read_retention
 from memory.store.schema import (

@@ -1,6 +1,6 @@
 """The audit commands: what the memory holds about a conversation and why. Each reveals
 memory, so each is granted to the operator and the conversation's admins only
-(memory/rules.py) and every request, granted or refused, is written to the
+(memory/access.py) and every request, granted or refused, is written to the
 conversation's audit log with its arguments (the asker's own words and ids, never a
 stored message's text)."""
 

@@ -1,6 +1,6 @@
 """The scheduler's claims: work items shared between processes with leases, and the
 run log (memory/store/claims.py holds the statements). Queues, not memory: jobs and the
-operator may use them, none is audited (memory/rules.py), and each names the item's
+operator may use them, none is audited (memory/access.py), and each names the item's
 conversation id (0: work tied to no conversation) rather than a conversation."""
 
 from __future__ import annotations

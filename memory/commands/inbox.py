@@ -1,6 +1,6 @@
 """The chat service's durable inbox (platform events stored before they are
 acknowledged) and the resumable jobs' cursors: queues and positions, not memory, so
-jobs may use them and none is audited (memory/rules.py)."""
+jobs may use them and none is audited (memory/access.py)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Background work and the operator's maintenance: consolidation, communities, the
 running summary, vacuum and erasure, re-embedding, the Citus plan, integrity and
 residue checks. Jobs may run the background work; the rest is the operator's
-(memory/rules.py)."""
+(memory/access.py)."""
 
 from __future__ import annotations
 

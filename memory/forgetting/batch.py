@@ -1,5 +1,5 @@
 """Forgetting many messages of one conversation at once: a person's messages, a
-retention window's (memory.forgetting.commands deletes one).
+retention window's (memory/privacy/; memory.forgetting.deletion deletes one).
 
 The same Algorithm 1 as a single deletion, decided over a set (``decide_deletions``,
 which tests/test_forgetting_batch.py holds to the net effect of deleting the messages

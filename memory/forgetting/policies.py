@@ -1,6 +1,6 @@
 """Deletion under the comparison policies of the forgetting benchmark.
 
-``stashbird`` is the service's own deletion (``memory.forgetting.commands``); the
+``stashbird`` is the service's own deletion (``memory.forgetting.deletion``); the
 others (``episode-only``: drop the message and nothing else; ``cascade``: drop
 everything the message touched) are decided over the conversation's whole graph with
 full supports, then applied by the same writer, so that the benchmark compares the
@@ -16,7 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from memory.core import Memory
 from memory.forgetting.apply import apply_decision, remove_episode
-from memory.forgetting.commands import DeletionReport
+from memory.forgetting.deletion import DeletionReport
 from memory.forgetting.rules import POLICIES, EntityFacts, RelationFacts, SupplyGraph
 from memory.store.locks import LockPurpose, lock_conversation
 from memory.store.schema import (

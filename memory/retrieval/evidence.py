@@ -215,7 +215,7 @@ async def community_support(session: AsyncSession, conversation_id: int, communi
 
 async def load_episodes(session: AsyncSession, conversation_id: int, episode_ids: Sequence[int]) -> dict[int, EpisodeRef]:
     """The episodes an answer may show; one with a tombstone is being forgotten (a
-    person's messages are hidden first, memory.forgetting.person) and is left out."""
+    person's messages are hidden first, memory.privacy.person) and is left out."""
     if not episode_ids:
         return {}
     forgetting = exists().where(

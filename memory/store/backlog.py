@@ -18,7 +18,7 @@ message into Python.
 With a retention window (the conversation's own, else the store's default), each row also
 says when its oldest message passes the window (``retention_due``): discovery defers a
 conversation to then at the latest, so the retention job finds it on time without any
-look at conversations with nothing due (memory/retention_window.py).
+look at conversations with nothing due (memory/privacy/retention.py).
 
 Each row says how much its most used dirty community was used lately, since when its
 oldest dirty one is dirty, and how many of its dirty ones are warm (not cold:
@@ -37,7 +37,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memory.communities.use import decayed_sql, warm_sql
-from memory.retention_window import expires_at, window
+from memory.privacy.retention import expires_at, window
 from memory.store.conversations import ConversationRef
 from memory.store.locks import WRITERS, defer_marks
 

@@ -64,7 +64,7 @@ NOT_WORDS = frozenset(
         ("store_audit_log", "details"),
     }
 )
-# Audit statuses, the anchor name and the withdrawn-answer notice (memory.forgetting.commands).
+# Audit statuses, the anchor name and the withdrawn-answer notice (memory.forgetting.deletion).
 STORE_WORDS = frozenset(
     "deleted tombstoned already edited unchanged unknown anchor answer withdrawn a message it drew on was or".split()
 )

@@ -1,7 +1,7 @@
 """The store's own settings (``store_settings``: the embedding dimension, marks that
 migrations leave for work still to do, the default retention window the processes last
 ran with). Migrations write most of them; at run time a mark is cleared once its work is
-done, and the retention default recorded when it changes (memory/commands/privacy.py)."""
+done, and the retention default recorded when it changes (memory/privacy/commands.py)."""
 
 from __future__ import annotations
 

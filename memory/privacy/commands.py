@@ -1,17 +1,22 @@
-"""What participants decide: opting out of being remembered (per person, per workspace)
-and retention windows (per conversation, with the store's default), and the job that
-enforces a window.
+"""Participants' rights as commands: opting out of being remembered (per person, per
+workspace), retention windows (per conversation, with the store's default) and the job
+that enforces a window, and forgetting everything one person wrote.
 
 An opted-out person's new messages are acknowledged and not stored, on every path that
 stores messages (they all go through ``memory.ingest``, which reads the flags through
-the cache of memory/optouts.py); their mentions are still answered, from what others
-said. Their past messages stay unless they are forgotten too (``forget_author``).
+the cache of memory/privacy/optouts.py); their mentions are still answered, from what
+others said. Their past messages stay unless they are forgotten too (``forget_author``).
 
 A retention window forgets the messages said before it through Algorithm 1 (what rests
 only on them goes; what others' messages still support stays), oldest first, in
 batches of its own transactions, at most ``limit`` messages per run, so that a
 conversation with a long history past its window is caught up over several runs, each
 holding the conversation's locks for one batch at a time.
+
+A person may opt out and forget what they said themselves (the access table's ``OWN``
+grant: ``owner`` is the person's platform id); a workspace's admins, platform events
+(a member leaving) and jobs may forget anyone there; only the operator and configured
+admins may forget someone across the whole store.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from sqlalchemy import func, select
 from memory.audit.forgotten import RETENTION_BATCH_ACTION
 from memory.door import door
 from memory.principal import Principal
-from memory.retention_window import Retention, check_days, cutoff, window
+from memory.privacy.retention import Retention, check_days, cutoff, window
 from memory.store import participants
 from memory.store import settings as store_settings
 from memory.store.audit import write_store_audit
@@ -38,6 +43,7 @@ if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncSession
 
     from memory.core import Memory
+    from memory.privacy.person import PersonForgetting
     from memory.store.conversations import ConversationRef, Workspace
 
 RETENTION_BATCH = 200  # messages forgotten per transaction
@@ -58,8 +64,8 @@ async def opted_out_of(memory: Memory, workspace: Workspace) -> frozenset[str]:
 async def set_optout(memory: Memory, author: str, *, workspace: Workspace, opted_out: bool, principal: Principal) -> bool:
     """Opt ``author`` out of being remembered in ``workspace`` (or back in); True when it
     changed (recorded in the store-wide audit log as ``optout``/``optin``). Returns once
-    every process sees the change (memory/optouts.py), so a message checked after this
-    returns is checked against it."""
+    every process sees the change (memory/privacy/optouts.py), so a message checked after
+    this returns is checked against it."""
     author = normalize_id(author, "author")
     arguments = {"author": author, "workspace": str(workspace), "opted_out": opted_out}
     async with door(memory, "set_optout", principal, owner=author, arguments=arguments) as call:
@@ -91,19 +97,26 @@ async def optout_status(memory: Memory, author: str, *, workspace: Workspace, pr
     return found
 
 
-async def count_opted_out(session: AsyncSession, workspace: Workspace) -> int:
-    """How many people are opted out of ``workspace`` (for ``audit stats``)."""
-    return await participants.count_opted_out(session, workspace)
+async def forget_author(
+    memory: Memory, author: str, *, workspace: Workspace | None, principal: Principal, dry_run: bool = False
+) -> PersonForgetting:
+    """Forget every message ``author`` (a platform user id) wrote in ``workspace`` (None:
+    every conversation of the store) and everything that rested only on them; facts
+    others' messages support stay, re-worded from those. ``dry_run``: report what would
+    go and change nothing. Rerun after an interruption to finish."""
+    from memory.privacy.person import forget_person
+
+    author = normalize_id(author, "author")
+    arguments = {"author": author, "workspace": None if workspace is None else str(workspace), "dry_run": dry_run}
+    async with door(memory, "forget_author", principal, everywhere=workspace is None, arguments=arguments, owner=author) as call:
+        result = await forget_person(memory, author, workspace, principal=str(principal), dry_run=dry_run)
+        call.note(messages=result.messages, conversations=result.conversations, remaining=result.remaining)
+    return result
 
 
 async def _window(session: AsyncSession, memory: Memory, conversation_id: int | None) -> Retention:
     own = None if conversation_id is None else await participants.read_retention(session, conversation_id)
     return window(None if own is None else (own.days,), memory.retention_days)
-
-
-async def retention_of(session: AsyncSession, memory: Memory, conversation_id: int) -> Retention:
-    """The window that applies to a conversation (for ``audit stats`` and the job)."""
-    return await _window(session, memory, conversation_id)
 
 
 async def set_retention(memory: Memory, conversation: ConversationRef, days: int | None, *, principal: Principal) -> None:
@@ -165,8 +178,8 @@ class RetentionReport:
 
 
 async def _past(memory: Memory, conversation_id: int, before: datetime, limit: int) -> list[tuple[int, str]]:
-    """The oldest messages said before ``before`` (``memory.retention_window.past_window`` in SQL,
-    on the chain's index: conversation, message time, id)."""
+    """The oldest messages said before ``before`` (``memory.privacy.retention.past_window``
+    in SQL, on the chain's index: conversation, message time, id)."""
     async with memory._sessions() as session:
         rows = await session.execute(
             select(Episode.id, Episode.platform_message_id)

@@ -8,7 +8,8 @@ its own module: memory.forgetting.subgraph loads the affected subgraph,
 memory.forgetting.rules decides (Algorithm 1, pure) and orders the graph's writes,
 memory.forgetting.plan gathers the rest of the plan (re-wording, rolling context,
 summary, answers), memory.forgetting.apply runs it through each record kind's writer
-(memory.store.<kind>). This module holds the commands and writes nothing itself.
+(memory.store.<kind>). This module holds the entry points (delete, edit) and writes
+nothing itself.
 
 Decisions beyond Algorithm 1, and why:
 
@@ -30,7 +31,7 @@ Decisions beyond Algorithm 1, and why:
 - An answer that used the episode may quote it: its stored answer text is replaced by
   ``ANSWER_WITHDRAWN`` and its evidence link dropped. The question stays, since it is the
   asker's own text, not the deleted message's, and the audit log needs who asked what.
-- An edit by someone opted out of the conversation's workspace (memory/commands/privacy.py)
+- An edit by someone opted out of the conversation's workspace (memory/privacy/commands.py)
   is new content from a person who asked not to be remembered, so the new text is not
   stored; the old text is no longer what they said, so it is not kept either: the message
   is deleted, in the edit's transaction, exactly as a deletion would (audited as one,

@@ -1,4 +1,4 @@
-"""Who may do what: the one table of rules every public command is checked against.
+"""Who may do what: the access table every public command is checked against, one rule per command.
 
 A principal (memory/principal.py) acts as one of these actors:
 
@@ -85,7 +85,7 @@ def _audit(*, store_wide: bool = False) -> Rule:
     return Rule(_AUDIT, Audit.DOOR, "audit", store_wide)
 
 
-RULES: dict[str, Rule] = {
+ACCESS: dict[str, Rule] = {
     # what the platform says: messages stored, edited, deleted, channels gone
     "ingest": Rule(_CONTENT),
     "forget": Rule(_CONTENT, Audit.COMMAND),
