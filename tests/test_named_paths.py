@@ -8,8 +8,8 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("memory", "bot", "connectors", "jobs", "tests", "alembic")
-PATH = re.compile(r"(?<![\w./-])((?:memory|bot|connectors|jobs|tests|alembic|deploy)/[\w./-]*[\w/])")
+PACKAGES = ("memory", "bot", "connectors", "jobs", "lab", "tests", "alembic")
+PATH = re.compile(r"(?<![\w./-])((?:memory|bot|connectors|jobs|lab|tests|alembic|deploy)/[\w./-]*[\w/])")
 
 
 def named_paths(text: str) -> list[str]:

@@ -34,6 +34,7 @@ from connectors.slack.backfill import SlackBackfill
 from connectors.slack.payloads import conversation
 from jobs import JobSettings, Scheduler
 from jobs.work import next_look
+from lab.probes import SuppliedEntity, SuppliedGraph, SuppliedRelation, load_supplied, mark_consolidated
 from memory import (
     AccessDenied,
     ConversationRef,
@@ -65,7 +66,6 @@ from memory import (
     validate_message,
     watch_retention_default,
 )
-from memory.lab import SuppliedEntity, SuppliedGraph, SuppliedRelation, load_supplied, mark_consolidated
 from memory.store.schema import InboxEvent
 
 if TYPE_CHECKING:

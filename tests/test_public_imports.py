@@ -1,7 +1,7 @@
 """Code outside the memory core (bot/, jobs/, connectors/) imports only its public names:
 ``from memory import <name in memory.__all__>``, never a module behind them, and never
 reaches the core's database handle (``.engine``, ``.sessions``). The benchmarks and the
-test tooling may also import the lab (``memory.lab``); the product never does."""
+test tooling may also import the lab's probes (``lab.probes``); the product never does."""
 
 from __future__ import annotations
 
@@ -9,23 +9,23 @@ import ast
 from pathlib import Path
 
 import memory
-import memory.lab
+from lab import probes
 
 ROOT = Path(__file__).resolve().parents[1]
 OUTSIDE = ("bot", "jobs", "connectors")
-LAB_USERS = ("bot/bench/", "bot/testing/")  # may import memory.lab
+LAB_USERS = ("bot/bench/", "bot/testing/")  # may import lab.probes
 
 
 def private_imports(source: str, lab: bool = False) -> list[str]:
-    """The imports of ``source`` that reach past ``memory.__all__`` (and, when ``lab``,
-    past ``memory.lab.__all__`` too). Pure."""
+    """The imports of ``source`` that reach past ``memory.__all__``, and into the lab's
+    probes (past ``lab.probes.__all__`` when ``lab``). Pure."""
     found = []
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
             found += [alias.name for alias in node.names if alias.name.startswith("memory.")]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            if lab and node.module == "memory.lab":
-                found += [f"memory.lab.{a.name}" for a in node.names if a.name not in memory.lab.__all__]
+            if node.module == "lab.probes":
+                found += [f"lab.probes.{a.name}" for a in node.names if not lab or a.name not in probes.__all__]
             elif node.module.startswith("memory."):
                 found.append(node.module)
             elif node.module == "memory":
@@ -55,8 +55,8 @@ def _modules() -> list[Path]:
 def test_the_check_sees_private_imports() -> None:
     source = "import memory.core\nfrom memory.store import schema\nfrom memory import api, ask\nimport memoryless\n"
     assert private_imports(source) == ["memory.core", "memory.store", "memory.api"]
-    assert private_imports("from memory.lab import recall\n") == ["memory.lab"]
-    assert private_imports("from memory.lab import recall, door\n", lab=True) == ["memory.lab.door"]
+    assert private_imports("from lab.probes import recall\n") == ["lab.probes.recall"]
+    assert private_imports("from lab.probes import recall, door\n", lab=True) == ["lab.probes.door"]
 
 
 def test_the_check_sees_side_doors() -> None:
@@ -82,7 +82,8 @@ def test_nothing_outside_the_core_holds_its_database() -> None:
 
 def test_the_product_never_imports_the_lab() -> None:
     product = [p for p in _modules() if not str(p.relative_to(ROOT)).startswith(LAB_USERS)]
-    importers = [str(p.relative_to(ROOT)) for p in product if "memory.lab" in private_imports(p.read_text(encoding="utf-8"))]
+    sources = {str(p.relative_to(ROOT)): p.read_text(encoding="utf-8") for p in product}
+    importers = [name for name, source in sources.items() if any(n.startswith("lab.") for n in private_imports(source))]
     assert len(product) > 20 and importers == []
 
 
@@ -96,4 +97,4 @@ def test_every_public_name_resolves_to_what_its_module_defines() -> None:
     assert sorted(memory.__all__) == memory.__all__ and set(memory.__all__) <= set(dir(memory))
     packages = {p.stem if p.is_file() else p.name for p in (ROOT / "memory").iterdir() if p.suffix == ".py" or p.is_dir()}
     assert packages & set(memory.__all__) == set()
-    assert set(memory.lab.__all__) & set(memory.__all__) == set()
+    assert set(probes.__all__) & set(memory.__all__) == set()

@@ -56,8 +56,8 @@ from bot.bench.common import (
 )
 from bot.progress import progress
 from bot.settings import Settings
+from lab.probes import NOT_IN_MEMORY, AbstentionRule, Labelled, SelectionWeights, baseline_reply, calibrate, count_tokens
 from memory import Answer, ConversationRef, Memory, ask
-from memory.lab import NOT_IN_MEMORY, AbstentionRule, Labelled, SelectionWeights, baseline_reply, calibrate, count_tokens
 
 ADVERSARIAL = 5
 DEFAULTS = SelectionWeights()  # the calibrated weights and abstention rule

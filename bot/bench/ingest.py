@@ -22,8 +22,8 @@ from bot.bench.common import (
     percentile,
 )
 from bot.settings import Settings
+from lab.probes import recall
 from memory import ConversationRef, LocalEmbedder, Memory, Message, Principal, ingest, validate_message
-from memory.lab import recall
 
 BENCH = Principal.operator("bench")
 

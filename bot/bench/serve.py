@@ -34,8 +34,8 @@ from bot.settings import Settings
 from bot.testing.serve_process import start_serve, stop_serve
 from bot.testing.slack_standin import SlackStandIn
 from bot.testing.slack_storm import Storm
+from lab.probes import drop_embedded_database
 from memory import ConversationRef, Memory, Principal, inbox_backlog, messages, open_memory, start_embedded, stored_messages
-from memory.lab import drop_embedded_database
 
 BENCH = Principal.operator("bench-serve")
 DATABASE = "stashbird_bench_serve"

@@ -30,8 +30,8 @@ from bot.bench.common import add_locomo_argument, bench_memory, load_locomo
 from bot.bench.correction_sequences import SEQUENCES
 from bot.runtime import build_embedder
 from bot.settings import Settings
+from lab.probes import normalize_name, normalize_predicate
 from memory import ConversationRef, Memory, Message, Principal, ReplayExtractor, consolidate, facts, ingest
-from memory.lab import normalize_name, normalize_predicate
 
 BENCH = Principal.operator("bench")
 
