@@ -266,6 +266,7 @@ async def test_a_table_copied_into_its_shards_in_several_parts_keeps_its_keys_to
         await memory.close()
 
 
+@pytest.mark.usefixtures("declared_plugins")
 async def test_bench_scale_distributes_the_store_it_loaded(cluster_database) -> None:
     """``bench scale --distribute-after``: loaded into plain tables, then moved into
     shards by the plan, every row counted, then measured on the shards."""
