@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from bot.bench.common import cpu_times, disk_reads_kb, steal_share, warm_page_cache
-from bot.bench.scale import sizes, steps, vocabulary
 from bot.cli import build_parser
 from bot.settings import DatabaseSettings, Settings
+from lab.bench.common import cpu_times, disk_reads_kb, steal_share, warm_page_cache
+from lab.bench.scale import sizes, steps, vocabulary
 from memory import ValidationError
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from bot import locomo
-from bot.bench.common import SPLITS
 from bot.locomo import evidence_ids
+from lab.bench.common import SPLITS
 from memory import ValidationError
 from tests.shared_data import shared_file
 

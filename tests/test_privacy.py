@@ -24,7 +24,6 @@ from sqlalchemy import select
 
 from bot.service import Running
 from bot.settings import DatabaseSettings, Settings
-from bot.testing.slack_standin import TEAM, SlackStandIn
 from connectors import admin
 from connectors.backfill import store
 from connectors.discord.export import read_export as read_discord_export
@@ -35,6 +34,7 @@ from connectors.slack.payloads import conversation
 from jobs import JobSettings, Scheduler
 from jobs.work import next_look
 from lab.probes import SuppliedEntity, SuppliedGraph, SuppliedRelation, load_supplied, mark_consolidated
+from lab.standins.slack_standin import TEAM, SlackStandIn
 from memory import (
     AccessDenied,
     ConversationRef,

@@ -47,7 +47,9 @@ from typing import Any
 import numpy as np
 
 from bot import locomo
-from bot.bench.common import (
+from bot.progress import progress
+from bot.settings import Settings
+from lab.bench.common import (
     BENCH,
     add_locomo_argument,
     bench_memory,
@@ -55,8 +57,6 @@ from bot.bench.common import (
     median,
     percentile,
 )
-from bot.progress import progress
-from bot.settings import Settings
 from lab.probes import (
     ForgettingPolicy,
     SuppliedCommunity,

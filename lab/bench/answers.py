@@ -44,7 +44,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from bot import locomo
-from bot.bench.common import (
+from bot.progress import progress
+from bot.settings import Settings
+from lab.bench.common import (
     BENCH,
     REUSE_DATABASE,
     SPLITS,
@@ -54,8 +56,6 @@ from bot.bench.common import (
     locomo_conversation,
     reuse_run_id,
 )
-from bot.progress import progress
-from bot.settings import Settings
 from lab.probes import NOT_IN_MEMORY, AbstentionRule, Labelled, SelectionWeights, baseline_reply, calibrate, count_tokens
 from memory import Answer, ConversationRef, Memory, ask
 

@@ -51,11 +51,11 @@ from typing import Any
 
 import psutil
 
-from bot.bench.common import DEFAULT_LOCOMO, load_locomo, median, percentile
 from bot.runtime import build_embedder
 from bot.settings import Settings
 from jobs import JobSettings
 from jobs.work import default_jobs
+from lab.bench.common import DEFAULT_LOCOMO, load_locomo, median, percentile
 from lab.probes import (
     add_idle_conversations,
     backend_pid,

@@ -52,7 +52,8 @@ from typing import Any
 
 import numpy as np
 
-from bot.bench.common import (
+from bot.settings import Settings
+from lab.bench.common import (
     BENCH,
     bench_memory,
     cpu_times,
@@ -63,7 +64,6 @@ from bot.bench.common import (
     steal_share,
     warm_page_cache,
 )
-from bot.settings import Settings
 from lab.probes import (
     FACT_INDEX_ROWS,
     OWN_INDEX_ROWS,
