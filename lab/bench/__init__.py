@@ -1,1 +1,1 @@
-"""Benchmarks behind ``stashbird bench``; each module has configure, run and render."""
+"""Benchmarks behind ``stashbird bench`` (cli.py); each module has configure, run and render."""
