@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import text
 
+from lab import synthetic
 from lab.synthetic import SuppliedCommunity, SuppliedEntity, SuppliedGraph, SuppliedIds, SuppliedRelation
 from memory.consolidation.extraction.offline import analyse as offline_findings
 from memory.door import resolve
@@ -180,10 +181,8 @@ async def load_supplied(
     vectors: Iterator[Sequence[float]],
 ) -> SuppliedIds:
     """Store messages and a graph as given (see ``lab.synthetic``)."""
-    from lab.synthetic import supply_graph
-
     conversation_id = await resolve(memory, conversation, create=True)
-    return await supply_graph(memory, conversation_id, messages, message_vectors, graph, vectors)
+    return await synthetic.supply_graph(memory, conversation_id, messages, message_vectors, graph, vectors)
 
 
 async def load_bulk_messages(
@@ -193,17 +192,13 @@ async def load_bulk_messages(
     batches: Iterable[tuple[Sequence[str], Iterable[Iterable[float]]]],
 ) -> None:
     """Many messages with given vectors, bulk-inserted and chained."""
-    from lab.synthetic import bulk_messages
-
-    await bulk_messages(memory, await resolve(memory, conversation, create=True), speaker, batches)
+    await synthetic.bulk_messages(memory, await resolve(memory, conversation, create=True), speaker, batches)
 
 
 async def load_bulk_graph(memory: Memory, conversation: ConversationRef, size: int, person: int = 0) -> None:
     """``size`` messages and a proportional graph with random vectors; ``person`` of the
     messages a third speaker's (``u2``)."""
-    from lab.synthetic import bulk_graph
-
-    await bulk_graph(memory, await resolve(memory, conversation, create=True), size, person)
+    await synthetic.bulk_graph(memory, await resolve(memory, conversation, create=True), size, person)
 
 
 async def grow_conversations(
@@ -211,16 +206,13 @@ async def grow_conversations(
 ) -> None:
     """For each (conversation, start, count): messages ``b<start>``... and their share of
     a graph, with random vectors (see ``lab.synthetic.grow_conversations``)."""
-    from lab.synthetic import grow_conversations as _grow
-
-    await _grow(memory, [(await resolve(memory, ref, create=True), start, count) for ref, start, count in growth], syllables)
+    resolved = [(await resolve(memory, ref, create=True), start, count) for ref, start, count in growth]
+    await synthetic.grow_conversations(memory, resolved, syllables)
 
 
 async def vacuum_analyze(memory: Memory) -> None:
     """VACUUM ANALYZE what the bulk loaders write."""
-    from lab.synthetic import vacuum_analyze as _vacuum
-
-    await _vacuum(memory)
+    await synthetic.vacuum_analyze(memory)
 
 
 # --- the benchmarks' switches and probes: named statements over the core's tables ----
