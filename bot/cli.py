@@ -9,6 +9,11 @@ clear line, exit code 2; ``--debug`` shows tracebacks instead.
 
 Only the command being run is imported (with the memory core behind it): ``stashbird
 --help`` imports none of them, so it answers at once.
+
+Commands of other packages (the lab's ``bench``) are plugins: entry points of the
+``stashbird.commands`` group (pyproject.toml), each naming a module with the same
+functions and a ``HELP`` line. They are looked up and imported only when no built-in
+command is chosen (to list them, or to run one): the product never imports them.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import gc
 import importlib
 import os
 import sys
+from types import ModuleType
 from typing import Sequence
 
 COMMANDS = {
@@ -40,22 +46,32 @@ COMMANDS = {
     "citus-plan": "shard the memory on Citus by conversation: print the plan (default) or --apply it",
     "serve": "run the chat service: connectors, the inbox worker, the sweep, /healthz",
     "sweep": "forget recent messages the platform no longer has (missed deletions)",
-    "bench": "benchmarks that print their figures",
 }
+PLUGINS = "stashbird.commands"
+
+
+def plugins() -> dict[str, ModuleType]:
+    """The installed plugin commands by name, each module imported; a name a built-in
+    command has stays the built-in's."""
+    from importlib.metadata import entry_points
+
+    return {point.name: point.load() for point in entry_points(group=PLUGINS) if point.name not in COMMANDS}
 
 
 def build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
-    """Every command with its help line; the arguments of the one ``argv`` names (the
-    first word that is not an option), whose module is imported for them."""
+    """Every command with its help line (the plugins' only when ``argv`` chooses no
+    built-in one); the arguments of the one ``argv`` names (the first word that is not
+    an option), whose module is imported for them."""
     chosen = next((word for word in argv if not word.startswith("-")), None)
     parser = argparse.ArgumentParser(prog="stashbird", description="Long-term memory for group chats.")
     parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
     commands = parser.add_subparsers(dest="command", required=True)
-    for name, help_text in COMMANDS.items():
+    found = {} if chosen in COMMANDS else plugins()
+    for name, help_text in {**COMMANDS, **{name: plugin.HELP for name, plugin in found.items()}}.items():
         sub = commands.add_parser(name, help=help_text, description=help_text)
         sub.add_argument("--json", action="store_true", help="print the result as JSON")
         if name == chosen:
-            module = importlib.import_module(f"bot.commands.{name.replace('-', '_')}")
+            module = found.get(name) or importlib.import_module(f"bot.commands.{name.replace('-', '_')}")
             module.configure(sub)
             sub.set_defaults(module=module)
     return parser

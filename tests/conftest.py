@@ -31,13 +31,13 @@ from sqlalchemy.ext.asyncio import create_async_engine
 os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
 
 from bot.service import Running, running  # noqa: E402
-from bot.testing.discord_standin import MANAGE_GUILD, DiscordStandIn, User, until  # noqa: E402
-from bot.testing.scripted_llm import ScriptedLLMServer  # noqa: E402
-from bot.testing.slack_standin import SlackStandIn, service_settings  # noqa: E402
 from connectors.discord.client import DiscordConnector, DiscordEndpoints  # noqa: E402
 from connectors.discord.gateway import GatewayPolicy  # noqa: E402
 from connectors.discord.payloads import conversation as discord_conversation  # noqa: E402
 from connectors.service import ChatService, ServiceConfig  # noqa: E402
+from lab.standins.discord_standin import MANAGE_GUILD, DiscordStandIn, User, until  # noqa: E402
+from lab.standins.scripted_llm import ScriptedLLMServer  # noqa: E402
+from lab.standins.slack_standin import SlackStandIn, service_settings  # noqa: E402
 from memory import Principal, UnknownConversation, citus_plan, messages  # noqa: E402
 from memory.core import Memory, open_memory  # noqa: E402
 from memory.models.embedder import LocalEmbedder  # noqa: E402
@@ -46,6 +46,7 @@ from memory.store.citus import read_catalogue  # noqa: E402
 from memory.store.conversations import ConversationRef, ensure_conversation  # noqa: E402
 from memory.store.database import async_url  # noqa: E402
 from memory.store.embedded import start_embedded  # noqa: E402
+from tests.plugins import PROJECT, shadow_metadata  # noqa: E402
 from tests.routing import TESTS, Capture, explainable, replayed, task_count  # noqa: E402
 from tests.servers import create_database, drop_database, dsn  # noqa: E402
 
@@ -160,6 +161,13 @@ def database_url(request: pytest.FixtureRequest) -> str:
 def cli_env(monkeypatch: pytest.MonkeyPatch, database_url: str) -> None:
     """``stashbird`` commands run in this process use the test database."""
     monkeypatch.setenv("DATABASE_URL", database_url)
+
+
+@pytest.fixture
+def declared_plugins(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """``stashbird`` finds the plugin commands (``bench``) that pyproject.toml declares,
+    whatever the installed metadata says (tests/plugins.py)."""
+    shadow_metadata(monkeypatch, tmp_path_factory.mktemp("metadata"), PROJECT["entry-points"])
 
 
 @pytest.fixture(scope="session")

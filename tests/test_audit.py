@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from sqlalchemy import select, text
 
 from bot.commands.audit import table
+from lab.probes import SuppliedEntity, SuppliedGraph, SuppliedRelation, load_supplied
 from memory import (
     AccessDenied,
     ConversationRef,
@@ -43,7 +44,6 @@ from memory.audit.about import RELATIONS_PER_ENTITY, best_matches, shown_relatio
 from memory.audit.facts import MESSAGES_PER_FACT
 from memory.audit.forgotten import requester
 from memory.audit.messages import permalink
-from memory.lab import SuppliedEntity, SuppliedGraph, SuppliedRelation, load_supplied
 from memory.store.residue import find_tokens
 from memory.store.schema import AuditEntry
 

@@ -22,9 +22,9 @@ from hypothesis import strategies as st
 from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import async_sessionmaker
 
-from bot.bench.correction_sequences import SEQUENCES
-from bot.bench.update import correction_sequence
 from bot.locomo import load
+from lab.bench.correction_sequences import SEQUENCES
+from lab.bench.update import correction_sequence
 from memory import (
     ConversationRef,
     Memory,

@@ -7,7 +7,7 @@ import math
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bot.bench.answers import ADVERSARIAL, Changes, Tally, mcnemar_p
+from lab.bench.answers import ADVERSARIAL, Changes, Tally, mcnemar_p
 
 counts = st.integers(min_value=0, max_value=60)
 

@@ -62,6 +62,7 @@ def locomo_folder(tmp_path: Path) -> Path:
     return tmp_path
 
 
+@pytest.mark.usefixtures("declared_plugins")
 async def test_bench_qa_runs_and_counts(locomo_folder: Path, database_url: str, scripted_llm) -> None:
     scripted_llm.on("answer", lambda request: REPLIES[_question(request.user)])
     scripted_llm.on("judge", _judge)
@@ -89,6 +90,7 @@ async def test_bench_qa_runs_and_counts(locomo_folder: Path, database_url: str, 
     assert "accuracy 50.0% (2/4" in args.module.render(result)
 
 
+@pytest.mark.usefixtures("declared_plugins")
 async def test_bench_qa_needs_an_llm(locomo_folder: Path, database_url: str) -> None:
     argv = ["bench", "qa", "--locomo", str(locomo_folder)]
     args = build_parser(argv).parse_args(argv)

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from bot.bench.common import cpu_times, disk_reads_kb, steal_share, warm_page_cache
-from bot.bench.scale import sizes, steps, vocabulary
 from bot.cli import build_parser
 from bot.settings import DatabaseSettings, Settings
+from lab.bench.common import cpu_times, disk_reads_kb, steal_share, warm_page_cache
+from lab.bench.scale import sizes, steps, vocabulary
 from memory import ValidationError
 
 
@@ -32,6 +32,7 @@ def test_steps_end_at_the_messages_and_hold_a_message_per_conversation() -> None
     assert len(set(vocabulary())) == len(vocabulary()) == 4_096
 
 
+@pytest.mark.usefixtures("declared_plugins")
 async def test_bench_scale_runs_and_its_figures_add_up(new_database) -> None:
     argv = ["bench", "scale", "--conversations", "6", "--messages", "240", "--steps", "60"]
     argv += ["--queries", "6", "--deletes", "6", "--ingested", "4", "--index-memory-mb", "64"]
@@ -76,6 +77,7 @@ async def test_bench_scale_runs_and_its_figures_add_up(new_database) -> None:
     assert step["search"]["empty"] == 0 and step["delete"]["wrong"] == 0 and step["ingest"]["unsearchable"] == 0
 
 
+@pytest.mark.usefixtures("declared_plugins")
 async def test_distributing_after_the_load_needs_citus(new_database) -> None:
     argv = ["bench", "scale", "--conversations", "2", "--messages", "20", "--distribute-after"]
     args = build_parser(argv).parse_args(argv)

@@ -24,6 +24,7 @@ from sqlalchemy.exc import DBAPIError
 from alembic import command
 from bot.cli import build_parser
 from bot.settings import DatabaseSettings, Settings
+from lab.probes import OWN_INDEX_ROWS, grow_conversations
 from memory import (
     ConversationRef,
     Principal,
@@ -36,7 +37,6 @@ from memory import (
     store_audit,
 )
 from memory.core import Memory, open_memory
-from memory.lab import OWN_INDEX_ROWS, grow_conversations
 from memory.store.citus import REFERENCE_TABLES, apply_plan, read_plan
 from memory.store.database import MIGRATIONS_DIR, create_engine, downgrade, head_revision, upgrade
 from memory.store.locks import LockPurpose, lock_conversation, try_hold
@@ -266,6 +266,7 @@ async def test_a_table_copied_into_its_shards_in_several_parts_keeps_its_keys_to
         await memory.close()
 
 
+@pytest.mark.usefixtures("declared_plugins")
 async def test_bench_scale_distributes_the_store_it_loaded(cluster_database) -> None:
     """``bench scale --distribute-after``: loaded into plain tables, then moved into
     shards by the plan, every row counted, then measured on the shards."""

@@ -9,7 +9,7 @@ import uuid
 from sqlalchemy import select
 
 import memory as api
-from bot.testing.scripted_llm import ScriptedLLMServer
+from lab.standins.scripted_llm import ScriptedLLMServer
 from memory.core import Memory
 from memory.graph.writes import supersede_relation
 from memory.params import MemoryParams

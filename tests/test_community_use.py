@@ -18,12 +18,12 @@ from hypothesis import strategies as st
 from sqlalchemy import select, text
 
 import memory as api
-from bot.testing.scripted_llm import ChatRequest, ScriptedLLMServer
 from jobs import JobSettings, Scheduler
 from jobs.work import most_used_first
+from lab.probes import mark_consolidated
+from lab.standins.scripted_llm import ChatRequest, ScriptedLLMServer
 from memory.communities.use import BIRTH_USES, COLD_BELOW, HALF_LIFE_SECONDS, cold, decayed, decayed_sql, used, warm_sql
 from memory.core import Memory
-from memory.lab import mark_consolidated
 from memory.store.backlog import Backlog, read_backlog
 from memory.store.conversations import ConversationRef
 from memory.store.schema import Community

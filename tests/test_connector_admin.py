@@ -24,10 +24,10 @@ from sqlalchemy import select
 
 import memory as api
 from bot.service import Running
-from bot.testing.slack_standin import TEAM, SlackStandIn
 from connectors import admin
 from connectors.discord.payloads import conversation as discord_conversation
-from memory.lab import word_residue
+from lab.probes import word_residue
+from lab.standins.slack_standin import TEAM, SlackStandIn
 from memory.store.schema import Relation
 from tests.test_forget_person import CHANNELS, others_relations
 from tests.test_slack_integration import settle as settle_slack

@@ -10,8 +10,8 @@ import pytest
 from sqlalchemy import select
 
 import memory as api
-from bot.testing import scripted_memory
-from bot.testing.scripted_llm import ChatRequest, ScriptedLLMServer
+from lab.standins import scripted_memory
+from lab.standins.scripted_llm import ChatRequest, ScriptedLLMServer
 from memory.api import Principal
 from memory.consolidation.rolling_context import context_size
 from memory.core import Memory

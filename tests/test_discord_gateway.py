@@ -15,7 +15,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bot.testing.discord_standin import DiscordStandIn, until
 from connectors.discord.gateway import (
     FATAL_CLOSE_CODES,
     GatewayPolicy,
@@ -25,6 +24,7 @@ from connectors.discord.gateway import (
     next_step,
 )
 from connectors.metrics import REGISTRY
+from lab.standins.discord_standin import DiscordStandIn, until
 
 if TYPE_CHECKING:
     from tests.conftest import Discord

@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING
 import pytest
 from sqlalchemy import select
 
-from bot.testing.discord_standin import User
 from connectors.discord import history
 from connectors.discord.client import DiscordEndpoints, rest_client
 from connectors.discord.payloads import conversation
+from lab.standins.discord_standin import User
 from memory import Memory, Principal, ValidationError, resolve_conversation
 from memory.store.schema import Episode
 

@@ -18,11 +18,11 @@ from sqlalchemy import select
 
 from bot.service import running
 from bot.settings import ChatSettings, Settings
-from bot.testing.discord_standin import GUILD_FORUM, DiscordStandIn, User, until
 from connectors import admin
 from connectors.discord.client import DiscordConnector, DiscordEndpoints
 from connectors.discord.payloads import conversation, message_link
 from connectors.service import ChatService
+from lab.standins.discord_standin import GUILD_FORUM, DiscordStandIn, User, until
 from memory import ConfigurationError, Memory, Principal, messages
 from memory.store.residue import find_tokens
 from memory.store.schema import InboxEvent

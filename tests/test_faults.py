@@ -28,9 +28,9 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from bot.testing.serve_process import start_serve, stop_serve
-from bot.testing.slack_standin import SlackStandIn
-from bot.testing.slack_storm import SteadyStream, StreamReport
+from lab.standins.serve_process import start_serve, stop_serve
+from lab.standins.slack_standin import SlackStandIn
+from lab.standins.slack_storm import SteadyStream, StreamReport
 from memory import ConversationRef, Memory, Principal, UnknownConversation, messages, open_memory
 from memory.models.embedder import LocalEmbedder
 from memory.store.embedded import _server, bin_dir, start_embedded

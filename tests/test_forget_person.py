@@ -14,8 +14,8 @@ import pytest
 from sqlalchemy import select
 
 import memory as api
+from lab.probes import word_residue
 from memory.core import Memory
-from memory.lab import word_residue
 from memory.privacy import person
 from memory.store.schema import AuditEntry, Episode, Relation, RelationProvenance, Speaker, StoreAuditEntry
 from tests.test_forgetting_batch import _snapshot

@@ -12,9 +12,9 @@ import pytest
 from sqlalchemy import text
 
 import memory as api
-from bot.testing import scripted_memory
-from bot.testing.scripted_llm import ScriptedLLMServer
 from jobs import Job, JobSettings, Scheduler, WorkItem, claims
+from lab.standins import scripted_memory
+from lab.standins.scripted_llm import ScriptedLLMServer
 from memory.core import Memory
 from memory.store.conversations import ConversationRef
 from tests.test_consolidation import messages

@@ -23,8 +23,8 @@ import pytest
 from sqlalchemy import text
 
 import memory as api
-from bot.testing import scripted_memory
-from bot.testing.scripted_llm import ScriptedLLMServer
+from lab.standins import scripted_memory
+from lab.standins.scripted_llm import ScriptedLLMServer
 from memory.core import Memory, open_memory
 from memory.models.embedder import LocalEmbedder
 from memory.store.conversations import ConversationRef

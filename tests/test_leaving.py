@@ -16,11 +16,11 @@ import pytest
 
 from bot.service import Running, running
 from bot.settings import Settings
-from bot.testing.discord_standin import DiscordStandIn
-from bot.testing.slack_standin import BOT_USER, SlackStandIn, service_settings
 from connectors.discord.payloads import conversation as discord_conversation
 from connectors.service import ServiceConfig
 from connectors.slack.payloads import conversation
+from lab.standins.discord_standin import DiscordStandIn
+from lab.standins.slack_standin import BOT_USER, SlackStandIn, service_settings
 from memory import (
     ConversationRef,
     Memory,

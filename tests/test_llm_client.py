@@ -11,7 +11,7 @@ from pydantic import BaseModel
 
 from bot.runtime import build_llm, memory_from_settings
 from bot.settings import DatabaseSettings, ModelSettings, Settings
-from bot.testing.scripted_llm import ChatRequest, ScriptedLLMServer
+from lab.standins.scripted_llm import ChatRequest, ScriptedLLMServer
 from memory.core import Memory
 from memory.errors import LLMError
 from memory.models.embedder import LocalEmbedder

@@ -21,8 +21,8 @@ from sqlalchemy import func, select
 import memory as api
 from bot.runtime import build_llm
 from bot.settings import ModelSettings, load_settings
-from bot.testing import scripted_memory
-from bot.testing.scripted_llm import BEHAVIOURS, ChatRequest, ScriptedLLMServer
+from lab.standins import scripted_memory
+from lab.standins.scripted_llm import BEHAVIOURS, ChatRequest, ScriptedLLMServer
 from memory.core import Memory
 from memory.errors import ConfigurationError, LLMError
 from memory.models.llm import LLMClient

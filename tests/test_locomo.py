@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from bot import locomo
-from bot.bench.common import SPLITS
 from bot.locomo import evidence_ids
+from lab.bench.common import SPLITS
+from lab.bench.rewordings import load_rewordings
 from memory import ValidationError
 from tests.shared_data import shared_file
 
@@ -34,7 +35,7 @@ def test_the_rewordings_match_the_questions_they_reword(tmp_path: Path) -> None:
     original); one whose original is not the question at its index is refused in one
     line."""
     conversations = {name: locomo.load(LOCOMO / f"{name}.json") for name in SPLITS["calibration"] + SPLITS["held-out"]}
-    found = locomo.load_rewordings(conversations)
+    found = load_rewordings(conversations)
     assert all(r.reworded != r.original for r in found.values())
     for split in SPLITS.values():
         on_split = [(name, index) for name, index in found if name in split]
@@ -43,4 +44,4 @@ def test_the_rewordings_match_the_questions_they_reword(tmp_path: Path) -> None:
     wrong = tmp_path / "p.json"
     wrong.write_text(json.dumps({"questions": [{"conversation": "26", "index": 0, "original": "Who?", "reworded": "Whom?"}]}))
     with pytest.raises(ValidationError, match="question 0 of 26 is not"):
-        locomo.load_rewordings(conversations, wrong)
+        load_rewordings(conversations, wrong)

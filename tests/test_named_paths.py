@@ -1,5 +1,5 @@
 """Docstrings and the README name repository paths (``memory/store/schema.py``,
-``bot/testing/``) that must exist: a path left behind by a move fails here."""
+``lab/standins/``) that must exist: a path left behind by a move fails here."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("memory", "bot", "connectors", "jobs", "tests", "alembic")
-PATH = re.compile(r"(?<![\w./-])((?:memory|bot|connectors|jobs|tests|alembic|deploy)/[\w./-]*[\w/])")
+PACKAGES = ("memory", "bot", "connectors", "jobs", "lab", "tests", "alembic")
+PATH = re.compile(r"(?<![\w./-])((?:memory|bot|connectors|jobs|lab|tests|alembic|deploy)/[\w./-]*[\w/])")
 
 
 def named_paths(text: str) -> list[str]:
@@ -28,8 +28,8 @@ def _docstrings(path: Path) -> list[tuple[int, str]]:
 
 
 def test_the_check_finds_paths() -> None:
-    text = "see memory/store/schema.py, bot/testing/ and memory/nowhere.py; not a/memory/x or https://x/bot/y"
-    assert named_paths(text) == ["memory/store/schema.py", "bot/testing", "memory/nowhere.py"]
+    text = "see memory/store/schema.py, lab/standins/ and memory/nowhere.py; not a/memory/x or https://x/bot/y"
+    assert named_paths(text) == ["memory/store/schema.py", "lab/standins", "memory/nowhere.py"]
     assert missing(text) == ["memory/nowhere.py"]
 
 

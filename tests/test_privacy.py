@@ -24,7 +24,6 @@ from sqlalchemy import select
 
 from bot.service import Running
 from bot.settings import DatabaseSettings, Settings
-from bot.testing.slack_standin import TEAM, SlackStandIn
 from connectors import admin
 from connectors.backfill import store
 from connectors.discord.export import read_export as read_discord_export
@@ -34,6 +33,8 @@ from connectors.slack.backfill import SlackBackfill
 from connectors.slack.payloads import conversation
 from jobs import JobSettings, Scheduler
 from jobs.work import next_look
+from lab.probes import SuppliedEntity, SuppliedGraph, SuppliedRelation, load_supplied, mark_consolidated
+from lab.standins.slack_standin import TEAM, SlackStandIn
 from memory import (
     AccessDenied,
     ConversationRef,
@@ -65,7 +66,6 @@ from memory import (
     validate_message,
     watch_retention_default,
 )
-from memory.lab import SuppliedEntity, SuppliedGraph, SuppliedRelation, load_supplied, mark_consolidated
 from memory.store.schema import InboxEvent
 
 if TYPE_CHECKING:

@@ -13,7 +13,7 @@ import httpx
 import numpy as np
 import pytest
 
-from bot.testing.scripted_llm import (
+from lab.standins.scripted_llm import (
     EmbeddingRequest,
     ScriptedLLMServer,
     hashed_embedding,

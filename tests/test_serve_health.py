@@ -9,10 +9,10 @@ import uuid
 
 import aiohttp
 
-from bot.testing.serve_process import start_serve, stop_serve
-from bot.testing.slack_standin import SlackStandIn
 from connectors.metrics import health_problems
 from connectors.service import ChatService
+from lab.standins.serve_process import start_serve, stop_serve
+from lab.standins.slack_standin import SlackStandIn
 from memory import InboxBacklog, Memory
 
 

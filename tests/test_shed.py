@@ -15,10 +15,10 @@ from hypothesis import strategies as st
 
 import memory as api
 from bot.service import running
-from bot.testing.slack_standin import SlackStandIn, service_settings
 from jobs import JobSettings, Scheduler
 from jobs.shed import SHED_TIERS, SHEDDABLE, shed_jobs, shed_warning
 from jobs.work import next_look, wanted_by
+from lab.standins.slack_standin import SlackStandIn, service_settings
 from memory import Backlog, ConversationRef, Memory
 from tests.test_consolidation import messages
 from tests.test_discovery import _marks, backlogs

@@ -11,12 +11,12 @@ from collections.abc import AsyncIterator
 import pytest
 from slack_sdk.errors import SlackApiError
 
-from bot.testing.slack_standin import BOT_ID, BOT_USER, TEAM, SlackStandIn
 from connectors.events import Author, ChatMessage, MessageDeleted, MessagePosted
 from connectors.service import ChatService
 from connectors.slack.app import SlackConfig, SlackConnector
 from connectors.slack.backfill import SlackBackfill
 from connectors.slack.payloads import conversation
+from lab.standins.slack_standin import BOT_ID, BOT_USER, TEAM, SlackStandIn
 from memory import Memory, Principal, UnknownConversation, ValidationError, messages, parse_time
 
 TEST = Principal.operator("test")

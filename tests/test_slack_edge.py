@@ -13,8 +13,8 @@ import logging
 import pytest
 
 from bot.service import Running
-from bot.testing.slack_standin import SlackStandIn
 from connectors.metrics import REGISTRY
+from lab.standins.slack_standin import SlackStandIn
 from memory import ConversationRef, Memory, UnknownConversation, messages
 from tests.test_slack_integration import TEST, answers, channel, ref, settle, stored
 

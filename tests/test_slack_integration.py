@@ -14,9 +14,9 @@ import pytest
 
 from bot.service import Running, running, scheduler_for, sweep_all
 from bot.settings import ChatSettings, Settings
-from bot.testing.serve_process import start_serve, stop_serve
-from bot.testing.slack_standin import TEAM, SlackStandIn, service_settings
-from bot.testing.slack_storm import Storm
+from lab.standins.serve_process import start_serve, stop_serve
+from lab.standins.slack_standin import TEAM, SlackStandIn, service_settings
+from lab.standins.slack_storm import Storm
 from memory import ConversationRef, Memory, Principal, UnknownConversation, inbox_conversations, messages
 from memory.store.residue import find_tokens
 

@@ -14,8 +14,8 @@ import pytest
 from slack_sdk.oauth.installation_store.models.installation import Installation
 
 from bot.service import Running, running
-from bot.testing.slack_standin import SlackStandIn, service_settings
 from connectors.slack.installations import Installations, OAuthConfig
+from lab.standins.slack_standin import SlackStandIn, service_settings
 from memory import ConversationRef, Memory, UnknownConversation, messages
 from tests.test_slack_integration import TEST, settle
 

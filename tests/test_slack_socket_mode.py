@@ -15,12 +15,12 @@ from dataclasses import dataclass
 
 import pytest
 
-from bot.testing.slack_standin import TEAM, SlackStandIn
 from connectors.events import ChatEvent
 from connectors.intake import Intake
 from connectors.metrics import REGISTRY
 from connectors.service import ChatService
 from connectors.slack.app import SlackConfig, SlackConnector
+from lab.standins.slack_standin import TEAM, SlackStandIn
 from memory import ConversationRef, Memory, Principal, UnknownConversation, messages
 
 TEST = Principal.operator("test")

@@ -10,9 +10,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.testing.slack_standin import SlackStandIn
 from connectors.slack.sweep import sweep_slack_conversation
 from connectors.sweep import SweepLimit, too_many_missing
+from lab.standins.slack_standin import SlackStandIn
 from memory import ConversationRef, Memory, Principal, ingest, messages, validate_message
 
 TEST = Principal.operator("test")

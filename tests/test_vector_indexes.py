@@ -15,7 +15,7 @@ from sqlalchemy import text
 
 import memory as api
 from jobs import JobSettings, Scheduler
-from memory.lab import OWN_INDEX_ROWS, grow_conversations, search_vector, vacuum_analyze
+from lab.probes import OWN_INDEX_ROWS, grow_conversations, search_vector, vacuum_analyze
 from memory.retrieval.pipeline import service_configs
 from memory.retrieval.search import QueryVariant, search
 from memory.store.documents import KINDS

@@ -12,6 +12,9 @@ table; the row's model is known from where it came: a parameter or a dataclass f
 annotated with the model, ``Model(...)``, ``session.get(Model, ...)``, a row of a
 ``select(Model)`` (``scalar_one()``, ``scalars()``, ...), or a call of a function of
 memory/ annotated to return the model.
+
+The lab's bulk loaders and probes write any table, in statements of their own; they live
+outside memory/ (lab/synthetic.py, lab/probes.py), and the product never calls them.
 """
 
 from __future__ import annotations
@@ -56,18 +59,6 @@ WRITERS = {
     "slack_installations": "memory/store/installations.py",
     "slack_bots": "memory/store/installations.py",
     "slack_oauth_states": "memory/store/installations.py",
-}
-
-# Modules that may write any table, each with its reason.
-EXCEPTIONS = {
-    "memory/synthetic.py": (
-        "the benchmarks' lab loader: synthetic conversations of 100K messages and their graph in bulk "
-        "INSERT ... SELECT statements (the writers' shapes would take minutes); no product path calls it"
-    ),
-    "memory/lab.py": (
-        "the lab entry point the product never imports: it checkpoints a bulk-loaded conversation at its "
-        "last message in one INSERT ... SELECT, as a served one would be"
-    ),
 }
 
 MODELS = {mapper.class_.__name__: mapper.local_table.name for mapper in Base.registry.mappers}
@@ -338,7 +329,6 @@ def test_each_table_is_written_by_its_writer_alone() -> None:
     offences = {
         module: sorted(t for t in tables if WRITERS.get(t) != module and not (t == UNKNOWN and module in WRITERS.values()))
         for module, tables in _modules().items()
-        if module not in EXCEPTIONS
     }
     assert {m: t for m, t in offences.items() if t} == {}
 
@@ -350,8 +340,3 @@ def test_every_table_has_a_writer_that_writes_it() -> None:
     found = _modules()
     silent = {table: module for table, module in WRITERS.items() if table not in found[module] and UNKNOWN not in found[module]}
     assert silent == {}
-
-
-def test_each_exception_still_writes_tables_that_are_not_its_own() -> None:
-    found = _modules()
-    assert all(found[module] - {UNKNOWN} for module in EXCEPTIONS), "an exception no longer needed: remove it"

@@ -106,7 +106,7 @@ class AbstentionRule:
     margin below the 10% target for conversations it was not chosen on). The meaning
     gap's negative weight offsets the similarities inside ``mismatch``, which alone also
     counts the question's words (see ``Doubt``): of 125 answerable calibration questions
-    asked in other words (``bot/data/locomo_paraphrases.json``), 8.0% are refused
+    asked in other words (``lab/data/locomo_paraphrases.json``), 8.0% are refused
     against 7.2% as written (10.4% without the meaning gap). ``stashbird bench answers``
     reports the held-out split."""
 

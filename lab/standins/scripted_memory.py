@@ -13,8 +13,8 @@ import json
 import re
 from typing import Any
 
-from bot.testing.scripted_llm import ChatRequest, Handler
-from memory.lab import name_ratio, offline_findings
+from lab.probes import name_ratio, offline_findings
+from lab.standins.scripted_llm import ChatRequest, Handler
 
 _LINE = re.compile(r"^L(\d+) \[[^\]]*\] ([^:]+): (.*)$", re.MULTILINE)
 _FIRST_NEW = re.compile(r"extract from L(\d+) on")

@@ -21,7 +21,7 @@ best message holds nothing of it, is refused throughout). ``--fit`` runs the cal
 split alone and prints what ``memory.calibrate`` chooses on it beside the defaults.
 
 Reworded questions: the questions that have a hand-written rewording in
-``bot/data/locomo_paraphrases.json`` (the same meaning in other content words; see its
+``lab/data/locomo_paraphrases.json`` (the same meaning in other content words; see its
 note) are asked both ways, and the split prints the two side by side: first citation is
 evidence, answerable refused, category 5 "not in memory", and where the lost answers
 were lost: an evidence turn among the messages selection read (retrieval found it) and
@@ -44,7 +44,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from bot import locomo
-from bot.bench.common import (
+from bot.progress import progress
+from bot.settings import Settings
+from lab.bench.common import (
     BENCH,
     REUSE_DATABASE,
     SPLITS,
@@ -54,10 +56,9 @@ from bot.bench.common import (
     locomo_conversation,
     reuse_run_id,
 )
-from bot.progress import progress
-from bot.settings import Settings
+from lab.bench.rewordings import Rewording, load_rewordings
+from lab.probes import NOT_IN_MEMORY, AbstentionRule, Labelled, SelectionWeights, baseline_reply, calibrate, count_tokens
 from memory import Answer, ConversationRef, Memory, ask
-from memory.lab import NOT_IN_MEMORY, AbstentionRule, Labelled, SelectionWeights, baseline_reply, calibrate, count_tokens
 
 ADVERSARIAL = 5
 DEFAULTS = SelectionWeights()  # the calibrated weights and abstention rule
@@ -285,7 +286,7 @@ async def _split(
     run_id: str,
     name: str,
     labelled: list[Labelled],
-    rewordings: dict[tuple[str, int], locomo.Rewording],
+    rewordings: dict[tuple[str, int], Rewording],
 ) -> dict[str, Any]:
     system, baseline, sweep = Tally(), Tally(), Sweep()
     # The questions that have a hand-written rewording, asked both ways.
@@ -343,7 +344,7 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     database = REUSE_DATABASE if args.reuse else "stashbird_bench_answers"
     result: dict[str, Any] = {"bench": "answers", "weights": dataclasses.asdict(DEFAULTS), "splits": {}}
     labelled: list[Labelled] = []
-    rewordings = locomo.load_rewordings(conversations)
+    rewordings = load_rewordings(conversations)
     async with bench_memory(settings, database, keep=args.reuse) as memory:
         for split, chosen in names.items():
             if chosen:
@@ -410,7 +411,7 @@ def _reworded(pair: dict[str, dict[str, Any]]) -> list[str]:
     """The questions that have a hand-written rewording, as LoCoMo asks them and reworded."""
     original = pair["original"]
     lines = [
-        f"  reworded questions (bot/data/locomo_paraphrases.json): {original['answerable']} answerable, "
+        f"  reworded questions (lab/data/locomo_paraphrases.json): {original['answerable']} answerable, "
         f"{original['adversarial']} adversarial, asked as written and reworded"
     ]
     for name, f in (("as written", original), ("reworded", pair["reworded"])):

@@ -2,7 +2,7 @@
 corrected in a later session (and the correction restated), next to facts that stay
 true. Each message carries the extraction a careful extractor would supply for it,
 with its decision: these are test fixtures written by hand, the expected outcome is
-derived from them by code (bot/bench/update.py)."""
+derived from them by code (lab/bench/update.py)."""
 
 from __future__ import annotations
 

@@ -27,7 +27,7 @@ maintaining it for 240K random vectors would take most of the run.
 
 ``--author`` measures forgetting a person instead (memory.forget_author): per count in
 ``--author-counts``, two identical ``--size``-message bulk conversations in which that
-many messages, spread evenly, are one person's (memory.synthetic ``bulk_graph``); in one,
+many messages, spread evenly, are one person's (lab.synthetic ``bulk_graph``); in one,
 the batched forgetting of all of them is timed; in the other, one-by-one deletion
 (``forget`` per message) of all of them, or of ``--sample`` of them, extrapolated to all
 (the output says which). Then the word-level residue scan of the batched conversation
@@ -47,7 +47,9 @@ from typing import Any
 import numpy as np
 
 from bot import locomo
-from bot.bench.common import (
+from bot.progress import progress
+from bot.settings import Settings
+from lab.bench.common import (
     BENCH,
     add_locomo_argument,
     bench_memory,
@@ -55,10 +57,7 @@ from bot.bench.common import (
     median,
     percentile,
 )
-from bot.progress import progress
-from bot.settings import Settings
-from memory import ConversationRef, Memory, ValidationError, Workspace, forget, forget_author
-from memory.lab import (
+from lab.probes import (
     ForgettingPolicy,
     SuppliedCommunity,
     SuppliedEntity,
@@ -72,6 +71,7 @@ from memory.lab import (
     residue,
     word_residue,
 )
+from memory import ConversationRef, Memory, ValidationError, Workspace, forget, forget_author
 
 TAGS: dict[ForgettingPolicy, str] = {"stashbird": "s", "episode-only": "e", "cascade": "c"}
 KINDS = ("one support of a multiply-supported fact", "all supports of a fact", "a turn outside every support set")
@@ -300,7 +300,7 @@ PERSON = "u2"  # the bulk conversations' third speaker
 
 def person_texts(size: int, count: int) -> dict[str, str]:
     """The person's messages in a bulk conversation, by platform id, oldest first, as
-    memory.synthetic ``bulk_graph`` writes them. Pure."""
+    lab.synthetic ``bulk_graph`` writes them. Pure."""
     every = size // count
     return {f"b{i}": f"bulk message about topic {i // 5} zqperson{i}" for i in range(0, size, every)}
 

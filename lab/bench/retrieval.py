@@ -39,7 +39,9 @@ from typing import Any
 import numpy as np
 
 from bot import locomo
-from bot.bench.common import (
+from bot.progress import progress
+from bot.settings import Settings
+from lab.bench.common import (
     BENCH,
     SPLITS,
     add_locomo_argument,
@@ -49,10 +51,8 @@ from bot.bench.common import (
     median,
     percentile,
 )
-from bot.progress import progress
-from bot.settings import Settings
+from lab.probes import load_bulk_messages, recall, search_vector
 from memory import ConversationRef, Memory, ValidationError, messages
-from memory.lab import load_bulk_messages, recall, search_vector
 
 KS = (10, 30)
 CATEGORIES = (1, 2, 3, 4)

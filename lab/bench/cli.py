@@ -1,13 +1,21 @@
-"""``stashbird bench NAME``: benchmarks that print their figures."""
+"""``stashbird bench NAME``: benchmarks that print their figures, on a deployment of one's
+own as on the repository's.
+
+A plugin command: the ``stashbird`` command line finds it through the
+``stashbird.commands`` entry point (pyproject.toml) and imports it only to list or run it,
+so the product's own commands never import the benchmarks.
+"""
 
 from __future__ import annotations
 
 import argparse
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from bot.settings import Settings
+if TYPE_CHECKING:  # ``stashbird --help`` imports this module for its help line alone
+    from bot.settings import Settings
 
+HELP = "benchmarks that print their figures"
 BENCHMARKS = {
     "ingest": "fast-path throughput against the local embedder alone, single-message latency, peak memory",
     "update": "replayed extractions session by session: duplicates, stale facts and provenance per sequence",
@@ -26,7 +34,7 @@ BENCHMARKS = {
 def configure(parser: argparse.ArgumentParser) -> None:
     benches = parser.add_subparsers(dest="bench", required=True)
     for name, help_text in BENCHMARKS.items():
-        module = importlib.import_module(f"bot.bench.{name}")
+        module = importlib.import_module(f".{name}", __package__)
         sub = benches.add_parser(name, help=help_text, description=help_text)
         sub.add_argument("--json", action="store_true", help="print the result as JSON")
         module.configure(sub)
@@ -39,5 +47,5 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
 
 
 def render(result: dict[str, Any]) -> str:
-    text: str = importlib.import_module(f"bot.bench.{result['bench']}").render(result)
+    text: str = importlib.import_module(f".{result['bench']}", __package__).render(result)
     return text

@@ -28,14 +28,14 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
-from bot.bench.common import percentile
 from bot.runtime import build_embedder
 from bot.settings import Settings
-from bot.testing.serve_process import start_serve, stop_serve
-from bot.testing.slack_standin import SlackStandIn
-from bot.testing.slack_storm import Storm
+from lab.bench.common import percentile
+from lab.probes import drop_embedded_database
+from lab.standins.serve_process import start_serve, stop_serve
+from lab.standins.slack_standin import SlackStandIn
+from lab.standins.slack_storm import Storm
 from memory import ConversationRef, Memory, Principal, inbox_backlog, messages, open_memory, start_embedded, stored_messages
-from memory.lab import drop_embedded_database
 
 BENCH = Principal.operator("bench-serve")
 DATABASE = "stashbird_bench_serve"

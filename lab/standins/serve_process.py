@@ -7,7 +7,7 @@ import asyncio
 import os
 import sys
 
-from bot.testing.slack_standin import SlackStandIn
+from lab.standins.slack_standin import SlackStandIn
 
 
 async def start_serve(slack: SlackStandIn, database_url: str, **env: str) -> tuple[asyncio.subprocess.Process, int]:

@@ -14,7 +14,7 @@ from typing import Any
 
 import aiohttp
 
-from bot.testing.slack_standin import SlackStandIn
+from lab.standins.slack_standin import SlackStandIn
 
 WORDS = ("budget", "offsite", "roadmap", "launch", "hiring", "design", "review", "deadline", "venue", "demo")
 

@@ -2,7 +2,7 @@
 
 Ingests the ten LoCoMo conversations and consolidates each with the default parameters
 through the real LLM client and the scripted OpenAI-compatible server on loopback,
-whose handlers (bot/testing/scripted_memory.py) answer the real prompts deterministically (the
+whose handlers (lab/standins/scripted_memory.py) answer the real prompts deterministically (the
 extraction reply is what the offline extractor finds in the prompt's new lines). Prompt
 tokens are the real prompts' sizes; completion tokens depend on the scripted replies.
 Reference (the paper): 57 ingestion LLM calls and 484K ingestion prompt tokens for these
@@ -17,12 +17,12 @@ import uuid
 from collections import defaultdict
 from typing import Any
 
-from bot.bench.common import add_locomo_argument, bench_memory, load_locomo
 from bot.progress import progress
 from bot.runtime import build_embedder
 from bot.settings import Settings
-from bot.testing.scripted_llm import ScriptedLLMServer
-from bot.testing.scripted_memory import HANDLERS
+from lab.bench.common import add_locomo_argument, bench_memory, load_locomo
+from lab.standins.scripted_llm import ScriptedLLMServer
+from lab.standins.scripted_memory import HANDLERS
 from memory import ConversationRef, LLMClient, Principal, consolidate, ingest
 from memory import usage as usage_of
 

@@ -13,7 +13,8 @@ import uuid
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from bot.bench.common import (
+from bot.settings import Settings
+from lab.bench.common import (
     add_locomo_argument,
     bench_memory,
     load_locomo,
@@ -21,9 +22,8 @@ from bot.bench.common import (
     peak_rss_mb,
     percentile,
 )
-from bot.settings import Settings
+from lab.probes import recall
 from memory import ConversationRef, LocalEmbedder, Memory, Message, Principal, ingest, validate_message
-from memory.lab import recall
 
 BENCH = Principal.operator("bench")
 

@@ -17,6 +17,7 @@ from typing import Any, AsyncIterator
 from bot import locomo
 from bot.runtime import build_embedder
 from bot.settings import Settings
+from lab.probes import drop_embedded_database
 from memory import (
     ConversationRef,
     Embedder,
@@ -31,7 +32,6 @@ from memory import (
     open_memory,
     start_embedded,
 )
-from memory.lab import drop_embedded_database
 
 DEFAULT_LOCOMO = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "locomo"
 # Tuning is done on the calibration split only; figures are reported on the held-out one.

@@ -1,13 +1,14 @@
-"""The lab: what benchmarks and tests need from the memory core and the product never
-does. Loaders that store a synthetic conversation as given, searches by a named
-baseline or a given vector, residue scans, the forgetting benchmark's comparison
+"""The lab's door into the memory core: what benchmarks and tests need from it and the
+product never does. Loaders that store a synthetic conversation as given, searches by a
+named baseline or a given vector, residue scans, the forgetting benchmark's comparison
 policies, and the names of the calibration and answer-selection internals the
 benchmarks sweep.
 
-Nothing in the product (the chat service, the connectors, the jobs, the CLI's own
-commands) imports this module; tests/test_public_imports.py checks it. Lab commands
-take no principal and write no audit row: they are the operator's by construction
-(a benchmark holds the database), and they run as given.
+Here alone (with lab/synthetic.py behind it) the lab reaches into the core's private
+modules and tables; the rest of the lab imports the core's public names and these
+(tests/test_public_imports.py). Lab commands take no principal and write no audit row:
+they are the operator's by construction (a benchmark holds the database), and they run
+as given.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import text
 
+from lab import synthetic
+from lab.synthetic import SuppliedCommunity, SuppliedEntity, SuppliedGraph, SuppliedIds, SuppliedRelation
 from memory.consolidation.extraction.offline import analyse as offline_findings
 from memory.door import resolve
 from memory.forgetting.policies import ForgettingPolicy
@@ -34,7 +37,6 @@ from memory.store.embedded import drop_embedded_database
 from memory.store.integrity import Integrity
 from memory.store.residue import WordResidue
 from memory.store.vector_indexes import FACT_INDEX_ROWS, OWN_INDEX_ROWS
-from memory.synthetic import SuppliedCommunity, SuppliedEntity, SuppliedGraph, SuppliedIds, SuppliedRelation
 
 if TYPE_CHECKING:
     from memory.core import Memory
@@ -178,11 +180,9 @@ async def load_supplied(
     graph: SuppliedGraph,
     vectors: Iterator[Sequence[float]],
 ) -> SuppliedIds:
-    """Store messages and a graph as given (see ``memory.synthetic``)."""
-    from memory.synthetic import supply_graph
-
+    """Store messages and a graph as given (see ``lab.synthetic``)."""
     conversation_id = await resolve(memory, conversation, create=True)
-    return await supply_graph(memory, conversation_id, messages, message_vectors, graph, vectors)
+    return await synthetic.supply_graph(memory, conversation_id, messages, message_vectors, graph, vectors)
 
 
 async def load_bulk_messages(
@@ -192,34 +192,27 @@ async def load_bulk_messages(
     batches: Iterable[tuple[Sequence[str], Iterable[Iterable[float]]]],
 ) -> None:
     """Many messages with given vectors, bulk-inserted and chained."""
-    from memory.synthetic import bulk_messages
-
-    await bulk_messages(memory, await resolve(memory, conversation, create=True), speaker, batches)
+    await synthetic.bulk_messages(memory, await resolve(memory, conversation, create=True), speaker, batches)
 
 
 async def load_bulk_graph(memory: Memory, conversation: ConversationRef, size: int, person: int = 0) -> None:
     """``size`` messages and a proportional graph with random vectors; ``person`` of the
     messages a third speaker's (``u2``)."""
-    from memory.synthetic import bulk_graph
-
-    await bulk_graph(memory, await resolve(memory, conversation, create=True), size, person)
+    await synthetic.bulk_graph(memory, await resolve(memory, conversation, create=True), size, person)
 
 
 async def grow_conversations(
     memory: Memory, growth: Sequence[tuple[ConversationRef, int, int]], syllables: Sequence[str]
 ) -> None:
     """For each (conversation, start, count): messages ``b<start>``... and their share of
-    a graph, with random vectors (see ``memory.synthetic.grow_conversations``)."""
-    from memory.synthetic import grow_conversations as _grow
-
-    await _grow(memory, [(await resolve(memory, ref, create=True), start, count) for ref, start, count in growth], syllables)
+    a graph, with random vectors (see ``lab.synthetic.grow_conversations``)."""
+    resolved = [(await resolve(memory, ref, create=True), start, count) for ref, start, count in growth]
+    await synthetic.grow_conversations(memory, resolved, syllables)
 
 
 async def vacuum_analyze(memory: Memory) -> None:
     """VACUUM ANALYZE what the bulk loaders write."""
-    from memory.synthetic import vacuum_analyze as _vacuum
-
-    await _vacuum(memory)
+    await synthetic.vacuum_analyze(memory)
 
 
 # --- the benchmarks' switches and probes: named statements over the core's tables ----

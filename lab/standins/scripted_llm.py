@@ -45,7 +45,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from memory.lab import OPERATION_HEADER, count_tokens
+from lab.probes import OPERATION_HEADER, count_tokens
 
 DEFAULT_TEXT_REPLY = "OK."
 MALFORMED_CONTENT = '{"malformed": [1, 2,'

@@ -19,7 +19,7 @@ retry that comes before the limit resets (counted in ``early_retries``).
 The stand-in is also the platform: tests post, edit and delete messages through it
 (each dispatched as the gateway event Discord sends and kept in the channel's history,
 which the REST history endpoint serves), and read back what the bot posted. It lives in
-``bot/testing`` beside the scripted LLM server, not in ``tests/``, because benchmarks
+``lab/standins`` beside the scripted LLM server, not in ``tests/``, because benchmarks
 and a separately started ``stashbird serve`` drive it too.
 """
 

@@ -26,11 +26,11 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from bot.bench.common import bench_memory, median, percentile
 from bot.progress import progress
 from bot.settings import Settings
+from lab.bench.common import bench_memory, median, percentile
+from lab.probes import drop_vector_index, load_bulk_graph, mark_consolidated, server_pids
 from memory import ConversationRef, Memory, Principal, about, provenance, stats
-from memory.lab import drop_vector_index, load_bulk_graph, mark_consolidated, server_pids
 
 OPERATOR = Principal.operator("bench")
 WARM_UP = 5

@@ -51,11 +51,22 @@ from typing import Any
 
 import psutil
 
-from bot.bench.common import DEFAULT_LOCOMO, load_locomo, median, percentile
 from bot.runtime import build_embedder
 from bot.settings import Settings
 from jobs import JobSettings
 from jobs.work import default_jobs
+from lab.bench.common import DEFAULT_LOCOMO, load_locomo, median, percentile
+from lab.probes import (
+    add_idle_conversations,
+    backend_pid,
+    consolidated_messages,
+    consolidation_lags,
+    deletable_messages,
+    dirty_among,
+    drop_embedded_database,
+    job_runs,
+    waiting_ages,
+)
 from memory import (
     ConversationRef,
     Memory,
@@ -67,17 +78,6 @@ from memory import (
     open_memory,
     resolve_conversation,
     start_embedded,
-)
-from memory.lab import (
-    add_idle_conversations,
-    backend_pid,
-    consolidated_messages,
-    consolidation_lags,
-    deletable_messages,
-    dirty_among,
-    drop_embedded_database,
-    job_runs,
-    waiting_ages,
 )
 
 BENCH = Principal.operator("bench")

@@ -10,7 +10,7 @@ through their own HNSW indexes (memory.store.vector_indexes; under Citus, throug
 shard's HNSW index, filtered by conversation).
 
 At each step (``--steps``, ending at ``--messages``) every conversation grows to its
-share by SQL on the server (``memory.synthetic.grow_conversation``: messages of four
+share by SQL on the server (``lab.synthetic.grow_conversation``: messages of four
 words of a pseudo-word vocabulary with random vectors, a topic entity and a relation
 per five messages, a speaker entity per speaker, a community per 20 topics, all with
 provenance and search documents, checkpointed as consolidated); then VACUUM ANALYZE,
@@ -52,7 +52,8 @@ from typing import Any
 
 import numpy as np
 
-from bot.bench.common import (
+from bot.settings import Settings
+from lab.bench.common import (
     BENCH,
     bench_memory,
     cpu_times,
@@ -63,19 +64,7 @@ from bot.bench.common import (
     steal_share,
     warm_page_cache,
 )
-from bot.settings import Settings
-from memory import (
-    ConversationRef,
-    Memory,
-    ValidationError,
-    citus_plan,
-    conversations,
-    forget,
-    index_conversation,
-    ingest,
-    validate_message,
-)
-from memory.lab import (
+from lab.probes import (
     FACT_INDEX_ROWS,
     OWN_INDEX_ROWS,
     build_vector_index,
@@ -87,6 +76,17 @@ from memory.lab import (
     store_size,
     table_rows,
     vacuum_analyze,
+)
+from memory import (
+    ConversationRef,
+    Memory,
+    ValidationError,
+    citus_plan,
+    conversations,
+    forget,
+    index_conversation,
+    ingest,
+    validate_message,
 )
 
 DEFAULT_STEPS = (10_000, 100_000, 1_000_000)
@@ -133,7 +133,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def vocabulary(size: int = 4_096) -> list[str]:
     """Distinct pseudo-words of three syllables (``kalomi``...), in the order the loader
-    makes them (memory.synthetic): a vocabulary whose every word is as rare as the next. Pure."""
+    makes them (lab.synthetic): a vocabulary whose every word is as rare as the next. Pure."""
     n = len(_SYLLABLES)
     return [_SYLLABLES[i // (n * n) % n] + _SYLLABLES[i // n % n] + _SYLLABLES[i % n] for i in range(min(size, n**3))]
 
@@ -212,7 +212,7 @@ async def _own_indexes(memory: Memory, refs: list[ConversationRef]) -> dict[str,
 async def _ingest(memory: Memory, refs: list[ConversationRef], count: int, step: int, rng: random.Random) -> dict[str, Any]:
     """``count`` messages through the real ingest path, ten per call into conversations
     drawn at random, each found by full-text search afterwards."""
-    from memory.lab import recall
+    from lab.probes import recall
 
     began, done, missing = time.perf_counter(), 0, 0
     when = datetime(2027, 1, 1, tzinfo=UTC) + timedelta(days=step)

@@ -21,10 +21,10 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from bot import locomo
-from bot.bench.common import add_locomo_argument, bench_memory, load_locomo
 from bot.progress import progress
 from bot.runtime import build_llm
 from bot.settings import Settings
+from lab.bench.common import add_locomo_argument, bench_memory, load_locomo
 from memory import ConfigurationError, ConversationRef, Memory, Principal, ask, consolidate, ingest
 from memory import usage as usage_of
 

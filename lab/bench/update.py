@@ -4,7 +4,7 @@ Replays supplied extractions session by session, each session a batch consolidat
 a fresh run from the saved checkpoint, over 20 sequences: the ten LoCoMo conversations
 (extractions derived by code from the annotations: one fact per question, stated by its
 evidence turns, so facts resting on several turns are restated across sessions) and ten
-correction sequences (bot/bench/correction_sequences.py). The final state of each
+correction sequences (lab/bench/correction_sequences.py). The final state of each
 sequence passes when:
 
 - no duplicate active relations (two active relations with the same subject, predicate
@@ -26,12 +26,12 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, cast
 
 from bot import locomo
-from bot.bench.common import add_locomo_argument, bench_memory, load_locomo
-from bot.bench.correction_sequences import SEQUENCES
 from bot.runtime import build_embedder
 from bot.settings import Settings
+from lab.bench.common import add_locomo_argument, bench_memory, load_locomo
+from lab.bench.correction_sequences import SEQUENCES
+from lab.probes import normalize_name, normalize_predicate
 from memory import ConversationRef, Memory, Message, Principal, ReplayExtractor, consolidate, facts, ingest
-from memory.lab import normalize_name, normalize_predicate
 
 BENCH = Principal.operator("bench")
 

@@ -1,1 +1,0 @@
-"""Benchmarks behind ``stashbird bench``; each module has configure, run and render."""
