@@ -1,4 +1,5 @@
-"""Real migrations: up to head, down to base, up again; the dimension check."""
+"""Real migrations: up to head, down to base, up again; the dimension check; a database
+at head is the ORM schema."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from memory.store.database import (
     head_revision,
     upgrade,
 )
+from memory.store.schema import Base
 
 TABLES = {
     "conversations",
@@ -234,3 +236,32 @@ async def test_ids_come_from_sequences_that_continue_after_the_identity_ids(new_
             assert (await connection.execute(insert, {"c": "c4"})).scalar_one() == after + 1
     finally:
         await engine.dispose()
+
+
+# Every index but the primary keys (whose names the ORM leaves to Postgres), unique
+# constraints' included, as Postgres states it: columns, method, INCLUDE and predicate.
+INDEXES = """
+SELECT c.relname, pg_get_indexdef(i.indexrelid) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+WHERE c.relnamespace = 'public'::regnamespace AND NOT i.indisprimary
+"""
+
+
+async def test_the_orm_schema_declares_each_index_as_the_migrations_made_it(new_database) -> None:
+    """What alembic's comparison leaves out (an index's predicate, method and included
+    columns): the ORM schema created in an empty database has the indexes of a database
+    migrated to head, each with the same definition."""
+    migrated, declared = create_engine(new_database()), create_engine(new_database())
+    try:
+        await upgrade(migrated, 384)
+        async with declared.begin() as connection:
+            await connection.execute(text("CREATE EXTENSION vector"))
+            await connection.run_sync(Base.metadata.create_all)
+        found = []
+        for engine in (migrated, declared):
+            async with engine.connect() as connection:
+                found.append({name: definition for name, definition in await connection.execute(text(INDEXES))})
+        assert found[1] == found[0]
+        assert len(found[0]) > 20
+    finally:
+        await migrated.dispose()
+        await declared.dispose()
