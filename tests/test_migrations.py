@@ -21,6 +21,7 @@ from memory.store.database import (
     upgrade,
 )
 from memory.store.schema import Base
+from memory.store.vector_indexes import SHARED_INDEX_SQL, TEXT, create_sql
 
 TABLES = {
     "conversations",
@@ -236,6 +237,31 @@ async def test_ids_come_from_sequences_that_continue_after_the_identity_ids(new_
             assert (await connection.execute(insert, {"c": "c4"})).scalar_one() == after + 1
     finally:
         await engine.dispose()
+
+
+async def test_alembic_finds_no_difference_between_a_database_at_head_and_the_orm_schema(new_database) -> None:
+    """``alembic check`` (autogenerate through alembic/env.py, as a developer runs it)
+    on a database at head, with a conversation's own indexes and the shared one, which
+    memory.store.vector_indexes makes at run time and the schema does not declare."""
+    url = new_database()
+    engine = create_engine(url)
+    try:
+        await upgrade(engine, 384)
+        async with engine.connect() as connection:
+            autocommit = await connection.execution_options(isolation_level="AUTOCOMMIT")
+            for statement in (create_sql(1, "episode"), create_sql(1, TEXT), SHARED_INDEX_SQL):
+                await autocommit.execute(text(statement))
+    finally:
+        await engine.dispose()
+    done = subprocess.run(
+        [sys.executable, "-m", "alembic", "check"],
+        cwd=MIGRATIONS_DIR.parent,
+        env={**os.environ, "DATABASE_URL": url},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr  # the differences are on stdout
 
 
 # Every index but the primary keys (whose names the ORM leaves to Postgres), unique
