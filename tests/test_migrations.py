@@ -6,8 +6,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+from alembic.config import Config
+from alembic.script import ScriptDirectory
 from sqlalchemy import text
 
 from memory.errors import ConfigurationError
@@ -85,13 +88,37 @@ async def test_upgrade_downgrade_upgrade(new_database) -> None:
         await engine.dispose()
 
 
-def test_the_head_is_read_from_the_scripts_as_alembic_reads_it() -> None:
-    from alembic.config import Config
-    from alembic.script import ScriptDirectory
-
+def _scripts() -> ScriptDirectory:
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS_DIR))
-    assert head_revision() == ScriptDirectory.from_config(config).get_current_head() is not None
+    return ScriptDirectory.from_config(config)
+
+
+def test_the_head_is_read_from_the_scripts_as_alembic_reads_it() -> None:
+    assert head_revision() == _scripts().get_current_head() is not None
+
+
+# Released migrations merged after a higher-numbered one: child -> parent. Every store
+# past them records their ids, so they stay (alembic/versions/README); none is added.
+RELEASED_OUT_OF_ORDER = {
+    "0003": "0008",  # witness wording, after the answer traces' retrieval
+    "0004": "0009",  # episode text without the speaker, after the audit indexes
+    "0017": "0018",  # participants, after the store-wide audit log
+}
+
+
+def test_one_head_and_each_migration_numbered_after_its_parent() -> None:
+    """How alembic/versions/README says to number a migration: its file number is its id,
+    greater than its parent's (the released exceptions aside), the head's the largest."""
+    scripts = _scripts()
+    revisions = list(scripts.walk_revisions())
+    numbers = {r.revision: Path(r.path).name.split("_", 1)[0] for r in revisions}
+    assert all(number == revision and len(number) == 4 for revision, number in numbers.items())
+    assert len(scripts.get_heads()) == 1 and len(scripts.get_bases()) == 1
+    below = {r.revision: r.down_revision for r in revisions if r.down_revision is not None}
+    assert all(isinstance(parent, str) for parent in below.values())  # no merge revisions
+    assert {child: parent for child, parent in below.items() if int(child) < int(str(parent))} == RELEASED_OUT_OF_ORDER
+    assert scripts.get_current_head() == max(numbers)
 
 
 async def test_a_database_behind_is_migrated_and_one_at_head_never_reaches_alembic(
