@@ -106,8 +106,8 @@ class ChatSettings(_Concern):
 
 
 def revealed(secret: SecretStr | None) -> str | None:
-    """A secret setting's value, for the client that sends it: called where it is handed
-    over, so that nothing in between holds it in the clear."""
+    """A secret setting's value, unwrapped only where it is handed to the client (or the
+    connector config, whose repr leaves it out) that sends it."""
     return None if secret is None else secret.get_secret_value()
 
 
