@@ -1,6 +1,15 @@
 """Alembic environment: runs on a connection handed over by memory.store.database, or, from
 the ``alembic`` command line, on DATABASE_URL (a plain ``postgresql://`` URL is rewritten to
-asyncpg as the application does: memory.store.database.async_url)."""
+asyncpg as the application does: memory.store.database.async_url).
+
+The target metadata is the ORM schema (memory/store/schema.py), so that ``alembic check``
+and ``alembic revision --autogenerate`` compare a database with it; a database at head
+matches it (tests/test_migrations.py). Left out of the comparison: the vector indexes that
+memory.store.vector_indexes makes at run time, which no migration makes. Server defaults
+are not compared: the ORM gives most columns a Python default instead.
+
+Numbering a new migration: alembic/versions/README.
+"""
 
 import asyncio
 import os
@@ -10,6 +19,8 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from alembic import context
 from memory.store.database import async_url
+from memory.store.schema import Base
+from memory.store.vector_indexes import made_at_run_time
 
 # Migrations run in one transaction. On a distributed database Citus runs DDL on the
 # shards in parallel, after which the transaction may not touch reference tables (a
@@ -18,8 +29,13 @@ from memory.store.database import async_url
 _SEQUENTIAL = "SET LOCAL citus.multi_shard_modify_mode = 'sequential'"
 
 
+def _include_name(name: str | None, type_: str, parent_names: object) -> bool:
+    """Whether autogenerate compares this object of the database with the schema."""
+    return not (type_ == "index" and name is not None and made_at_run_time(name))
+
+
 def _run(connection) -> None:
-    context.configure(connection=connection, target_metadata=None)
+    context.configure(connection=connection, target_metadata=Base.metadata, include_name=_include_name)
     with context.begin_transaction():
         connection.execute(text(_SEQUENTIAL))
         context.run_migrations()

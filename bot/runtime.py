@@ -14,7 +14,7 @@ from contextlib import asynccontextmanager
 from functools import cache
 from typing import TYPE_CHECKING, AsyncIterator
 
-from bot.settings import DatabaseSettings, ModelSettings, Settings
+from bot.settings import DatabaseSettings, ModelSettings, Settings, revealed
 from memory import ConfigurationError, Embedder, LocalEmbedder, OpenAIEmbedder, start_embedded
 
 if TYPE_CHECKING:
@@ -25,7 +25,7 @@ def build_embedder(models: ModelSettings) -> Embedder:
     if models.embedding_base_url or models.embedding_api_key:
         return OpenAIEmbedder(
             base_url=models.embedding_base_url,
-            api_key=models.embedding_api_key or "unused",
+            api_key=revealed(models.embedding_api_key) or "unused",
             model=models.embedding_model,
             dim=models.embedding_dim,
         )
@@ -53,7 +53,7 @@ def build_llm(models: ModelSettings) -> LLMClient | None:
     return LLMClient(
         base_url=models.llm_base_url,
         # A local OpenAI-compatible server usually needs no key, but the client wants one.
-        api_key=models.llm_api_key or "unused",
+        api_key=revealed(models.llm_api_key) or "unused",
         model=models.llm_model,
         timeout=models.llm_timeout,
         max_retries=models.llm_max_retries,

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from bot.http_server import HttpThread
-from bot.settings import ChatSettings, Settings
+from bot.settings import ChatSettings, Settings, revealed
 from connectors.discord.client import DiscordConnector, endpoints_from
 from connectors.discord.gateway import GatewayPolicy
 from connectors.service import ChatService, Platform, ServiceConfig
@@ -84,10 +84,10 @@ def slack_connector(service: ChatService, chat: ChatSettings) -> SlackConnector 
     return SlackConnector(
         service,
         SlackConfig(
-            bot_token=chat.slack_bot_token,
-            signing_secret=chat.slack_signing_secret or "",
+            bot_token=revealed(chat.slack_bot_token),
+            signing_secret=revealed(chat.slack_signing_secret) or "",
             api_url=chat.slack_api_url,
-            app_token=chat.slack_app_token,
+            app_token=revealed(chat.slack_app_token),
             gap_sweep_days=chat.sweep_days,
             oauth=slack_oauth(service, chat) if oauth else None,
         ),
@@ -96,7 +96,8 @@ def slack_connector(service: ChatService, chat: ChatSettings) -> SlackConnector 
 
 def slack_oauth(service: ChatService, chat: ChatSettings) -> OAuthConfig:
     url = service.memory.database_url
-    return OAuthConfig(str(chat.slack_client_id), str(chat.slack_client_secret), url, chat.slack_forget_on_uninstall)
+    secret = revealed(chat.slack_client_secret)
+    return OAuthConfig(str(chat.slack_client_id), str(secret), url, chat.slack_forget_on_uninstall)
 
 
 async def sweep_all(memory: Memory, connectors: list[Any], days: int) -> list[SweepReport]:

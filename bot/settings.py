@@ -6,7 +6,9 @@ Each concern reads its own variables (names unchanged), with each default and ea
 written once, beside the field; ``load_settings`` reads them all at start-up and turns
 the first bad value into one line naming its variable. To add a setting: one field in
 its concern, ``Field(default, <bounds for a number>, validation_alias=_env("NAME"))``,
-and a row in the README's Configuration table.
+and a row in the README's Configuration table. A key, token, secret or password is a
+``SecretStr``, so that a repr or a log line of the settings never shows it: its user
+calls ``.get_secret_value()`` where it hands the value to the client that sends it.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr
 from pydantic import ValidationError as SettingsError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -43,12 +45,12 @@ class ModelSettings(_Concern):
 
     embedding_dim: int = Field(384, ge=1, le=2000, validation_alias=_env("STASHBIRD_EMBEDDING_DIM"))
     embedding_base_url: str | None = Field(None, validation_alias=_env("STASHBIRD_EMBEDDING_BASE_URL"))
-    embedding_api_key: str | None = Field(None, validation_alias=_env("STASHBIRD_EMBEDDING_API_KEY"))
+    embedding_api_key: SecretStr | None = Field(None, validation_alias=_env("STASHBIRD_EMBEDDING_API_KEY"))
     embedding_model: str = Field("text-embedding-3-small", validation_alias=_env("STASHBIRD_EMBEDDING_MODEL"))
     embedding_threads: int = Field(1, ge=0, le=256, validation_alias=_env("STASHBIRD_EMBEDDING_THREADS"))
 
     llm_base_url: str | None = Field(None, validation_alias=_env("STASHBIRD_LLM_BASE_URL"))
-    llm_api_key: str | None = Field(None, validation_alias=_env("STASHBIRD_LLM_API_KEY"))
+    llm_api_key: SecretStr | None = Field(None, validation_alias=_env("STASHBIRD_LLM_API_KEY"))
     llm_model: str = Field("gpt-4o-mini", validation_alias=_env("STASHBIRD_LLM_MODEL"))
     llm_timeout: float = Field(60.0, gt=0, le=3600, allow_inf_nan=False, validation_alias=_env("STASHBIRD_LLM_TIMEOUT"))
     llm_max_retries: int = Field(3, ge=0, le=20, validation_alias=_env("STASHBIRD_LLM_MAX_RETRIES"))
@@ -65,15 +67,15 @@ class ChatSettings(_Concern):
     """The chat service: the platforms, its HTTP endpoint, inbox, replies, sweep and
     vacuum, who counts as an admin, its log level."""
 
-    slack_bot_token: str | None = Field(None, validation_alias=_env("SLACK_BOT_TOKEN"))
-    slack_signing_secret: str | None = Field(None, validation_alias=_env("SLACK_SIGNING_SECRET"))
-    slack_app_token: str | None = Field(None, validation_alias=_env("SLACK_APP_TOKEN"))
+    slack_bot_token: SecretStr | None = Field(None, validation_alias=_env("SLACK_BOT_TOKEN"))
+    slack_signing_secret: SecretStr | None = Field(None, validation_alias=_env("SLACK_SIGNING_SECRET"))
+    slack_app_token: SecretStr | None = Field(None, validation_alias=_env("SLACK_APP_TOKEN"))
     slack_api_url: str = Field("https://slack.com/api/", validation_alias=_env("SLACK_API_URL"))
     slack_events_path: str = Field("/slack/events", validation_alias=_env("SLACK_EVENTS_PATH"))
     slack_client_id: str | None = Field(None, validation_alias=_env("SLACK_CLIENT_ID"))
-    slack_client_secret: str | None = Field(None, validation_alias=_env("SLACK_CLIENT_SECRET"))
+    slack_client_secret: SecretStr | None = Field(None, validation_alias=_env("SLACK_CLIENT_SECRET"))
     slack_forget_on_uninstall: bool = Field(False, validation_alias=_env("SLACK_FORGET_ON_UNINSTALL"))
-    discord_bot_token: str | None = Field(None, validation_alias=_env("DISCORD_BOT_TOKEN"))
+    discord_bot_token: SecretStr | None = Field(None, validation_alias=_env("DISCORD_BOT_TOKEN"))
     discord_api_base: str = Field("https://discord.com/api/v10", validation_alias=_env("DISCORD_API_BASE"))
     discord_gateway_url: str = Field("wss://gateway.discord.gg/", validation_alias=_env("DISCORD_GATEWAY_URL"))
 
@@ -101,6 +103,12 @@ class ChatSettings(_Concern):
     @property
     def admins(self) -> frozenset[str]:
         return frozenset(part.strip() for part in self.admin_ids.split(",") if part.strip())
+
+
+def revealed(secret: SecretStr | None) -> str | None:
+    """A secret setting's value, unwrapped only where it is handed to the client (or the
+    connector config, whose repr leaves it out) that sends it."""
+    return None if secret is None else secret.get_secret_value()
 
 
 class Settings(BaseModel):

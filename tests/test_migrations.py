@@ -1,12 +1,16 @@
-"""Real migrations: up to head, down to base, up again; the dimension check."""
+"""Real migrations: up to head, down to base, up again; the dimension check; a database
+at head is the ORM schema."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+from alembic.config import Config
+from alembic.script import ScriptDirectory
 from sqlalchemy import text
 
 from memory.errors import ConfigurationError
@@ -20,6 +24,8 @@ from memory.store.database import (
     pgvector_advice,
     upgrade,
 )
+from memory.store.schema import Base
+from memory.store.vector_indexes import SHARED_INDEX_SQL, TEXT, create_sql
 
 TABLES = {
     "conversations",
@@ -83,13 +89,37 @@ async def test_upgrade_downgrade_upgrade(new_database) -> None:
         await engine.dispose()
 
 
-def test_the_head_is_read_from_the_scripts_as_alembic_reads_it() -> None:
-    from alembic.config import Config
-    from alembic.script import ScriptDirectory
-
+def _scripts() -> ScriptDirectory:
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS_DIR))
-    assert head_revision() == ScriptDirectory.from_config(config).get_current_head() is not None
+    return ScriptDirectory.from_config(config)
+
+
+def test_the_head_is_read_from_the_scripts_as_alembic_reads_it() -> None:
+    assert head_revision() == _scripts().get_current_head() is not None
+
+
+# Released migrations merged after a higher-numbered one: child -> parent. Every store
+# past them records their ids, so they stay (alembic/versions/README); none is added.
+RELEASED_OUT_OF_ORDER = {
+    "0003": "0008",  # witness wording, after the answer traces' retrieval
+    "0004": "0009",  # episode text without the speaker, after the audit indexes
+    "0017": "0018",  # participants, after the store-wide audit log
+}
+
+
+def test_one_head_and_each_migration_numbered_after_its_parent() -> None:
+    """How alembic/versions/README says to number a migration: its file number is its id,
+    greater than its parent's (the released exceptions aside), the head's the largest."""
+    scripts = _scripts()
+    revisions = list(scripts.walk_revisions())
+    numbers = {r.revision: Path(r.path).name.split("_", 1)[0] for r in revisions}
+    assert all(number == revision and len(number) == 4 for revision, number in numbers.items())
+    assert len(scripts.get_heads()) == 1 and len(scripts.get_bases()) == 1
+    below = {r.revision: r.down_revision for r in revisions if r.down_revision is not None}
+    assert all(isinstance(parent, str) for parent in below.values())  # no merge revisions
+    assert {child: parent for child, parent in below.items() if int(child) < int(str(parent))} == RELEASED_OUT_OF_ORDER
+    assert scripts.get_current_head() == max(numbers)
 
 
 async def test_a_database_behind_is_migrated_and_one_at_head_never_reaches_alembic(
@@ -262,3 +292,57 @@ async def test_the_migrated_store_runs_the_servers_pgvector(memory: object, data
     finally:
         await engine.dispose()
     assert installed == offered and pgvector_advice(installed) is None
+
+
+async def test_alembic_finds_no_difference_between_a_database_at_head_and_the_orm_schema(new_database) -> None:
+    """``alembic check`` (autogenerate through alembic/env.py, as a developer runs it)
+    on a database at head, with a conversation's own indexes and the shared one, which
+    memory.store.vector_indexes makes at run time and the schema does not declare."""
+    url = new_database()
+    engine = create_engine(url)
+    try:
+        await upgrade(engine, 384)
+        async with engine.connect() as connection:
+            autocommit = await connection.execution_options(isolation_level="AUTOCOMMIT")
+            for statement in (create_sql(1, "episode"), create_sql(1, TEXT), SHARED_INDEX_SQL):
+                await autocommit.execute(text(statement))
+    finally:
+        await engine.dispose()
+    done = subprocess.run(
+        [sys.executable, "-m", "alembic", "check"],
+        cwd=MIGRATIONS_DIR.parent,
+        env={**os.environ, "DATABASE_URL": url},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr  # the differences are on stdout
+
+
+# Every index but the primary keys (whose names the ORM leaves to Postgres), unique
+# constraints' included, as Postgres states it: columns, method, INCLUDE and predicate.
+INDEXES = """
+SELECT c.relname, pg_get_indexdef(i.indexrelid) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+WHERE c.relnamespace = 'public'::regnamespace AND NOT i.indisprimary
+"""
+
+
+async def test_the_orm_schema_declares_each_index_as_the_migrations_made_it(new_database) -> None:
+    """What alembic's comparison leaves out (an index's predicate, method and included
+    columns): the ORM schema created in an empty database has the indexes of a database
+    migrated to head, each with the same definition."""
+    migrated, declared = create_engine(new_database()), create_engine(new_database())
+    try:
+        await upgrade(migrated, 384)
+        async with declared.begin() as connection:
+            await connection.execute(text("CREATE EXTENSION vector"))
+            await connection.run_sync(Base.metadata.create_all)
+        found = []
+        for engine in (migrated, declared):
+            async with engine.connect() as connection:
+                found.append({name: definition for name, definition in await connection.execute(text(INDEXES))})
+        assert found[1] == found[0]
+        assert len(found[0]) > 20
+    finally:
+        await migrated.dispose()
+        await declared.dispose()

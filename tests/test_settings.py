@@ -8,9 +8,13 @@ from pathlib import Path
 
 import annotated_types
 import pytest
+from pydantic import SecretStr
 from pydantic.fields import FieldInfo
 
-from bot.settings import ChatSettings, DatabaseSettings, ModelSettings, Settings, load_settings
+from bot.settings import ChatSettings, DatabaseSettings, ModelSettings, Settings, load_settings, revealed
+from connectors.discord.client import DiscordEndpoints
+from connectors.slack.app import SlackConfig
+from connectors.slack.installations import OAuthConfig
 from jobs import JobSettings
 from memory import ConfigurationError
 
@@ -75,3 +79,43 @@ def test_a_bad_value_in_any_concern_is_one_line_naming_its_variable(monkeypatch:
         ConfigurationError, match=r"^STASHBIRD_JOBS_MISFIRE_GRACE='0': Input should be greater than or equal to 1$"
     ):
         load_settings()
+
+
+SECRETS = {
+    "SLACK_BOT_TOKEN": "xoxb-secret-bot-token",
+    "SLACK_SIGNING_SECRET": "secret-signing-value",
+    "SLACK_APP_TOKEN": "xapp-secret-app-token",
+    "SLACK_CLIENT_SECRET": "secret-client-value",
+    "DISCORD_BOT_TOKEN": "secret-discord-token",
+    "STASHBIRD_EMBEDDING_API_KEY": "sk-secret-embedding-key",
+    "STASHBIRD_LLM_API_KEY": "sk-secret-llm-key",
+}
+
+
+def test_no_secret_shows_in_the_repr_or_str_of_the_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A careless log line of the settings (or of a concern, or of a config the service
+    builds from them) must not leak a token; the clients still get each value."""
+    for variable, value in SECRETS.items():
+        monkeypatch.setenv(variable, value)
+    settings = load_settings()
+    shown = [repr(settings), str(settings), settings.model_dump_json()]
+    shown += [text for concern in (settings.models, settings.chat) for text in (repr(concern), str(concern))]
+    assert not [value for value in SECRETS.values() for text in shown if value in text]
+    assert revealed(settings.chat.slack_bot_token) == SECRETS["SLACK_BOT_TOKEN"]
+    assert revealed(settings.models.llm_api_key) == SECRETS["STASHBIRD_LLM_API_KEY"]
+
+
+def test_every_key_token_secret_or_password_setting_is_a_secret_type() -> None:
+    """A setting added later whose variable is named like a secret is held as one too."""
+    named = [(c, n, f) for c, n, f in _fields() if re.search(r"(KEY|TOKEN|SECRET|PASSWORD)$", _variable(f))]
+    assert {_variable(f) for _, _, f in named} == set(SECRETS)
+    assert all(f.annotation == SecretStr | None for _, _, f in named)
+
+
+def test_the_connector_configs_leave_their_secrets_out_of_their_repr() -> None:
+    """What the settings' secrets are unwrapped into (bot/service.py) hides them too."""
+    slack = repr(SlackConfig("xoxb-secret-bot-token", "secret-signing-value", app_token="xapp-secret"))
+    oauth = repr(OAuthConfig("client-id", "secret-client-value", "postgresql://u:secret-password@h/db"))
+    discord = repr(DiscordEndpoints("secret-discord-token", "http://api", "ws://gateway"))
+    for text in (slack, oauth, discord):
+        assert "secret" not in text, text

@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 
 import aiohttp
 import pytest
+from pydantic import SecretStr
 from slack_sdk.oauth.installation_store.models.installation import Installation
 
 from bot.service import Running, running
@@ -29,7 +30,7 @@ async def multi(memory: Memory, slack: SlackStandIn) -> AsyncIterator[Running]:
         update={
             "slack_bot_token": None,
             "slack_client_id": slack.client_id,
-            "slack_client_secret": slack.client_secret,
+            "slack_client_secret": SecretStr(slack.client_secret),  # model_copy does not validate
             "slack_forget_on_uninstall": True,
         }
     )

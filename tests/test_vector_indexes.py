@@ -18,6 +18,7 @@ from jobs import JobSettings, Scheduler
 from lab.probes import OWN_INDEX_ROWS, grow_conversations, search_vector, vacuum_analyze
 from memory.retrieval.pipeline import service_configs
 from memory.retrieval.search import QueryVariant, search
+from memory.store.database import create_engine, upgrade
 from memory.store.documents import KINDS
 from memory.store.vector_indexes import FACT_INDEX_ROWS, TEXT, create_sql, index_name, own_index_rows, wanted
 from tests.test_consolidation import messages
@@ -26,26 +27,94 @@ JOB = api.Principal.job("test")
 OPERATOR = api.Principal.operator("test")
 
 
-def test_names_and_statements_hold_only_a_number_and_a_fixed_kind() -> None:
-    assert len(index_name(2**63 - 1, "community")) <= 63  # Postgres's identifier limit
+def test_a_name_holds_only_a_number_and_a_fixed_kind() -> None:
     with pytest.raises(ValueError, match="not a document kind"):
         index_name(1, "episode'; DROP TABLE episodes; --")
-    statement = create_sql(7, "episode")
-    assert statement.startswith("CREATE INDEX CONCURRENTLY IF NOT EXISTS ix_search_documents_embedding_c7_episode ")
-    assert statement.endswith("WHERE conversation_id = 7 AND kind = 'episode'")
-    assert create_sql(7, TEXT).endswith(
-        "ix_search_documents_tsv_c7 ON search_documents USING gin (tsv) WHERE conversation_id = 7"
-    )
+
+
+LARGEST = 2**63 - 1  # the largest conversation id: the longest names
+PLAN = "EXPLAIN (FORMAT JSON) SELECT id FROM search_documents WHERE conversation_id = :c AND {where} LIMIT 5"
+BY_VECTOR = "kind = :kind ORDER BY embedding <=> CAST('[1,0,0]' AS vector)"
+BY_TEXT = "tsv @@ plainto_tsquery('english', 'kalo')"
+# Two conversations with 500 documents of each kind, none of them about "kalo".
+CONVERSATIONS = "INSERT INTO conversations (id, platform, channel_id) VALUES (:c, 'test', 'own'), (:c - 1, 'test', 'other')"
+DOCUMENTS = """
+INSERT INTO search_documents (conversation_id, kind, ref_id, text, embedding)
+SELECT c, kind, n, 'filler ' || n, CAST('[1,' || n || ',0]' AS vector)
+FROM unnest(ARRAY[CAST(:c AS bigint), :c - 1]) c, unnest(ARRAY['episode', 'entity', 'relation', 'community']) kind,
+     generate_series(1, 500) n
+"""
+VALID = text(
+    "SELECT c.relname, i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid WHERE c.relname = ANY(:names)"
+)
+
+
+def _indexes_in(plan: object) -> set[str]:
+    """The indexes a JSON plan scans."""
+    if isinstance(plan, list):
+        return set().union(*map(_indexes_in, plan))
+    if not isinstance(plan, dict):
+        return set()
+    found = {plan["Index Name"]} if "Index Name" in plan else set()
+    return found.union(*map(_indexes_in, plan.values()))
+
+
+async def test_each_own_index_is_valid_and_serves_its_conversation_and_kind_alone(new_database) -> None:
+    """Each statement ``create_sql`` makes, run on a real database: Postgres keeps the
+    name whole (under its 63-character limit even for the largest id) and the index
+    valid, and the planner uses it for that conversation's statements of its kind, never
+    for another conversation's or kind's."""
+    engine = create_engine(new_database())
+    try:
+        await upgrade(engine, 3)
+        async with engine.begin() as connection:
+            for statement in (CONVERSATIONS, DOCUMENTS):
+                await connection.execute(text(statement), {"c": LARGEST})
+            await connection.execute(text("ANALYZE search_documents"))
+        async with engine.connect() as connection:
+            autocommit = await connection.execution_options(isolation_level="AUTOCOMMIT")
+            for kind in (*KINDS, TEXT):
+                await autocommit.execute(text(create_sql(LARGEST, kind)))
+        mine = {kind: index_name(LARGEST, kind) for kind in (*KINDS, TEXT)}
+        async with engine.connect() as connection:
+            valid = dict((await connection.execute(VALID, {"names": list(mine.values())})).all())
+            assert valid == dict.fromkeys(mine.values(), True)
+            await connection.execute(text("SET LOCAL plan_cache_mode = force_custom_plan"))  # as the search plans
+
+            async def used(conversation_id: int, where: str, kind: str = "") -> set[str]:
+                plan = await connection.scalar(text(PLAN.format(where=where)), {"c": conversation_id, "kind": kind})
+                return _indexes_in(json.loads(plan) if isinstance(plan, str) else plan)
+
+            for position, kind in enumerate(KINDS):
+                assert mine[kind] in await used(LARGEST, BY_VECTOR, kind)
+                assert mine[kind] not in await used(LARGEST, BY_VECTOR, KINDS[(position + 1) % len(KINDS)])
+                assert not set(mine.values()) & await used(LARGEST - 1, BY_VECTOR, kind)
+            assert mine[TEXT] in await used(LARGEST, BY_TEXT)
+            assert mine[TEXT] not in await used(LARGEST - 1, BY_TEXT)
+    finally:
+        await engine.dispose()
 
 
 @given(st.dictionaries(st.sampled_from(KINDS), st.integers(0, 3 * OWN_INDEX_ROWS)), st.integers(0, OWN_INDEX_ROWS))
-def test_wanted_kinds_are_those_past_the_threshold_and_more_rows_never_want_fewer(counts: dict[str, int], more: int) -> None:
+def test_more_rows_never_want_fewer_indexes_and_a_kind_counts_alone(counts: dict[str, int], more: int) -> None:
     kinds = wanted(counts)
-    by_vector = [k for k in KINDS if counts.get(k, 0) >= own_index_rows(k)]
-    assert kinds == by_vector + ([TEXT] if "episode" in by_vector else [])
-    # Entities and relations (read by every search, fewer than messages) get theirs sooner.
-    assert [own_index_rows(k) for k in KINDS] == [OWN_INDEX_ROWS, FACT_INDEX_ROWS, FACT_INDEX_ROWS, OWN_INDEX_ROWS]
+    assert len(kinds) == len(set(kinds)) and (TEXT in kinds) == ("episode" in kinds)
     assert set(kinds) <= set(wanted({k: n + more for k, n in counts.items()}))
+    # whether a kind gets its own index depends on its own count only
+    assert all((kind in kinds) == (kind in wanted({kind: counts.get(kind, 0)})) for kind in KINDS)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_kind_wants_its_index_from_its_threshold_on(kind: str) -> None:
+    assert kind not in wanted({kind: own_index_rows(kind) - 1})
+    assert kind in wanted({kind: own_index_rows(kind)})
+
+
+def test_entities_and_relations_get_theirs_sooner_and_every_kind_at_the_message_threshold() -> None:
+    """Entities and relations are read by every search and are fewer than messages."""
+    assert wanted({kind: FACT_INDEX_ROWS - 1 for kind in KINDS}) == []
+    assert sorted(wanted({kind: FACT_INDEX_ROWS for kind in KINDS})) == ["entity", "relation"]
+    assert set(wanted({kind: OWN_INDEX_ROWS for kind in KINDS})) == {*KINDS, TEXT}
 
 
 async def _invalidate(memory: api.Memory, name: str) -> None:

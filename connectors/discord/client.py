@@ -30,7 +30,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
 import discord
@@ -38,6 +38,7 @@ import yarl
 from discord import app_commands
 from discord.gateway import DiscordWebSocket
 from discord.http import Route
+from pydantic import SecretStr
 
 from connectors.discord import payloads
 from connectors.discord.gateway import FaultReport, GatewayPolicy, GatewaySupervisor, Heartbeat, isolate_parsers
@@ -75,9 +76,9 @@ PARSED = frozenset(
 @dataclass(frozen=True)
 class DiscordEndpoints:
     """Where Discord is: the REST base and gateway URL differ behind a rate-limit proxy
-    (nirn-proxy) and in tests (the loopback stand-in)."""
+    (nirn-proxy) and in tests (the loopback stand-in). The token is left out of the repr."""
 
-    token: str
+    token: str = field(repr=False)
     api_base: str
     gateway_url: str
 
@@ -491,7 +492,7 @@ class DiscordSettings(Protocol):
     so that connectors do not import the process's settings."""
 
     @property
-    def discord_bot_token(self) -> str | None: ...
+    def discord_bot_token(self) -> SecretStr | None: ...
 
     @property
     def discord_api_base(self) -> str: ...
@@ -503,4 +504,5 @@ class DiscordSettings(Protocol):
 def endpoints_from(settings: DiscordSettings) -> DiscordEndpoints:
     if not settings.discord_bot_token:
         raise ConfigurationError("DISCORD_BOT_TOKEN is not set: the Discord connector needs the bot's token")
-    return DiscordEndpoints(settings.discord_bot_token, settings.discord_api_base, settings.discord_gateway_url)
+    token = settings.discord_bot_token.get_secret_value()
+    return DiscordEndpoints(token, settings.discord_api_base, settings.discord_gateway_url)

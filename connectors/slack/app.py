@@ -70,10 +70,12 @@ DEFAULT_API_URL = "https://slack.com/api/"
 
 @dataclass(frozen=True)
 class SlackConfig:
-    bot_token: str | None  # one workspace; None with ``oauth`` (many)
-    signing_secret: str
+    """The connector's settings; its secrets are left out of the repr."""
+
+    bot_token: str | None = dataclasses.field(repr=False)  # one workspace; None with ``oauth`` (many)
+    signing_secret: str = dataclasses.field(repr=False)
     api_url: str = DEFAULT_API_URL
-    app_token: str | None = None  # Socket Mode's app-level token (xapp-…)
+    app_token: str | None = dataclasses.field(default=None, repr=False)  # Socket Mode's app-level token (xapp-…)
     name_ttl_seconds: float = 3600.0
     cache_size: int = 10_000
     oauth: OAuthConfig | None = None

@@ -8,7 +8,7 @@ core writes them (``memory.AppInstallations``, tables ``slack_installations``,
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urljoin
 
@@ -37,11 +37,12 @@ STATE_SECONDS = 600
 
 @dataclass(frozen=True)
 class OAuthConfig:
-    """Multi-workspace mode: the app's OAuth credentials and what an uninstall does."""
+    """Multi-workspace mode: the app's OAuth credentials and what an uninstall does (the
+    secret and the URL, which may hold a password, left out of the repr)."""
 
     client_id: str
-    client_secret: str
-    database_url: str
+    client_secret: str = field(repr=False)
+    database_url: str = field(repr=False)
     forget_on_uninstall: bool = False  # drop a workspace's memory when the app is removed from it
 
 

@@ -1,4 +1,8 @@
-"""ORM models for every table of the memory (the schema itself lives in alembic/).
+"""ORM models for every table of the memory. The migrations (alembic/) make the schema,
+and released databases hold what they made: these declarations follow them, indexes and
+unique constraints by name included (a database at head and this schema are compared in
+tests/test_migrations.py), except the vector indexes memory.store.vector_indexes makes at
+run time. Check constraints and server defaults are the migrations' alone.
 
 Every table but the reference tables (the conversations, the settings, the store-wide
 audit log) carries ``conversation_id`` so that no query needs to cross conversations
@@ -21,12 +25,15 @@ from sqlalchemy import (
     Float,
     ForeignKey,
     ForeignKeyConstraint,
+    Index,
     Integer,
     SmallInteger,
     String,
     Text,
+    UniqueConstraint,
     and_,
     func,
+    text,
 )
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TSVECTOR
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -59,6 +66,7 @@ class Conversation(Base):
     """One channel or thread on one platform; the unit of memory scoping."""
 
     __tablename__ = "conversations"
+    __table_args__ = (UniqueConstraint("platform", "workspace_id", "channel_id", name="uq_conversation_platform_ids"),)
 
     id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
     platform: Mapped[str] = mapped_column(Text)
@@ -70,6 +78,7 @@ class Conversation(Base):
 
 class Speaker(Base):
     __tablename__ = "speakers"
+    __table_args__ = (UniqueConstraint("conversation_id", "platform_user_id", name="uq_speaker_platform_user"),)
 
     conversation_id: Mapped[int] = _conversation_fk()
     id: Mapped[int] = _id()
@@ -88,6 +97,10 @@ class Episode(Base):
         _same_conversation("speaker_id", "speakers"),
         _same_conversation("prev_id", "episodes"),
         _same_conversation("next_id", "episodes"),
+        UniqueConstraint("conversation_id", "platform_message_id", name="uq_episode_platform_message"),
+        Index("ix_episodes_chain_order", "conversation_id", "message_time", "id"),
+        Index("ix_episodes_prev", "prev_id"),
+        Index("ix_episodes_next", "next_id"),
     )
 
     conversation_id: Mapped[int] = _conversation_fk()
@@ -122,6 +135,10 @@ class Entity(Base):
     episode-derived metadata was cleared but surviving relations still need it."""
 
     __tablename__ = "entities"
+    __table_args__ = (  # migration 0009: the names a consolidation run matches, and the anchors
+        Index("ix_entities_names", "conversation_id", postgresql_include=["id", "name"], postgresql_where=text("NOT is_anchor")),
+        Index("ix_entities_anchors", "conversation_id", postgresql_where=text("is_anchor")),
+    )
 
     conversation_id: Mapped[int] = _conversation_fk()
     id: Mapped[int] = _id()
@@ -142,11 +159,13 @@ class EntityProvenance(Base):
     __table_args__ = (
         _same_conversation("entity_id", "entities", "CASCADE"),
         _same_conversation("episode_id", "episodes", "CASCADE"),
+        Index("ix_entity_provenance_episode", "episode_id"),
+        Index("ix_entity_provenance_summary", "entity_id", "episode_id", postgresql_where=text("summary <> ''")),
     )
 
     conversation_id: Mapped[int] = _conversation_fk()
     entity_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
-    episode_id: Mapped[int] = mapped_column(BigInteger, primary_key=True, index=True)
+    episode_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
     name: Mapped[str] = mapped_column(Text, default="")
     type: Mapped[str] = mapped_column(Text, default="")
     summary: Mapped[str] = mapped_column(Text, default="")
@@ -161,11 +180,15 @@ class Relation(Base):
         _same_conversation("subject_id", "entities", "CASCADE"),
         _same_conversation("object_id", "entities", "CASCADE"),
         _same_conversation("superseded_by", "relations"),
+        Index("ix_relations_conversation_status", "conversation_id", "status"),
+        # Each end with the conversation, status and id (migration 0013).
+        Index("ix_relations_subject_status", "conversation_id", "subject_id", "status", "id"),
+        Index("ix_relations_object_status", "conversation_id", "object_id", "status", "id"),
+        Index("ix_relations_superseded_by", "superseded_by"),
     )
 
     conversation_id: Mapped[int] = _conversation_fk()
     id: Mapped[int] = _id()
-    # Each end is indexed with the conversation, status and id (migration 0013).
     subject_id: Mapped[int] = mapped_column(BigInteger)
     object_id: Mapped[int] = mapped_column(BigInteger)
     predicate: Mapped[str] = mapped_column(Text)
@@ -174,7 +197,7 @@ class Relation(Base):
     invalid_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     status: Mapped[str] = mapped_column(Text, default="active")  # active | superseded
     # No ON DELETE action: deleting the superseder clears the link first (apply_decision).
-    superseded_by: Mapped[int | None] = mapped_column(BigInteger, index=True)
+    superseded_by: Mapped[int | None] = mapped_column(BigInteger)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
 
 
@@ -186,11 +209,13 @@ class RelationProvenance(Base):
     __table_args__ = (
         _same_conversation("relation_id", "relations", "CASCADE"),
         _same_conversation("episode_id", "episodes", "CASCADE"),
+        Index("ix_relation_provenance_episode", "episode_id"),
+        Index("ix_relation_provenance_worded", "relation_id", "episode_id", postgresql_where=text("fact <> ''")),
     )
 
     conversation_id: Mapped[int] = _conversation_fk()
     relation_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
-    episode_id: Mapped[int] = mapped_column(BigInteger, primary_key=True, index=True)
+    episode_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
     fact: Mapped[str] = mapped_column(Text, default="")
     valid_from: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     embedding: Mapped[Any] = mapped_column(Vector(), nullable=True)
@@ -217,11 +242,12 @@ class CommunityMember(Base):
     __table_args__ = (
         _same_conversation("community_id", "communities", "CASCADE"),
         _same_conversation("entity_id", "entities", "CASCADE"),
+        Index("ix_community_members_entity", "entity_id"),
     )
 
     conversation_id: Mapped[int] = _conversation_fk()
     community_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
-    entity_id: Mapped[int] = mapped_column(BigInteger, primary_key=True, index=True)
+    entity_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
 
 
 class CommunityState(Base):
@@ -251,6 +277,11 @@ class SearchDocument(Base):
     """
 
     __tablename__ = "search_documents"
+    # The vector indexes are not declared: memory.store.vector_indexes makes them at run time.
+    __table_args__ = (
+        UniqueConstraint("conversation_id", "kind", "ref_id", name="uq_search_document_ref"),
+        Index("ix_search_documents_tsv", "tsv", postgresql_using="gin"),
+    )
 
     conversation_id: Mapped[int] = _conversation_fk()
     id: Mapped[int] = _id()
@@ -318,6 +349,7 @@ class AuditEntry(Base):
     """Who asked or removed what. ``details`` holds ids and counts, never deleted text."""
 
     __tablename__ = "audit_log"
+    __table_args__ = (Index("ix_audit_log_conversation", "conversation_id", "created_at"),)
 
     conversation_id: Mapped[int] = _conversation_fk()
     id: Mapped[int] = _id()
@@ -334,6 +366,10 @@ class StoreAuditEntry(Base):
     and counts, never deleted text."""
 
     __tablename__ = "store_audit_log"
+    __table_args__ = (
+        Index("ix_store_audit_log_created", "created_at"),
+        Index("ix_store_audit_log_where", "platform", "workspace_id", "channel_id", "created_at"),
+    )
 
     id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)
     principal: Mapped[str] = mapped_column(Text)
@@ -369,11 +405,12 @@ class AnswerEvidence(Base):
     __table_args__ = (
         _same_conversation("trace_id", "answer_traces", "CASCADE"),
         _same_conversation("episode_id", "episodes", "CASCADE"),
+        Index("ix_answer_evidence_episode", "episode_id"),
     )
 
     conversation_id: Mapped[int] = _conversation_fk()
     trace_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
-    episode_id: Mapped[int] = mapped_column(BigInteger, primary_key=True, index=True)
+    episode_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
 
 
 class StoreSetting(Base):
@@ -416,6 +453,11 @@ class InboxEvent(Base):
     acknowledged; ``payload`` is cleared once the event is processed (memory.store.inbox)."""
 
     __tablename__ = "inbox_events"
+    __table_args__ = (
+        UniqueConstraint("conversation_id", "event_id", name="uq_inbox_event"),
+        Index("ix_inbox_events_pending", "conversation_id", "id", postgresql_where=text("processed_at IS NULL")),
+        Index("ix_inbox_events_processed", "processed_at"),
+    )
 
     conversation_id: Mapped[int] = _conversation_fk()
     id: Mapped[int] = _id()
@@ -448,6 +490,7 @@ class ConversationLock(Base):
     not. No foreign key: migration 0011 says why."""
 
     __tablename__ = "conversation_locks"
+    __table_args__ = (Index("ix_conversation_locks_due", "due_at", postgresql_where=text("due_at IS NOT NULL")),)
 
     conversation_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
     purpose: Mapped[int] = mapped_column(SmallInteger, primary_key=True)
@@ -475,6 +518,7 @@ class JobRun(Base):
     (counts, never text)."""
 
     __tablename__ = "job_runs"
+    __table_args__ = (Index("ix_job_runs_scope", "conversation_id", "job", "id"),)
 
     conversation_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
     id: Mapped[int] = _id()
@@ -511,6 +555,7 @@ class SlackInstallation(_SlackBotColumns, Base):
     """One install of the Slack app (multi-workspace mode), by the user who installed it."""
 
     __tablename__ = "slack_installations"
+    __table_args__ = (Index("slack_installations_idx", "client_id", "enterprise_id", "team_id", "user_id", "installed_at"),)
 
     enterprise_url: Mapped[str | None] = mapped_column(String(200))
     user_id: Mapped[str] = mapped_column(String(32))
@@ -529,6 +574,7 @@ class SlackBot(_SlackBotColumns, Base):
     """The bot of a workspace's (or an org's) newest install: what answering there needs."""
 
     __tablename__ = "slack_bots"
+    __table_args__ = (Index("slack_bots_idx", "client_id", "enterprise_id", "team_id", "installed_at"),)
 
 
 class SlackOAuthState(Base):

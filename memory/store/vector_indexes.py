@@ -103,6 +103,13 @@ def index_name(conversation_id: int, kind: str) -> str:
     return f"{_PREFIX}{int(conversation_id)}_{kind}"
 
 
+def made_at_run_time(name: str) -> bool:
+    """Whether ``name`` is an index made here rather than by a migration (a conversation's
+    own, or the shared one that Citus keeps): the ORM schema does not declare them, so
+    alembic/env.py leaves them out of its comparison with the database. Pure."""
+    return name == SHARED_INDEX or name.startswith((_PREFIX, _TEXT_PREFIX))
+
+
 def create_sql(conversation_id: int, kind: str) -> str:
     """The statement that builds it: the values are in the predicate itself, as a partial
     index's must be (an int and one of the fixed kinds, never user text). Pure."""
