@@ -54,7 +54,7 @@ HELP = (
 SHOWN = 5
 EMPTY = "Nothing is stored for this channel yet."
 CONFIRM = "confirm"
-# What /memory privacy says, whatever the channel: the README's "Privacy" section says the
+# What /memory privacy says, whatever the channel: docs/guarantees/privacy.md says the
 # same, in these words (tests/test_connector_admin.py checks it).
 PRIVACY = (
     "The bot keeps the messages of this channel it sees (text, author, time), the facts, names and "
@@ -67,7 +67,7 @@ PRIVACY = (
     "and stay.",
     "Only admins and the operator see the audit log (/memory forgotten): what was forgotten, who opted out "
     "or back in, the retention runs, and who asked.",
-    "More in the README's Privacy section.",
+    "More on the Privacy page of Stashbird's documentation (docs/guarantees/privacy.md).",
 )
 _TARGET = re.compile(r"<@!?([A-Za-z0-9]+)(?:\|[^>]*)?>|([A-Za-z0-9]+)")  # a mention, or a bare id
 

@@ -1,5 +1,5 @@
 """The scheduler's settings: each default written here once, each bound beside it, read
-from the environment (the variables the README lists) when made without arguments.
+from the environment (the variables docs/reference/settings.md lists) when made without arguments.
 ``bot/settings.py`` holds them as its ``jobs`` concern; the scheduler takes them as given."""
 
 from __future__ import annotations

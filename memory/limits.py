@@ -1,5 +1,5 @@
 """Bounds every value the store holds is checked against before it reaches the database
-(the README's "Limits" lists them; change them here only).
+(docs/reference/limits.md lists them; change them here only).
 
 Why these numbers:
 

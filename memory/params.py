@@ -1,4 +1,4 @@
-"""Algorithm parameters, with the defaults of ARCHITECTURE.md."""
+"""Algorithm parameters, with the defaults of the design (docs/architecture/)."""
 
 from __future__ import annotations
 

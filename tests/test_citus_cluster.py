@@ -101,7 +101,7 @@ async def _apply_by_cli(url: str) -> str:
 
 async def test_a_fresh_database_is_distributed_once_and_migrated_after(cluster_database, embedder, tmp_path: Path) -> None:
     """The plan on a database just migrated; a second run does nothing; then a migration
-    written as the README says (a column, an index, a new per-conversation table) runs
+    written as docs/guides/citus.md says (a column, an index, a new per-conversation table) runs
     on the distributed database and distributes its table with the others."""
     url = cluster_database()
     memory = await open_memory(url, embedder)

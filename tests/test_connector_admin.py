@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from tests.conftest import Discord
 
 OPERATOR = api.Principal.operator("test")
-README = Path(__file__).resolve().parents[1] / "README.md"
+PRIVACY_PAGE = Path(__file__).resolve().parents[1] / "docs" / "guarantees" / "privacy.md"
 
 
 # --- parsing and text (pure) -------------------------------------------------------------
@@ -76,6 +76,13 @@ async def test_bad_input_is_one_line_naming_it(text: str, line: str) -> None:
     conversation = api.ConversationRef("slack", "T1", "C1")
     answer, refused = await admin.run(None, conversation, text, api.Principal.user("U1", "admin"))  # type: ignore[arg-type]
     assert (answer, refused) == (line, False)
+
+
+def test_the_privacy_page_says_what_the_bot_says() -> None:
+    """docs/guarantees/privacy.md holds every line /memory privacy answers, word for word
+    (the page wraps them: line breaks aside), so the two cannot drift apart."""
+    page = " ".join(PRIVACY_PAGE.read_text(encoding="utf-8").split())
+    assert [line for line in admin.PRIVACY if " ".join(line.split()) not in page] == []
 
 
 def test_retention_windows_as_typed() -> None:

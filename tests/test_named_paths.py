@@ -1,5 +1,6 @@
-"""Docstrings and the README name repository paths (``memory/store/schema.py``,
-``lab/standins/``) that must exist: a path left behind by a move fails here."""
+"""Docstrings, the README and the docs pages name repository paths
+(``memory/store/schema.py``, ``lab/standins/``, ``docs/reference/settings.md``) that must
+exist: a path left behind by a move fails here."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("memory", "bot", "connectors", "jobs", "lab", "tests", "alembic")
-PATH = re.compile(r"(?<![\w./-])((?:memory|bot|connectors|jobs|lab|tests|alembic|deploy)/[\w./-]*[\w/])")
+PATH = re.compile(r"(?<![\w./-])((?:memory|bot|connectors|jobs|lab|tests|alembic|deploy|docs)/[\w./-]*[\w/])")
 
 
 def named_paths(text: str) -> list[str]:
@@ -30,6 +31,7 @@ def _docstrings(path: Path) -> list[tuple[int, str]]:
 def test_the_check_finds_paths() -> None:
     text = "see memory/store/schema.py, lab/standins/ and memory/nowhere.py; not a/memory/x or https://x/bot/y"
     assert named_paths(text) == ["memory/store/schema.py", "lab/standins", "memory/nowhere.py"]
+    assert named_paths("[Settings](docs/reference/settings.md), not ../docs/x.md") == ["docs/reference/settings.md"]
     assert missing(text) == ["memory/nowhere.py"]
 
 
@@ -42,7 +44,13 @@ def test_every_path_a_docstring_names_exists() -> None:
     assert found == {}
 
 
-def test_every_path_the_readme_names_exists() -> None:
-    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
-    found = {n: gone for n, line in enumerate(lines, 1) if (gone := missing(line))}
+def test_every_path_the_readme_and_the_docs_name_exists() -> None:
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    assert len(pages) > 10, "the docs pages were not found"
+    found = {
+        f"{page.relative_to(ROOT)}:{n}": gone
+        for page in pages
+        for n, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1)
+        if (gone := missing(line))
+    }
     assert found == {}

@@ -1,5 +1,6 @@
 """bot/settings.py: the settings nested by concern, each read from its environment
-variables (named in the README's Configuration table), every number bounded."""
+variables (each a row of its concern's table in docs/reference/settings.md, with its
+default), every number bounded."""
 
 from __future__ import annotations
 
@@ -19,7 +20,9 @@ from jobs import JobSettings
 from memory import ConfigurationError
 
 CONCERNS = {"database": DatabaseSettings, "models": ModelSettings, "chat": ChatSettings, "jobs": JobSettings}
-README = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+SETTINGS_PAGE = Path(__file__).resolve().parents[1] / "docs" / "reference" / "settings.md"
+# A row of a settings table: | `VARIABLE` | default | meaning |
+ROW = re.compile(r"^\| `([A-Z][A-Z0-9_]+)` \| ([^|]*?) \|", re.MULTILINE)
 
 
 def _variable(field: FieldInfo) -> str:
@@ -40,10 +43,58 @@ def test_the_concerns_are_the_settings_and_each_variable_is_read_once() -> None:
     assert len(variables) == len(set(variables)) >= 47
 
 
-def test_every_variable_is_in_the_readme_configuration_table() -> None:
-    table = README.split("## Configuration", 1)[1].split("\n## ", 1)[0]
-    documented = set(re.findall(r"`([A-Z][A-Z0-9_]+)`", table))
-    assert {_variable(field) for _, _, field in _fields()} <= documented
+def documented_rows(page: str) -> dict[str, list[tuple[str, str]]]:
+    """``{concern: [(variable, default cell), ...]}`` from the page's tables, a concern
+    being a ``## name`` section (its ``###`` subsections included). Pure."""
+    sections = re.split(r"^## ", page, flags=re.MULTILINE)[1:]
+    return {section.split("\n", 1)[0].strip(): ROW.findall(section) for section in sections}
+
+
+def documented_default(cell: str) -> object:
+    """What a default cell says: ``unset`` (None), ``empty`` (""), a value in backticks
+    (its text), or prose (a default computed at run time, returned as ``...``). Pure."""
+    if cell == "unset":
+        return None
+    if cell == "empty":
+        return ""
+    if re.fullmatch(r"`[^`]*`", cell):
+        return cell.strip("`")
+    return ...
+
+
+def _spelled(value: object) -> object:
+    """A default as the page spells it: booleans as 1/0, whole floats without ``.0``."""
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return value if value is None else str(value)
+
+
+def test_the_row_reader() -> None:
+    page = "## models\n\n| variable | default | meaning |\n|---|---|---|\n| `A_B` | `3` | x |\n| `C_D` | unset | y |\n"
+    assert documented_rows(page) == {"models": [("A_B", "`3`"), ("C_D", "unset")]}
+    assert [documented_default(c) for c in ("unset", "empty", "`0.5`", "the user data dir")] == [None, "", "0.5", ...]
+
+
+def test_the_settings_page_lists_every_variable_in_its_concern_with_its_default() -> None:
+    """Each variable has one row, in its concern's section, and the row's default is the
+    field's; a row for a variable that is no setting fails too (docs/reference/settings.md)."""
+    rows = documented_rows(SETTINGS_PAGE.read_text(encoding="utf-8"))
+    where = {variable: concern for concern, found in rows.items() for variable, _ in found}
+    listed = [variable for found in rows.values() for variable, _ in found]
+    assert len(listed) == len(set(listed)), "a variable has two rows"
+    fields = {_variable(field): (concern, field) for concern, _, field in _fields()}
+    assert set(where) == set(fields), {"not on the page": set(fields) - set(where), "no such setting": set(where) - set(fields)}
+    assert {v: where[v] for v in fields if where[v] != fields[v][0]} == {}, "in another concern's section"
+    wrong = {}
+    for variable, cell in (row for found in rows.values() for row in found):
+        field = fields[variable][1]
+        said = documented_default(cell)
+        # Prose is for a default computed at run time (a data folder) only.
+        if (said is ... and field.default_factory is None) or (said is not ... and said != _spelled(field.default)):
+            wrong[variable] = (cell, field.default)
+    assert wrong == {}
 
 
 def test_every_number_is_bounded() -> None:

@@ -5,7 +5,7 @@ Postgres rewrites whole tables, so this rewrites the memory tables of every
 conversation (VACUUM FULL: live rows only, every index rebuilt, the full-text index
 included) and then forces a CHECKPOINT. It takes an ACCESS EXCLUSIVE lock on each table
 in turn: the bot's reads and writes of that table wait until it is done. Prints the
-time each table took; the README ("What a deletion guarantees") says what remains in
+time each table took; docs/guarantees/deletion.md says what remains in
 the write-ahead log and in backups.
 """
 
@@ -42,6 +42,6 @@ def render(result: dict[str, Any]) -> str:
             "  planner statistics (pg_statistic): "
             + ("rewritten" if result["statistics_rewritten"] else "NOT rewritten: needs a superuser; old values may remain"),
             "  deleted rows are now in no table or index file; the write-ahead log keeps them until its",
-            "  segments are recycled and overwritten, backups until they expire (README: What a deletion guarantees)",
+            "  segments are recycled and overwritten, backups until they expire (docs/guarantees/deletion.md)",
         ]
     )

@@ -1,5 +1,5 @@
 """Forgetting: deleting and editing episodes so that nothing derived from the old text
-survives anywhere (ARCHITECTURE.md, "Deletion").
+survives anywhere (docs/architecture/deletion.md).
 
 One transaction per command, holding the conversation's CHAIN lock and then its GRAPH
 lock (always in that order, so a deletion cannot deadlock with another deletion, and

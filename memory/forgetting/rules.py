@@ -1,4 +1,4 @@
-"""The deletion rules (ARCHITECTURE.md, Algorithm 1) as pure functions over plain values.
+"""The deletion rules (docs/architecture/deletion.md, Algorithm 1) as pure functions over plain values.
 
 ``decide_deletion`` is what Stashbird does; ``decide_episode_only`` and ``decide_cascade``
 are the two comparison policies of the forgetting benchmark. None of them touches the

@@ -22,7 +22,7 @@ Its bytes stay in the table files until Postgres reclaims them:
   should run with no long transaction open.
 
 "The memory tables" are every table with a text-like column (``TEXT_TABLES``). Neither
-touches the write-ahead log or backups; the README says what remains there.
+touches the write-ahead log or backups; docs/guarantees/deletion.md says what remains there.
 """
 
 from __future__ import annotations

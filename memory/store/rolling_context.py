@@ -4,7 +4,7 @@ it changed. The only module that inserts, updates or deletes them (tests/test_wr
 what the entries say is memory.consolidation.rolling_context's (pure).
 
 Why: Postgres writes a whole new row version on every UPDATE and leaves the old one in
-the table file (README, "What a deletion guarantees"). Kept inside the checkpoint row,
+the table file (docs/guarantees/deletion.md). Kept inside the checkpoint row,
 the whole context was copied at every chunk, with the words of every entry, messages
 deleted later included (measured: 16 copies of one message's words after 11 chunks).
 An entry now keeps its row while it is unchanged and still in order.
