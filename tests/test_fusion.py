@@ -26,8 +26,8 @@ from memory.retrieval.llm_steps import (
     needs_decomposition,
 )
 from memory.retrieval.pipeline import named_speaker, named_speakers, without_names
-from memory.retrieval.search import (
-    Candidate,
+from memory.retrieval.search import Candidate
+from memory.retrieval.search_plan import (
     VectorPlan,
     choose_plan,
     estimate_size,

@@ -14,7 +14,8 @@ from memory.episodes.append import append_messages, validate_message
 from memory.graph.writes import create_entity, create_relation, supersede_relation
 from memory.retrieval.evidence import assemble
 from memory.retrieval.pipeline import retrieve
-from memory.retrieval.search import TERM_SAMPLE, QueryVariant, SearchConfig, SearchHints, search
+from memory.retrieval.search import QueryVariant, SearchConfig, SearchHints, search
+from memory.retrieval.search_plan import TERM_SAMPLE
 from memory.retrieval.search_sql import planned_sizes, term_shares
 from memory.retrieval.timeparse import TimeRange
 from memory.store.conversations import ConversationRef, ensure_conversation

@@ -17,7 +17,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from memory.core import Memory
 from memory.params import MemoryParams
-from memory.retrieval.search import Candidate, QueryVariant, SearchConfig, SearchHints, VectorPlan, search
+from memory.retrieval.search import Candidate, QueryVariant, SearchConfig, SearchHints, search
+from memory.retrieval.search_plan import VectorPlan
 from memory.retrieval.timeparse import (
     AnchoredOffset,
     TimeRange,

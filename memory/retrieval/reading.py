@@ -16,7 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from memory.retrieval.evidence import EpisodeRef, EvidenceItem, load_episodes
 from memory.retrieval.pipeline import named_speaker
-from memory.retrieval.search import TERM_SAMPLE
+from memory.retrieval.search_plan import TERM_SAMPLE
 from memory.retrieval.search_sql import term_shares
 from memory.retrieval.selection import EXCHANGE_SPAN, Cues, Seen, Turn, answer_type, first_person, term_weights
 from memory.retrieval.timeparse import MONTHS, WEEKDAYS, TimeRange

@@ -1,4 +1,5 @@
-"""The statements of the hybrid search (memory/retrieval/search.py explains the plan).
+"""The statements of the hybrid search (memory/retrieval/search_plan.py explains the plan,
+memory/retrieval/search.py runs it).
 
 Every value is bound, document kinds included (one parameter per kind of a ``UNION
 ALL``); only the statement's shape varies, with the number of kinds and time ranges and

@@ -4,7 +4,7 @@ shards' shared one.
 pgvector (0.6, as embedded) filters an HNSW scan by conversation only after the index
 returns its ``ef_search`` nearest rows, so an index over every conversation cannot serve
 one that holds a small share of it: the search scans such a conversation exactly
-(memory.retrieval.search), which takes a few milliseconds below ``EXACT_SCAN_ROWS``.
+(memory.retrieval.search_plan), which takes a few milliseconds below ``EXACT_SCAN_ROWS``.
 
 Past ``own_index_rows(kind)`` documents of one kind (``OWN_INDEX_ROWS`` messages or
 communities, ``FACT_INDEX_ROWS`` entities or relations) a conversation gets an index of
