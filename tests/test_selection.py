@@ -21,16 +21,13 @@ from memory.retrieval.selection import (
     Seen,
     SelectionWeights,
     Turn,
-    answer_type,
     choose,
     exchange_terms,
     features,
-    first_person,
-    has_answer_type,
     in_named_time,
-    is_question,
 )
 from memory.retrieval.timeparse import TimeRange
+from memory.retrieval.wording import answer_type, first_person, has_answer_type, is_question
 
 T0 = datetime(2026, 3, 2, 9, tzinfo=timezone.utc)
 SPEAKERS = ["Priya", "Tom", "Alice"]

@@ -18,8 +18,9 @@ from memory.retrieval.evidence import EpisodeRef, EvidenceItem, load_episodes
 from memory.retrieval.pipeline import named_speaker
 from memory.retrieval.search_plan import TERM_SAMPLE
 from memory.retrieval.search_sql import term_shares
-from memory.retrieval.selection import EXCHANGE_SPAN, Cues, Seen, Turn, answer_type, first_person, term_weights
+from memory.retrieval.selection import EXCHANGE_SPAN, Cues, Seen, Turn
 from memory.retrieval.timeparse import MONTHS, WEEKDAYS, TimeRange
+from memory.retrieval.wording import answer_type, first_person, term_weights
 from memory.store.schema import Relation, RelationProvenance
 
 _NAME_WORD = re.compile(r"\b[A-Z][a-zA-Z'’-]+\b")
