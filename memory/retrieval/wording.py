@@ -8,11 +8,11 @@ because reading the question's cues (memory.retrieval.reading) needs them as wel
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 
+from memory.retrieval.search_plan import term_weight
 from memory.retrieval.timeparse import asks_when, states_time
 
 _NUMBER_WORDS = (
@@ -125,15 +125,9 @@ def mentions(text: str, forms: Sequence[str]) -> bool:
 
 
 def term_weights(shares: Mapping[str, float], sampled: int, exclude: Sequence[str] = ()) -> dict[str, float]:
-    """BM25 idf of each question term from its share of the conversation's messages,
-    without the terms in ``exclude`` (speaker names). Pure."""
-    weights = {}
-    for term, share in shares.items():
-        if term in exclude:
-            continue
-        found = share * sampled
-        weights[term] = math.log(1 + (sampled - found + 0.5) / (found + 0.5))
-    return weights
+    """BM25 idf of each question term from its share of the conversation's messages (the
+    full-text search's ``term_weight``), without the terms in ``exclude`` (speaker names). Pure."""
+    return {term: term_weight(share, sampled) for term, share in shares.items() if term not in exclude}
 
 
 def asks(text: str) -> bool:
