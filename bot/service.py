@@ -27,8 +27,9 @@ from typing import Any, Protocol
 
 from bot.http_server import HttpThread
 from bot.settings import ChatSettings, Settings, revealed
-from connectors.discord.client import DiscordConnector, endpoints_from
+from connectors.discord.client import DiscordConnector
 from connectors.discord.gateway import GatewayPolicy
+from connectors.discord.rest import endpoints_from
 from connectors.service import ChatService, Platform, ServiceConfig
 from connectors.slack.app import SlackConfig, SlackConnector
 from connectors.slack.installations import OAuthConfig

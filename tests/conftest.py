@@ -31,9 +31,10 @@ from sqlalchemy.ext.asyncio import create_async_engine
 os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
 
 from bot.service import Running, running  # noqa: E402
-from connectors.discord.client import DiscordConnector, DiscordEndpoints  # noqa: E402
+from connectors.discord.client import DiscordConnector  # noqa: E402
 from connectors.discord.gateway import GatewayPolicy  # noqa: E402
 from connectors.discord.payloads import conversation as discord_conversation  # noqa: E402
+from connectors.discord.rest import DiscordEndpoints  # noqa: E402
 from connectors.service import ChatService, ServiceConfig  # noqa: E402
 from lab.standins.discord_standin import MANAGE_GUILD, DiscordStandIn, User, until  # noqa: E402
 from lab.standins.scripted_llm import ScriptedLLMServer  # noqa: E402

@@ -11,8 +11,8 @@ import pytest
 from sqlalchemy import select
 
 from connectors.discord import history
-from connectors.discord.client import DiscordEndpoints, rest_client
 from connectors.discord.payloads import conversation
+from connectors.discord.rest import DiscordEndpoints, rest_client
 from lab.standins.discord_standin import User
 from memory import Memory, Principal, ValidationError, resolve_conversation
 from memory.store.schema import Episode

@@ -19,8 +19,9 @@ from sqlalchemy import select
 from bot.service import running
 from bot.settings import ChatSettings, Settings
 from connectors import admin
-from connectors.discord.client import DiscordConnector, DiscordEndpoints
+from connectors.discord.client import DiscordConnector
 from connectors.discord.payloads import conversation, message_link
+from connectors.discord.rest import DiscordEndpoints
 from connectors.service import ChatService
 from lab.standins.discord_standin import GUILD_FORUM, DiscordStandIn, User, until
 from memory import ConfigurationError, Memory, Principal, messages

@@ -11,7 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from connectors.discord import payloads
-from connectors.discord.client import PARSED, intents
+from connectors.discord.client import PARSED
+from connectors.discord.gateway import intents
 from connectors.discord.payloads import ADMINISTRATOR, MANAGE_GUILD, GuildInfo
 from connectors.events import (
     AdminCommand,

@@ -13,7 +13,7 @@ from pydantic import SecretStr
 from pydantic.fields import FieldInfo
 
 from bot.settings import ChatSettings, DatabaseSettings, ModelSettings, Settings, load_settings, revealed
-from connectors.discord.client import DiscordEndpoints
+from connectors.discord.rest import DiscordEndpoints
 from connectors.slack.app import SlackConfig
 from connectors.slack.installations import OAuthConfig
 from jobs import JobSettings

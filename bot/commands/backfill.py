@@ -13,8 +13,8 @@ from bot.runtime import memory_from_settings
 from bot.service import service_config, slack_connector
 from bot.settings import Settings
 from connectors.backfill import BackfillReport
-from connectors.discord.client import endpoints_from, rest_client
 from connectors.discord.history import backfill as discord_backfill
+from connectors.discord.rest import endpoints_from, rest_client
 from connectors.service import ChatService
 from connectors.slack.backfill import SlackBackfill
 from memory import StashbirdError, parse_time

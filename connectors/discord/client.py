@@ -4,11 +4,12 @@ It takes every gateway dispatch as the raw frame (``socket_raw_receive``, handle
 ``dispatch`` before discord.py applies the frame to its cache, so frames are parsed in
 gateway order against the cache as it was), turns it into normalised events and hands
 them, in that order, to ``ChatService.accept``. ``/memory`` is an application command
-(a command tree): it is stored in the inbox (behind the events before it), deferred
+(a command tree, declared in ``commands``): it is stored in the inbox (behind the events before it), deferred
 ephemerally (Discord wants an answer within 3 seconds) and answered when the service
 has run it. An interaction a gateway RESUME replays is the same inbox event
 (``<interaction id>:command``): it is neither deferred nor run again. Replies are posted
-with the bodies ``payloads.reply_body`` builds.
+with the bodies ``payloads.reply_body`` builds, over REST (``rest``: logging in, waiting
+out rate limits, and the endpoints, which commands without a gateway use too).
 
 The connection is ``gateway.GatewaySupervisor``'s: each frame is parsed in isolation (a
 frame that cannot be read is logged, counted and skipped), any end of the connection is
@@ -28,35 +29,30 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from contextlib import asynccontextmanager
-from dataclasses import dataclass, field, replace
-from typing import Any, Literal, Protocol
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import replace
+from typing import Any
 
 import discord
-import yarl
 from discord import app_commands
-from discord.gateway import DiscordWebSocket
 from discord.http import Route
-from pydantic import SecretStr
 
 from connectors.discord import payloads
-from connectors.discord.gateway import FaultReport, GatewayPolicy, GatewaySupervisor, Heartbeat, isolate_parsers
+from connectors.discord.commands import MemoryCommands, interaction_payload
+from connectors.discord.gateway import FaultReport, GatewayPolicy, GatewaySupervisor, Heartbeat, intents, isolate_parsers
 from connectors.discord.payloads import GuildInfo
+from connectors.discord.rest import DiscordEndpoints, login, post
 from connectors.discord.sweep import sweep_discord_conversation
 from connectors.events import Author, ChatEvent, Reply, WorkspaceChange
 from connectors.metrics import CONNECTOR_UP, PARSE_ERRORS, RECONNECTS
 from connectors.service import ChatService
 from connectors.sweep import SweepReport, sweep_platform
-from memory import ConfigurationError, ConversationRef, Memory, ValidationError
+from memory import ConversationRef, Memory, ValidationError
 
 log = logging.getLogger(__name__)
 
 DEFER_WITHIN = 2.0  # seconds to wait for a command to be stored before deferring anyway (Discord allows 3)
 ALREADY_ACKNOWLEDGED = 40060  # Discord's error code for a second response to one interaction
-# How long a reply waits out Discord's rate limits (beyond discord.py's own five tries)
-# before the failure goes to the service's retries: a reply is posted late, not given up.
-REPLY_PATIENCE = 300.0
 
 PARSED = frozenset(
     {
@@ -73,34 +69,6 @@ PARSED = frozenset(
 )
 
 
-@dataclass(frozen=True)
-class DiscordEndpoints:
-    """Where Discord is: the REST base and gateway URL differ behind a rate-limit proxy
-    (nirn-proxy) and in tests (the loopback stand-in). The token is left out of the repr."""
-
-    token: str = field(repr=False)
-    api_base: str
-    gateway_url: str
-
-    def apply(self) -> None:
-        """discord.py reads both from class attributes: one Discord per process."""
-        Route.BASE = self.api_base.rstrip("/")
-        DiscordWebSocket.DEFAULT_GATEWAY = yarl.URL(self.gateway_url)
-
-
-def intents(members: bool = False) -> discord.Intents:
-    """Guilds, guild messages and the privileged message content intent (enabled in the
-    application's Bot settings); the privileged members intent only when ``members``
-    (STASHBIRD_ON_MEMBER_LEAVE=forget: GUILD_MEMBER_REMOVE comes with it alone), nothing
-    else."""
-    chosen = discord.Intents.none()
-    chosen.guilds = True
-    chosen.guild_messages = True
-    chosen.message_content = True
-    chosen.members = members
-    return chosen
-
-
 def guild_info(guild: discord.Guild | None) -> GuildInfo | None:
     """The parser's view of a cached guild."""
     if guild is None:
@@ -111,27 +79,6 @@ def guild_info(guild: discord.Guild | None) -> GuildInfo | None:
         role_permissions={str(role.id): role.permissions.value for role in guild.roles},
         thread_parents={str(thread.id): str(thread.parent_id) for thread in guild.threads},
     )
-
-
-def interaction_payload(interaction: discord.Interaction[Any]) -> dict[str, Any]:
-    """The INTERACTION_CREATE shape ``payloads.admin_command`` reads, from discord.py's
-    Interaction (the tree hands us that, not the raw payload)."""
-    user = interaction.user
-    member: dict[str, Any] = {
-        "user": {"id": str(user.id), "username": user.name, "global_name": user.global_name, "bot": user.bot},
-        "nick": getattr(user, "nick", None),
-        "permissions": str(interaction.permissions.value),
-    }
-    return {
-        "id": str(interaction.id),
-        "type": interaction.type.value,
-        "token": interaction.token,
-        "application_id": str(interaction.application_id),
-        "guild_id": str(interaction.guild_id or ""),
-        "channel_id": str(interaction.channel_id),
-        "member": member,
-        "data": dict(interaction.data or {}),
-    }
 
 
 class StashbirdClient(discord.Client):
@@ -165,68 +112,6 @@ class StashbirdClient(discord.Client):
         await self.tree.sync()
 
 
-Confirm = Literal["confirm"]  # an option whose one value reads as the text's "confirm"
-
-
-class MemoryCommands(app_commands.Group):
-    """``/memory about|why|forgotten|provenance|stats|forget-user|retention`` (admins) and
-    ``privacy|forget-me|ignore-me|remember-me`` (anyone, about themselves): each
-    subcommand hands its interaction to ``on_command``, whose options read as the
-    command's text (``payloads.command_text``); the service decides who may do what."""
-
-    def __init__(self, on_command: Callable[[discord.Interaction[Any]], Awaitable[None]]) -> None:
-        super().__init__(
-            name=payloads.COMMAND, description="This channel's memory: audit it, or decide about yours", guild_only=True
-        )
-        self._on_command = on_command
-
-    @app_commands.command(description="What the bot keeps here and how to opt out or be forgotten")
-    async def privacy(self, interaction: discord.Interaction[Any]) -> None:
-        await self._on_command(interaction)
-
-    @app_commands.command(name="forget-me", description="Forget everything you wrote in this server (shows what first)")
-    async def forget_me(self, interaction: discord.Interaction[Any], confirm: Confirm | None = None) -> None:
-        await self._on_command(interaction)
-
-    @app_commands.command(name="ignore-me", description="Stop storing your new messages")
-    async def ignore_me(self, interaction: discord.Interaction[Any]) -> None:
-        await self._on_command(interaction)
-
-    @app_commands.command(name="remember-me", description="Store your new messages again")
-    async def remember_me(self, interaction: discord.Interaction[Any]) -> None:
-        await self._on_command(interaction)
-
-    @app_commands.command(name="forget-user", description="Forget everything someone wrote in this server (admins)")
-    async def forget_user(
-        self, interaction: discord.Interaction[Any], user: discord.User, confirm: Confirm | None = None
-    ) -> None:
-        await self._on_command(interaction)
-
-    @app_commands.command(description="How long this channel's messages are kept: 90d, or off (admins)")
-    async def retention(self, interaction: discord.Interaction[Any], window: str) -> None:
-        await self._on_command(interaction)
-
-    @app_commands.command(description="What memory holds about someone or something")
-    async def about(self, interaction: discord.Interaction[Any], name: str) -> None:
-        await self._on_command(interaction)
-
-    @app_commands.command(description="Why an answer said what it did")
-    async def why(self, interaction: discord.Interaction[Any], answer: str) -> None:
-        await self._on_command(interaction)
-
-    @app_commands.command(description="What was forgotten")
-    async def forgotten(self, interaction: discord.Interaction[Any]) -> None:
-        await self._on_command(interaction)
-
-    @app_commands.command(description="Which facts rest on a message")
-    async def provenance(self, interaction: discord.Interaction[Any], message: str) -> None:
-        await self._on_command(interaction)
-
-    @app_commands.command(description="Totals of this channel's memory")
-    async def stats(self, interaction: discord.Interaction[Any]) -> None:
-        await self._on_command(interaction)
-
-
 class DiscordConnector:
     """The ``Platform`` the chat service talks to for Discord, and the gateway client
     feeding it (built with the service it feeds, like every connector)."""
@@ -258,7 +143,7 @@ class DiscordConnector:
         """Log in (a refused token fails here, clearly), sync ``/memory``, then connect
         the gateway in the background, under the supervisor."""
         self.endpoints.apply()
-        await _login(self.client, self.endpoints.token)
+        await login(self.client, self.endpoints.token)
         CONNECTOR_UP.labels(payloads.PLATFORM).set_function(lambda: float(self.connected))
         self._tasks = [asyncio.create_task(self._store()), asyncio.create_task(self._connect())]
 
@@ -289,7 +174,7 @@ class DiscordConnector:
         logs in over REST first when the connector was not started (``stashbird sweep``)."""
         if self.client.user is None:
             self.endpoints.apply()
-            await _login(self.client, self.endpoints.token)
+            await login(self.client, self.endpoints.token)
         return await sweep_discord_conversation(memory, self.client.http, conversation, days)
 
     # --- events in ---------------------------------------------------------------------
@@ -436,73 +321,4 @@ class DiscordConnector:
             body.pop("flags", None)
         else:
             route = Route("POST", "/channels/{channel_id}/messages", channel_id=reply.conversation.channel_id)
-        await self._post(route, body)
-
-    async def _post(self, route: Route, body: dict[str, Any]) -> None:
-        """One REST request, however long Discord rate-limits it (up to ``REPLY_PATIENCE``).
-        discord.py waits out each 429 itself (per route and global, by ``retry_after``),
-        but raises after five tries; then this waits as Discord asks and tries again."""
-        waited = 0.0
-        while True:
-            try:
-                await self.client.http.request(route, json=body)
-                return
-            except discord.HTTPException as error:
-                wait = retry_after(error.response.headers) if error.status == 429 else None
-                if wait is None or waited + wait > REPLY_PATIENCE:
-                    raise
-                log.info("Discord still rate-limits %s %s: trying again in %.2fs", route.method, route.path, wait)
-                await asyncio.sleep(wait)
-                waited += wait
-
-
-def retry_after(headers: Mapping[str, str]) -> float:
-    """Seconds a 429 asks to wait: ``X-RateLimit-Reset-After`` (precise), else
-    ``Retry-After`` (whole seconds), else one second."""
-    for name in ("X-RateLimit-Reset-After", "Retry-After"):
-        try:
-            return max(0.0, float(headers[name]))
-        except (KeyError, ValueError):
-            continue
-    return 1.0
-
-
-async def _login(client: discord.Client, token: str) -> None:
-    try:
-        await client.login(token)
-    except discord.LoginFailure:
-        await client.close()
-        raise ConfigurationError("DISCORD_BOT_TOKEN was refused by Discord (401): check the bot token") from None
-
-
-@asynccontextmanager
-async def rest_client(endpoints: DiscordEndpoints) -> AsyncIterator[discord.Client]:
-    """A client logged in over REST only, no gateway (backfill, the sweep from the CLI)."""
-    endpoints.apply()
-    client = discord.Client(intents=intents())
-    await _login(client, endpoints.token)
-    try:
-        yield client
-    finally:
-        await client.close()
-
-
-class DiscordSettings(Protocol):
-    """The settings the connector reads (``bot.settings.Settings`` has them); a protocol,
-    so that connectors do not import the process's settings."""
-
-    @property
-    def discord_bot_token(self) -> SecretStr | None: ...
-
-    @property
-    def discord_api_base(self) -> str: ...
-
-    @property
-    def discord_gateway_url(self) -> str: ...
-
-
-def endpoints_from(settings: DiscordSettings) -> DiscordEndpoints:
-    if not settings.discord_bot_token:
-        raise ConfigurationError("DISCORD_BOT_TOKEN is not set: the Discord connector needs the bot's token")
-    token = settings.discord_bot_token.get_secret_value()
-    return DiscordEndpoints(token, settings.discord_api_base, settings.discord_gateway_url)
+        await post(self.client, route, body)

@@ -67,6 +67,19 @@ NEW_SESSION_CLOSE_CODES = frozenset({4007, 4009})  # invalid sequence, session t
 FRAME_DEFAULTS: dict[str, dict[str, Any]] = {"INTERACTION_CREATE": {"attachment_size_limit": 10 * 1024 * 1024}}
 
 
+def intents(members: bool = False) -> discord.Intents:
+    """Guilds, guild messages and the privileged message content intent (enabled in the
+    application's Bot settings); the privileged members intent only when ``members``
+    (STASHBIRD_ON_MEMBER_LEAVE=forget: GUILD_MEMBER_REMOVE comes with it alone), nothing
+    else."""
+    chosen = discord.Intents.none()
+    chosen.guilds = True
+    chosen.guild_messages = True
+    chosen.message_content = True
+    chosen.members = members
+    return chosen
+
+
 def next_step(close_code: int | None, resume_requested: bool, session_id: str | None) -> Step:
     """What to do after a connection ended: stop on a fatal close code, RESUME when the
     gateway did not rule it out and there is a session to resume, else IDENTIFY. Pure."""

@@ -22,7 +22,7 @@ for what (a person for themselves: the ``OWN`` grant) is the access table's to s
 
 Outside the core, where people ask: the chat's ``/memory`` subcommands ``privacy``,
 ``forget-me``, ``ignore-me``, ``remember-me``, ``forget-user`` and ``retention``
-(connectors/admin.py; Discord's slash commands in connectors/discord/client.py); a
+(connectors/admin.py; Discord's slash commands in connectors/discord/commands.py); a
 member leaving, forgotten when STASHBIRD_ON_MEMBER_LEAVE says so (connectors/service.py);
 the operator's ``stashbird optout``, ``forget --author`` and ``retention``
 (bot/commands/); the scheduler's retention job (jobs/work.py).
