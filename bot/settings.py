@@ -6,7 +6,7 @@ Each concern reads its own variables (names unchanged), with each default and ea
 written once, beside the field; ``load_settings`` reads them all at start-up and turns
 the first bad value into one line naming its variable. To add a setting: one field in
 its concern, ``Field(default, <bounds for a number>, validation_alias=_env("NAME"))``,
-and a row in its concern's table of docs/reference/settings.md (tests/test_settings.py
+and a row in its concern's table of docs/reference/settings.md (tests/pure/test_settings.py
 checks both). A key, token, secret or password is a ``SecretStr``, so that a repr or a
 log line of the settings never shows it: its user calls ``.get_secret_value()`` where it
 hands the value to the client that sends it.

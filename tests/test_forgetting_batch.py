@@ -42,7 +42,7 @@ from memory.store.schema import (
     Speaker,
     Tombstone,
 )
-from tests.test_forgetting_rules import World, apply, worlds
+from tests.pure.test_forgetting_rules import World, apply, worlds
 
 
 def _net(world: World, order: list[int]) -> tuple[SupplyGraph, Decision]:

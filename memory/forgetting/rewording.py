@@ -44,7 +44,7 @@ _IDS = (
     bindparam("episodes", type_=ARRAY(BigInteger)),
     bindparam("cid", type_=BigInteger),
 )
-# The only witnesses render_entity reads (tests/test_wording.py shows they suffice): the
+# The only witnesses render_entity reads (tests/pure/test_wording.py shows they suffice): the
 # earliest, and the latest with a summary, through the (entity_id, episode_id) indexes,
 # since a hub entity may have thousands.
 ENTITY_WITNESSES = text(

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from memory.retrieval.calibration import Labelled, calibrate, fit_selection, threshold
 from memory.retrieval.selection import FEATURES, AbstentionRule, Choice, Cues, SelectionWeights, choose
-from tests.test_selection import SPEAKERS, seen
+from tests.pure.test_selection import SPEAKERS, seen
 
 OPEN = SelectionWeights(abstention=AbstentionRule(refuse_above=math.inf))
 

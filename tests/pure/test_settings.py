@@ -20,7 +20,7 @@ from jobs import JobSettings
 from memory import ConfigurationError
 
 CONCERNS = {"database": DatabaseSettings, "models": ModelSettings, "chat": ChatSettings, "jobs": JobSettings}
-SETTINGS_PAGE = Path(__file__).resolve().parents[1] / "docs" / "reference" / "settings.md"
+SETTINGS_PAGE = Path(__file__).resolve().parents[2] / "docs" / "reference" / "settings.md"
 # A row of a settings table: | `VARIABLE` | default | meaning |
 ROW = re.compile(r"^\| `([A-Z][A-Z0-9_]+)` \| ([^|]*?) \|", re.MULTILINE)
 
