@@ -5,6 +5,6 @@ tables (lab/probes.py).
 
 It lives apart from the product so that the product (memory/, bot/, connectors/, jobs/)
 never imports it: the lab may reach into the core's private modules, the product may
-not (tests/test_public_imports.py). ``stashbird bench`` reaches the benchmarks through
+not (tests/architecture/test_public_imports.py). ``stashbird bench`` reaches the benchmarks through
 the entry point the lab declares in pyproject.toml.
 """

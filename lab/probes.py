@@ -6,7 +6,7 @@ benchmarks sweep.
 
 Here alone (with lab/synthetic.py behind it) the lab reaches into the core's private
 modules and tables; the rest of the lab imports the core's public names and these
-(tests/test_public_imports.py). Lab commands take no principal and write no audit row:
+(tests/architecture/test_public_imports.py). Lab commands take no principal and write no audit row:
 they are the operator's by construction (a benchmark holds the database), and they run
 as given.
 """

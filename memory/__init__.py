@@ -9,7 +9,7 @@ Each name is imported when first used (PEP 562), so that a command loads only th
 modules it needs (``stashbird ask`` never imports the audit, consolidation or
 communities code): ``__getattr__`` finds each name's module in ``_WHERE``, a plain
 table, so that nothing reads this file's source at run time. The imports under
-``TYPE_CHECKING`` say the same for type checkers; tests/test_public_imports.py holds
+``TYPE_CHECKING`` say the same for type checkers; tests/architecture/test_public_imports.py holds
 them, ``_WHERE`` and ``__all__`` to one another.
 """
 

@@ -30,7 +30,7 @@ from memory.store.database import (
 @dataclass
 class Memory:
     """The handle every command takes. The database handles are private: code outside
-    memory/ reaches the tables through the core's commands only (tests/test_public_imports.py)."""
+    memory/ reaches the tables through the core's commands only (tests/architecture/test_public_imports.py)."""
 
     _engine: AsyncEngine
     _sessions: async_sessionmaker[AsyncSession]

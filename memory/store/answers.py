@@ -1,5 +1,5 @@
 """The writer of answer traces and their evidence links: the only module that inserts,
-updates or deletes ``answer_traces`` and ``answer_evidence`` rows (tests/test_writers.py)."""
+updates or deletes ``answer_traces`` and ``answer_evidence`` rows (tests/architecture/test_writers.py)."""
 
 from __future__ import annotations
 

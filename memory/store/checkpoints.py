@@ -1,5 +1,5 @@
 """The writer of checkpoints: the only module that inserts or changes a conversation's
-checkpoint row (tests/test_writers.py). The arithmetic of a saved chunk is
+checkpoint row (tests/architecture/test_writers.py). The arithmetic of a saved chunk is
 memory.consolidation.checkpoints' (pure); the callers hold the row locked (FOR UPDATE)
 and pass it in, and the change is written when their transaction flushes."""
 

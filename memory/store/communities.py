@@ -1,6 +1,6 @@
 """The writer of communities, their members and the conversation's community state: the
 only module that inserts, updates or deletes ``communities``, ``community_members`` and
-``community_state`` rows (tests/test_writers.py). memory.communities.run decides."""
+``community_state`` rows (tests/architecture/test_writers.py). memory.communities.run decides."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The writer of search documents: one row per retrievable thing, so removal from the
 index is a row that is gone. The only module that inserts, updates or deletes them
-(tests/test_writers.py); the lifecycle modules say which documents change."""
+(tests/architecture/test_writers.py); the lifecycle modules say which documents change."""
 
 from __future__ import annotations
 

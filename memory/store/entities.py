@@ -1,5 +1,5 @@
 """The writer of entities: the only module that inserts, updates or deletes their rows
-(tests/test_writers.py). Their provenance is memory.store.provenance's, their search
+(tests/architecture/test_writers.py). Their provenance is memory.store.provenance's, their search
 documents memory.store.documents'; memory.graph.writes composes the three."""
 
 from __future__ import annotations

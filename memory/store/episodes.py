@@ -1,5 +1,5 @@
 """The writer of episodes and tombstones: the only module that inserts, updates or
-deletes their rows (tests/test_writers.py holds every writer to its tables).
+deletes their rows (tests/architecture/test_writers.py holds every writer to its tables).
 
 Lifecycle modules (the fast path, forgetting, reindexing) decide what changes and call
 these functions inside their own transaction, holding the conversation's chain lock.

@@ -1,6 +1,6 @@
 """The writer of the Slack app's installations (multi-workspace mode): the only module
 that writes ``slack_installations``, ``slack_bots`` and ``slack_oauth_states``
-(tests/test_writers.py). Rows are plain column dictionaries; turning slack_sdk's
+(tests/architecture/test_writers.py). Rows are plain column dictionaries; turning slack_sdk's
 ``Installation`` and ``Bot`` into them, and back, is the connector's
 (connectors/slack/installations.py, the adapter Bolt's OAuth flow calls).
 

@@ -1,5 +1,5 @@
 """The writer of provenance, P(e) and P(r): the only module that inserts, updates or
-deletes ``entity_provenance`` and ``relation_provenance`` rows (tests/test_writers.py).
+deletes ``entity_provenance`` and ``relation_provenance`` rows (tests/architecture/test_writers.py).
 Each link keeps what its episode itself said (memory.graph.wording)."""
 
 from __future__ import annotations

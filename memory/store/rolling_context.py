@@ -1,6 +1,6 @@
 """The writer of the rolling context: one row per entry (``rolling_context_entries``), in
 the order of their ``position``, so that a consolidation chunk rewrites only the entries
-it changed. The only module that inserts, updates or deletes them (tests/test_writers.py);
+it changed. The only module that inserts, updates or deletes them (tests/architecture/test_writers.py);
 what the entries say is memory.consolidation.rolling_context's (pure).
 
 Why: Postgres writes a whole new row version on every UPDATE and leaves the old one in

@@ -8,7 +8,7 @@ import ast
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("memory", "bot", "connectors", "jobs", "lab", "tests", "alembic")
 PATH = re.compile(r"(?<![\w./-])((?:memory|bot|connectors|jobs|lab|tests|alembic|deploy|docs)/[\w./-]*[\w/])")
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 LAYOUT = DOCS / "architecture" / "layout.md"
 PACKAGES = ("bot", "memory", "connectors", "jobs", "lab")  # lab/: benchmarks and test tooling, once moved there

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from memory.store.schema import Base
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 UNKNOWN = "<a variable>"
 
 WRITERS = {

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("memory", "connectors", "jobs")
 MAX_LINES = 500
 EXEMPT = frozenset({"memory/store/schema.py"})

@@ -20,7 +20,7 @@ from pathlib import Path
 import memory
 from lab import probes
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 OUTSIDE = ("bot", "jobs", "connectors", "lab")
 PRODUCT = ("memory", "bot", "jobs", "connectors")
 DOORS = ("lab/probes.py", "lab/synthetic.py")  # the lab's reach into the core
