@@ -55,7 +55,7 @@ SHOWN = 5
 EMPTY = "Nothing is stored for this channel yet."
 CONFIRM = "confirm"
 # What /memory privacy says, whatever the channel: docs/guarantees/privacy.md says the
-# same, in these words (tests/test_connector_admin.py checks it).
+# same, in these words (tests/service/test_connector_admin.py checks it).
 PRIVACY = (
     "The bot keeps the messages of this channel it sees (text, author, time), the facts, names and "
     "summaries it derives from them, and its answers with the messages each one drew on.",

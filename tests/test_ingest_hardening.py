@@ -92,12 +92,11 @@ async def test_chat_events_use_the_same_ids_and_refuse_what_the_inbox_cannot_hol
     """A platform id with surrounding blanks is the stripped id everywhere: the delete of
     "q1" erases the text an undelivered mention " q1 " left in the inbox; a payload with
     a NUL is refused before it is acknowledged."""
-    from test_connector_service import RecordingPlatform, mention, posted
-
     from connectors.events import MessageDeleted
     from connectors.service import ChatService, ServiceConfig
     from memory import ValidationError
     from memory.store.residue import find_tokens
+    from tests.service.test_connector_service import RecordingPlatform, mention, posted
 
     ref = ConversationRef("test", "W1", f"C{uuid.uuid4().hex[:10]}")
     config = ServiceConfig(retry_seconds=0, max_attempts=2, reply_give_up_seconds=0.001)

@@ -16,7 +16,7 @@ from bot.service import Running
 from connectors.metrics import REGISTRY
 from lab.standins.slack_standin import SlackStandIn
 from memory import ConversationRef, Memory, UnknownConversation, messages
-from tests.test_slack_integration import TEST, answers, channel, ref, settle, stored
+from tests.service.test_slack_integration import TEST, answers, channel, ref, settle, stored
 
 pytestmark = pytest.mark.usefixtures("served")
 

@@ -29,14 +29,14 @@ from connectors.discord.payloads import conversation as discord_conversation
 from lab.probes import word_residue
 from lab.standins.slack_standin import TEAM, SlackStandIn
 from memory.store.schema import Relation
+from tests.service.test_slack_integration import settle as settle_slack
 from tests.test_forget_person import CHANNELS, others_relations
-from tests.test_slack_integration import settle as settle_slack
 
 if TYPE_CHECKING:
     from tests.conftest import Discord
 
 OPERATOR = api.Principal.operator("test")
-PRIVACY_PAGE = Path(__file__).resolve().parents[1] / "docs" / "guarantees" / "privacy.md"
+PRIVACY_PAGE = Path(__file__).resolve().parents[2] / "docs" / "guarantees" / "privacy.md"
 
 
 # --- parsing and text (pure) -------------------------------------------------------------

@@ -18,7 +18,7 @@ from bot.service import Running, running
 from connectors.slack.installations import Installations, OAuthConfig
 from lab.standins.slack_standin import SlackStandIn, service_settings
 from memory import ConversationRef, Memory, UnknownConversation, messages
-from tests.test_slack_integration import TEST, settle
+from tests.service.test_slack_integration import TEST, settle
 
 SECOND = "T0SECOND"
 

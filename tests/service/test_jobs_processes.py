@@ -31,7 +31,7 @@ from memory.store.conversations import ConversationRef
 from tests.test_consolidation import messages
 
 OPERATOR = api.Principal.operator("test")
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture

@@ -73,7 +73,7 @@ if TYPE_CHECKING:
 
 TEST = Principal.operator("test")
 T0 = datetime(2026, 3, 2, 9, tzinfo=UTC)
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 import_command = importlib.import_module("bot.commands.import")
 
 
