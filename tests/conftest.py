@@ -5,7 +5,7 @@ is scoped per conversation, so tests do not see each other's data).
 ``STASHBIRD_TEST_DATABASE_URL`` points the suite at another server instead (any
 Postgres with pgvector, or a Citus coordinator): the tests use that database, and
 scratch databases are made beside it on the same server. Tests that read the embedded
-server's files skip there. ``pytest -m citus`` runs the cluster suite (tests/test_citus_cluster.py),
+server's files skip there. ``pytest -m citus`` runs the cluster suite (tests/cluster/test_citus_cluster.py),
 which needs that variable to name a Citus coordinator (see .ci/run)."""
 
 from __future__ import annotations

@@ -399,7 +399,7 @@ async def test_a_lock_taken_through_a_worker_holds_for_a_process_on_the_coordina
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
-        cwd=Path(__file__).resolve().parents[1],
+        cwd=Path(__file__).resolve().parents[2],
     )
     try:
         assert holder.stdout is not None and holder.stdin is not None
