@@ -4,7 +4,7 @@ asyncpg as the application does: memory.store.database.async_url).
 
 The target metadata is the ORM schema (memory/store/schema.py), so that ``alembic check``
 and ``alembic revision --autogenerate`` compare a database with it; a database at head
-matches it (tests/test_migrations.py). Left out of the comparison: the vector indexes that
+matches it (tests/database/test_migrations.py). Left out of the comparison: the vector indexes that
 memory.store.vector_indexes makes at run time, which no migration makes. Server defaults
 are not compared: the ORM gives most columns a Python default instead.
 

@@ -31,7 +31,7 @@ regenerated after every deletion or join nobody asks about.
 
 ``decayed`` and ``cold`` are the rule; ``decayed_sql`` and ``warm_sql`` are the same
 rule for statements that rank, select or update rows in the database
-(tests/test_community_use.py checks they agree).
+(tests/database/test_community_use.py checks they agree).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 retention window's (memory/privacy/; memory.forgetting.deletion deletes one).
 
 The same Algorithm 1 as a single deletion, decided over a set (``decide_deletions``,
-which tests/test_forgetting_batch.py holds to the net effect of deleting the messages
+which tests/database/test_forgetting_batch.py holds to the net effect of deleting the messages
 one by one) and written through the same steps (memory.forgetting.apply): the graph,
 re-wording from the surviving witnesses, rolling context, summary, answers, the episode
 rows, their search documents and tombstones. What differs is the cost: one plan and one

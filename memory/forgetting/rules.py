@@ -86,7 +86,7 @@ def decide_deletion(graph: SupplyGraph, episode_id: int) -> Decision:
 def decide_deletions(graph: SupplyGraph, episode_ids: AbstractSet[int]) -> Decision:
     """Algorithm 1 for a set of deleted episodes at once (a person's messages, a
     retention window): the net effect of deleting them one by one, in any order
-    (tests/test_forgetting_batch.py holds it to that), decided in one pass so a batch
+    (tests/database/test_forgetting_batch.py holds it to that), decided in one pass so a batch
     costs one plan, not one per message. ``graph`` must hold what deleting each of them
     can change (SupplyGraph), with support cut down to one deleted and one other
     episode at most."""

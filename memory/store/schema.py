@@ -1,7 +1,7 @@
 """ORM models for every table of the memory. The migrations (alembic/) make the schema,
 and released databases hold what they made: these declarations follow them, indexes and
 unique constraints by name included (a database at head and this schema are compared in
-tests/test_migrations.py), except the vector indexes memory.store.vector_indexes makes at
+tests/database/test_migrations.py), except the vector indexes memory.store.vector_indexes makes at
 run time. Check constraints and server defaults are the migrations' alone.
 
 Every table but the reference tables (the conversations, the settings, the store-wide

@@ -42,8 +42,8 @@ from memory.store.database import MIGRATIONS_DIR, create_engine, downgrade, head
 from memory.store.locks import LockPurpose, lock_conversation, try_hold
 from memory.store.vector_indexes import SHARED_INDEX
 from tests.conftest import TEST_DATABASE_URL
+from tests.database.test_consolidation import messages
 from tests.servers import create_cluster_database, drop_cluster_database, worker_url
-from tests.test_consolidation import messages
 
 pytestmark = pytest.mark.citus
 OPERATOR = Principal.operator("test")

@@ -29,8 +29,8 @@ from connectors.discord.payloads import conversation as discord_conversation
 from lab.probes import word_residue
 from lab.standins.slack_standin import TEAM, SlackStandIn
 from memory.store.schema import Relation
+from tests.database.test_forget_person import CHANNELS, others_relations
 from tests.service.test_slack_integration import settle as settle_slack
-from tests.test_forget_person import CHANNELS, others_relations
 
 if TYPE_CHECKING:
     from tests.conftest import Discord

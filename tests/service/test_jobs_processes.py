@@ -28,7 +28,7 @@ from lab.standins.scripted_llm import ScriptedLLMServer
 from memory.core import Memory, open_memory
 from memory.models.embedder import LocalEmbedder
 from memory.store.conversations import ConversationRef
-from tests.test_consolidation import messages
+from tests.database.test_consolidation import messages
 
 OPERATOR = api.Principal.operator("test")
 ROOT = Path(__file__).resolve().parents[2]

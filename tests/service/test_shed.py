@@ -20,9 +20,9 @@ from jobs.shed import SHED_TIERS, SHEDDABLE, shed_jobs, shed_warning
 from jobs.work import next_look, wanted_by
 from lab.standins.slack_standin import SlackStandIn, service_settings
 from memory import Backlog, ConversationRef, Memory
+from tests.database.test_consolidation import messages
+from tests.database.test_discovery import _marks, backlogs
 from tests.service.test_serve_health import sample
-from tests.test_consolidation import messages
-from tests.test_discovery import _marks, backlogs
 
 OPERATOR = api.Principal.operator("test")
 NOW = datetime(2026, 3, 1, 12, tzinfo=UTC)

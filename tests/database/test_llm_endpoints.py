@@ -29,9 +29,9 @@ from memory.models.llm import LLMClient
 from memory.params import MemoryParams
 from memory.store.conversations import ConversationRef
 from memory.store.schema import Checkpoint, UsageEntry
-from tests.test_answering import T0, _chat
-from tests.test_communities import community_documents, two_groups
-from tests.test_consolidation import episode_ids, graph_state, messages
+from tests.database.test_answering import T0, _chat
+from tests.database.test_communities import community_documents, two_groups
+from tests.database.test_consolidation import episode_ids, graph_state, messages
 
 OPERATOR = api.Principal.operator("test")
 

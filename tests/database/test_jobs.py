@@ -17,7 +17,7 @@ from lab.standins import scripted_memory
 from lab.standins.scripted_llm import ScriptedLLMServer
 from memory.core import Memory
 from memory.store.conversations import ConversationRef
-from tests.test_consolidation import messages
+from tests.database.test_consolidation import messages
 
 OPERATOR = api.Principal.operator("test")
 NOW = JobSettings(consolidate_tokens=0, interval_seconds=3600, lease_seconds=30)

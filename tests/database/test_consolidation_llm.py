@@ -19,7 +19,7 @@ from memory.errors import LLMError
 from memory.params import MemoryParams
 from memory.store.conversations import ConversationRef
 from memory.store.schema import Checkpoint, Relation, UsageEntry
-from tests.test_consolidation import episode_ids, graph_state, messages
+from tests.database.test_consolidation import episode_ids, graph_state, messages
 
 OPERATOR = Principal.operator("test")
 

@@ -16,7 +16,7 @@ from memory.params import MemoryParams
 from memory.store.conversations import ConversationRef
 from memory.store.residue import find_tokens
 from memory.store.schema import Community, CommunityMember, Relation, SearchDocument, UsageEntry
-from tests.test_forgetting import add_messages, entity, relation
+from tests.database.test_forgetting import add_messages, entity, relation
 
 OPERATOR = api.Principal.operator("test")
 

@@ -18,7 +18,7 @@ from lab.probes import word_residue
 from memory.core import Memory
 from memory.privacy import person
 from memory.store.schema import AuditEntry, Episode, Relation, RelationProvenance, Speaker, StoreAuditEntry
-from tests.test_forgetting_batch import _snapshot
+from tests.database.test_forgetting_batch import _snapshot
 
 OPERATOR = api.Principal.operator("test")
 T0 = datetime(2026, 3, 1, tzinfo=timezone.utc)

@@ -18,7 +18,7 @@ from connectors.service import ChatService
 from connectors.slack.export import read_export
 from memory import ConversationRef, Memory, Principal, ValidationError, drop_conversation, messages, parse_time
 
-EXPORT = Path(__file__).parent / "data" / "slack_export"
+EXPORT = Path(__file__).parents[1] / "data" / "slack_export"
 GENERAL = ConversationRef("slack", "T05EXPORT", "C05GENERAL")
 DESIGN = ConversationRef("slack", "T05EXPORT", "G05DESIGN1")
 TEST = Principal.operator("test")

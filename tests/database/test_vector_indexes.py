@@ -21,7 +21,7 @@ from memory.retrieval.search import QueryVariant, search
 from memory.store.database import create_engine, upgrade
 from memory.store.documents import KINDS
 from memory.store.vector_indexes import FACT_INDEX_ROWS, TEXT, create_sql, index_name, own_index_rows, wanted
-from tests.test_consolidation import messages
+from tests.database.test_consolidation import messages
 
 JOB = api.Principal.job("test")
 OPERATOR = api.Principal.operator("test")

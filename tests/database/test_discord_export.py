@@ -19,7 +19,7 @@ from connectors.discord.export import read_export
 from memory import Memory, Principal, ValidationError, drop_conversation, resolve_conversation
 from memory.store.schema import Episode
 
-FIXTURE = Path(__file__).parent / "data" / "discord_export.json"
+FIXTURE = Path(__file__).parents[1] / "data" / "discord_export.json"
 IMPORT = Principal.job("test-import")
 
 

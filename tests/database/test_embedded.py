@@ -34,7 +34,7 @@ from memory.store.embedded import (
 # every model library: seconds on a busy machine).
 JOIN = (
     "import sys, types; from pathlib import Path; package = types.ModuleType('memory'); "
-    f"package.__path__ = [{str(Path(__file__).resolve().parents[1] / 'memory')!r}]; sys.modules['memory'] = package; "
+    f"package.__path__ = [{str(Path(__file__).resolve().parents[2] / 'memory')!r}]; sys.modules['memory'] = package; "
     "from memory.store.embedded import start_embedded; start_embedded(Path(sys.argv[1]), 'x')"
 )
 

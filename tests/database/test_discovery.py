@@ -15,7 +15,7 @@ from jobs.work import communities_due, consolidation_due, discover, next_look
 from memory import Backlog, ConversationRef, Principal, defer_backlog, due_backlog, ingest, resolve_conversation
 from memory.core import Memory
 from memory.store.locks import LockPurpose, lock_conversation
-from tests.test_consolidation import messages
+from tests.database.test_consolidation import messages
 
 NOW = datetime(2026, 3, 1, 12, tzinfo=UTC)
 SETTINGS = JobSettings(consolidate_tokens=100, consolidate_idle_seconds=60, consolidate_max_wait_seconds=30)

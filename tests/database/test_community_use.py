@@ -27,8 +27,8 @@ from memory.core import Memory
 from memory.store.backlog import Backlog, read_backlog
 from memory.store.conversations import ConversationRef
 from memory.store.schema import Community
-from tests.test_communities import community_documents, members, two_groups
-from tests.test_forgetting import add_messages, entity, relation
+from tests.database.test_communities import community_documents, members, two_groups
+from tests.database.test_forgetting import add_messages, entity, relation
 
 OPERATOR = api.Principal.operator("test")
 ONE_PER_RUN = JobSettings(consolidate_tokens=0, interval_seconds=3600, lease_seconds=30, regenerate_max=1)

@@ -19,7 +19,7 @@ from memory.core import Memory
 from memory.store.conversations import ConversationRef
 from memory.store.residue import find_tokens
 from memory.store.schema import Checkpoint, Episode
-from tests.test_communities import community_documents, members, two_groups
+from tests.database.test_communities import community_documents, members, two_groups
 
 OPERATOR = api.Principal.operator("test")
 
