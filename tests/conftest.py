@@ -30,6 +30,8 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
 
+from clirun import stashbird  # noqa: E402
+
 from bot.service import Running, running  # noqa: E402
 from connectors.discord.client import DiscordConnector  # noqa: E402
 from connectors.discord.gateway import GatewayPolicy  # noqa: E402
@@ -39,7 +41,18 @@ from connectors.service import ChatService, ServiceConfig  # noqa: E402
 from lab.standins.discord_standin import MANAGE_GUILD, DiscordStandIn, User, until  # noqa: E402
 from lab.standins.scripted_llm import ScriptedLLMServer  # noqa: E402
 from lab.standins.slack_standin import SlackStandIn, service_settings  # noqa: E402
-from memory import Principal, UnknownConversation, citus_plan, messages  # noqa: E402
+from memory import (  # noqa: E402
+    OfflineExtractor,
+    Principal,
+    UnknownConversation,
+    ask,
+    citus_plan,
+    consolidate,
+    forget,
+    ingest,
+    messages,
+    validate_message,
+)
 from memory.core import Memory, open_memory  # noqa: E402
 from memory.models.embedder import LocalEmbedder  # noqa: E402
 from memory.models.llm import LLMClient  # noqa: E402
@@ -64,6 +77,7 @@ CLUSTER_MODULES = frozenset(
         "test_jobs_processes.py",
         "test_cli_jobs.py",
         "test_cli_audit.py",
+        "test_audit_report.py",  # tests/browser/: the audit report in Chromium, once in test_cli_audit.py
         "test_connector_service.py",
         "test_nodes.py",
         "test_privacy_cluster.py",
@@ -328,3 +342,50 @@ async def served(memory: Memory, slack: SlackStandIn) -> AsyncIterator[Running]:
     async with running(memory, service_settings(slack), "127.0.0.1", 0) as state:
         slack.events_url = f"http://127.0.0.1:{state.port}/slack/events"
         yield state
+
+
+async def _consolidated(memory: Memory, ref: ConversationRef, rows: list[tuple[str, str, str]]) -> None:
+    validated = [
+        validate_message({"id": i, "author": a, "text": t, "ts": f"2026-02-0{n + 1}T10:00:00Z"})
+        for n, (i, a, t) in enumerate(rows)
+    ]
+    await ingest(memory, ref, validated, principal=Principal.operator("test"))
+    await consolidate(memory, ref, principal=Principal.operator("test"), extractor=OfflineExtractor())
+
+
+@dataclasses.dataclass(frozen=True)
+class Audited:
+    """A conversation with a corrected fact, an answer and a deleted message (holding
+    ``gone``), beside another conversation (holding ``foreign``), and its HTML report."""
+
+    name: str
+    ref: ConversationRef
+    gone: str
+    foreign: str
+    report: Path
+
+
+@pytest.fixture(scope="module")
+async def audited(memory: Memory, database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Audited:
+    """``Audited``, made once per module that asks (tests/database/test_cli_audit.py and
+    the report in Chromium, tests/browser/test_audit_report.py)."""
+    name = f"cli-audit-{uuid.uuid4().hex[:8]}"
+    ref, other = ConversationRef.parse(name), ConversationRef("slack", "T9", f"C{uuid.uuid4().hex[:6]}")
+    gone, foreign = f"zq{uuid.uuid4().hex[:10]}", f"zq{uuid.uuid4().hex[:10]}"
+    await _consolidated(memory, other, [("1", "Zed", f"Zed keeps a boat in Oslo {foreign}.")])
+    await _consolidated(
+        memory,
+        ref,
+        [
+            ("1", "Ann", "I live in Boston now."),
+            ("2", "Bob", "Marco from the data team sits on the fourth floor."),
+            ("3", "Ann", "Correction: I moved to Denver last month."),
+            ("4", "Bob", f"I adopted a cat called Miso {gone}."),
+        ],
+    )
+    await ask(memory, ref, "Where does Ann live?", principal=Principal.operator("test"))
+    await forget(memory, ref, "4", principal=Principal.operator("test"))
+    out = tmp_path_factory.mktemp("audit") / "report.html"
+    written = stashbird(database_url, "audit", "report", "--conversation", name, "--out", str(out))
+    assert written.returncode == 0, written.stderr
+    return Audited(name, ref, gone, foreign, out)
