@@ -1,11 +1,31 @@
-"""Fixtures: a real embedded Postgres with pgvector (fresh data folder per test run),
+"""The kind of a test is its folder, and each test is marked with it (``pytest -m pure``):
+
+- ``pure/``: no database, no server, no process of ours; the whole folder runs in seconds.
+- ``database/``: a real Postgres (``memory``, ``database_url``, ``new_database``, ``cli_env``,
+  ``pg_data_dir``, one conversation per test); no chat stand-in, no serve or jobs process.
+- ``service/``: the chat service, the Slack and Discord connectors against their
+  stand-ins (lab/standins/), ``stashbird serve`` and ``jobs`` processes, and the scripted
+  LLM server itself.
+- ``browser/``: the audit report rendered by headless Chromium (Debian's chromium package).
+- ``cluster/``: needs a Citus cluster; also marked ``citus`` (``pytest -m citus``).
+- ``faults/``: faults under load; also marked ``faults`` (``pytest -m faults``).
+- ``architecture/``: checks that read the source tree (public imports, one writer per
+  table, prompts, the paths docstrings and the README name).
+
+A module whose tests are of several kinds sits with its heaviest (pure < database <
+service). ``citus`` and ``faults`` are left out of the default run (pyproject.toml);
+``CLUSTER_MODULES`` below puts modules of the default run in the cluster suite too. The
+modules here beside this one (clirun, hostile, plugins, routing, servers, shared_data)
+and data/ support the tests.
+
+Fixtures: a real embedded Postgres with pgvector (fresh data folder per test run),
 migrated to head, the real local embedder, and one fresh conversation per test (memory
 is scoped per conversation, so tests do not see each other's data).
 
 ``STASHBIRD_TEST_DATABASE_URL`` points the suite at another server instead (any
 Postgres with pgvector, or a Citus coordinator): the tests use that database, and
 scratch databases are made beside it on the same server. Tests that read the embedded
-server's files skip there. ``pytest -m citus`` runs the cluster suite (tests/cluster/test_citus_cluster.py),
+server's files skip there. ``pytest -m citus`` runs the cluster suite (tests/cluster/),
 which needs that variable to name a Citus coordinator (see .ci/run)."""
 
 from __future__ import annotations
@@ -66,8 +86,8 @@ from tests.servers import create_database, drop_database, dsn  # noqa: E402
 
 # Another server for the suite (unset: the embedded server, started per run).
 TEST_DATABASE_URL = os.environ.get("STASHBIRD_TEST_DATABASE_URL") or None
-# Modules of the default suite that the cluster suite runs too (``-m citus`` selects them
-# when the suite points at another server): locks, discovery, the scheduler's claims with
+# Modules of the default suite (file names, in whichever folder) that the cluster suite runs
+# too (``-m citus`` selects them when the suite points at another server): locks, discovery, the scheduler's claims with
 # two processes, the jobs and audit commands, the chat service's inbox, opting out and
 # retention, the order of community regeneration and cold communities.
 CLUSTER_MODULES = frozenset(
@@ -86,11 +106,32 @@ CLUSTER_MODULES = frozenset(
 )
 
 
+TESTS_DIR = Path(__file__).resolve().parent
+# Each folder of tests, its kind: the marker its tests get (the module docstring says which is which).
+KINDS = ("pure", "database", "service", "browser", "cluster", "faults", "architecture")
+# The folders of the suites that run on their own, and the marker that keeps them out of the default run.
+OWN_SUITES = {"cluster": pytest.mark.citus, "faults": pytest.mark.faults}
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest's own, which deselects by ``-m``
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    if TEST_DATABASE_URL is None:
-        return
+    """Mark each test with its folder's kind (and ``citus``/``faults`` for those suites'
+    folders), and the cluster modules with ``citus`` when the suite points at another
+    server."""
+    unknown = CLUSTER_MODULES - {path.name for path in TESTS_DIR.glob("*/test_*.py")}
+    if unknown:
+        raise pytest.UsageError(f"tests/conftest.py: CLUSTER_MODULES names no test module {sorted(unknown)}")
     for item in items:
-        if item.path.name in CLUSTER_MODULES:
+        path = item.path.resolve()
+        if not path.is_relative_to(TESTS_DIR):
+            continue
+        kind = path.relative_to(TESTS_DIR).parts[0]
+        if kind not in KINDS:
+            raise pytest.UsageError(f"{item.nodeid}: move it to the folder of its kind under tests/: {', '.join(KINDS)}")
+        item.add_marker(getattr(pytest.mark, kind))
+        if kind in OWN_SUITES:
+            item.add_marker(OWN_SUITES[kind])
+        if TEST_DATABASE_URL is not None and item.path.name in CLUSTER_MODULES:
             item.add_marker(pytest.mark.citus)
 
 
