@@ -9,8 +9,8 @@
 - ``browser/``: the audit report rendered by headless Chromium (Debian's chromium package).
 - ``cluster/``: needs a Citus cluster; also marked ``citus`` (``pytest -m citus``).
 - ``faults/``: faults under load; also marked ``faults`` (``pytest -m faults``).
-- ``architecture/``: checks that read the source tree (public imports, one writer per
-  table, prompts, the paths docstrings and the README name).
+- ``architecture/``: checks that read the source tree and the docs (public imports, one
+  writer per table, prompts, module sizes, the docs pages and the paths they name).
 
 A module whose tests are of several kinds sits with its heaviest (pure < database <
 service). ``citus`` and ``faults`` are left out of the default run (pyproject.toml);
