@@ -34,13 +34,13 @@ def test_a_name_holds_only_a_number_and_a_fixed_kind() -> None:
 
 LARGEST = 2**63 - 1  # the largest conversation id: the longest names
 PLAN = "EXPLAIN (FORMAT JSON) SELECT id FROM search_documents WHERE conversation_id = :c AND {where} LIMIT 5"
-BY_VECTOR = "kind = :kind ORDER BY embedding <=> CAST('[1,0,0]' AS vector)"
+BY_VECTOR = "kind = :kind ORDER BY embedding <=> CAST('[1,0,0]' AS halfvec)"
 BY_TEXT = "tsv @@ plainto_tsquery('english', 'kalo')"
 # Two conversations with 500 documents of each kind, none of them about "kalo".
 CONVERSATIONS = "INSERT INTO conversations (id, platform, channel_id) VALUES (:c, 'test', 'own'), (:c - 1, 'test', 'other')"
 DOCUMENTS = """
 INSERT INTO search_documents (conversation_id, kind, ref_id, text, embedding)
-SELECT c, kind, n, 'filler ' || n, CAST('[1,' || n || ',0]' AS vector)
+SELECT c, kind, n, 'filler ' || n, CAST('[1,' || n || ',0]' AS halfvec)
 FROM unnest(ARRAY[CAST(:c AS bigint), :c - 1]) c, unnest(ARRAY['episode', 'entity', 'relation', 'community']) kind,
      generate_series(1, 500) n
 """
