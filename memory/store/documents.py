@@ -15,8 +15,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 from memory.store.schema import SearchDocument
 
 KINDS = ("episode", "entity", "relation", "community")
-# The sum is taken in float4 (``vector``) and rounded once to the column's ``halfvec``,
-# as memory.episodes.exchange_vectors computes it in Python before it is written.
+# The sum is taken in float4 (``vector``) and rounded to the column's ``halfvec`` as it is
+# written, as memory.episodes.exchange_vectors does with the vector it computes in Python.
 _REFRESH_EXCHANGE = text(
     "UPDATE search_documents d SET embedding = CASE WHEN p.embedding IS NULL THEN e.embedding "
     "ELSE CAST(CAST(e.embedding AS vector) + CAST(p.embedding AS vector) * "
