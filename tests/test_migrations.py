@@ -300,6 +300,7 @@ OWN_BEFORE_0023 = (
     f"CREATE INDEX {index_name(1, 'entity')} ON search_documents USING hnsw (embedding vector_cosine_ops) "
     "WHERE conversation_id = 1 AND kind = 'entity'"
 )
+INDEXES = "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'public' AND tablename = 'search_documents'"
 DOCUMENT = "INSERT INTO search_documents (conversation_id, kind, ref_id, text, embedding) VALUES (1, 'entity', 1, 'Oslo', :v)"
 
 
@@ -310,9 +311,9 @@ async def _vector_columns(engine) -> list[tuple[str, str]]:
 
 async def test_the_vectors_are_halfvec_from_0023_and_vector_again_below(new_database) -> None:
     """Migration 0023 on a store with vectors and a conversation's own vector index: the
-    columns become halfvec (each value rounded to half precision), the own index of
-    ``vector_cosine_ops`` is dropped (the scheduler builds it again), the full-text one
-    stays; the downgrade makes them ``vector`` again."""
+    columns become halfvec (each value rounded to half precision), the own index is made
+    again as it was but with ``halfvec_cosine_ops``, the full-text one stays; the
+    downgrade makes them ``vector`` again, and the index of ``vector_cosine_ops``."""
     engine = create_engine(new_database())
     try:
         await upgrade(engine, 8, "0022")
@@ -322,15 +323,21 @@ async def test_the_vectors_are_halfvec_from_0023_and_vector_again_below(new_data
             await connection.execute(text(DOCUMENT), {"v": "[0.1,0.2,0.3,0.4,0.5,0.6,0.7,1000.5]"})
             for statement in (OWN_BEFORE_0023, create_sql(1, TEXT).replace(" CONCURRENTLY", "")):
                 await connection.execute(text(statement))
+            before = dict((await connection.execute(text(INDEXES))).all())
         await upgrade(engine, 8)
         assert await _vector_columns(engine) == [(table, "halfvec(8)") for table in VECTOR_TABLES]
         async with engine.connect() as connection:
             stored = (await connection.execute(text("SELECT embedding::text FROM search_documents"))).scalar_one()
-            names = set((await connection.execute(text("SELECT indexname FROM pg_indexes"))).scalars())
+            made = dict((await connection.execute(text(INDEXES))).all())
         assert stored == "[0.099975586,0.19995117,0.30004883,0.39990234,0.5,0.60009766,0.7001953,1000.5]"
-        assert index_name(1, TEXT) in names and index_name(1, "entity") not in names
+        assert "vector_cosine_ops" in before[index_name(1, "entity")] and index_name(1, TEXT) in before
+        assert made == {
+            name: definition.replace("vector_cosine_ops", "halfvec_cosine_ops") for name, definition in before.items()
+        }
         await downgrade(engine, "0022")
         assert await _vector_columns(engine) == [(table, "vector(8)") for table in VECTOR_TABLES]
+        async with engine.connect() as connection:
+            assert dict((await connection.execute(text(INDEXES))).all()) == before
     finally:
         await engine.dispose()
 

@@ -8,19 +8,15 @@ significant digits); cosine distances, and so the search's order, barely move
 (docs/architecture/data-model.md has the measured figures). A server whose ``vector``
 extension is older than 0.7 is refused in one line that says what to do.
 
-An HNSW index of ``vector_cosine_ops`` cannot outlive the change, so first:
-
-- the conversations' own vector indexes (memory.store.vector_indexes, one server) are
-  dropped. The scheduler builds them again with ``halfvec_cosine_ops`` after each
-  conversation's next consolidation run (``memory.index_conversation``: nothing to do
-  for a conversation below ``own_index_rows(kind)`` documents). Meanwhile a large
-  conversation's searches scan its documents exactly, as a small one's always do:
-  correct, but slower the larger it is (35-40 ms at 13,700 messages, where its own index
-  served in 3 ms). A conversation that gets no new message keeps the exact scan until
-  ``memory.index_conversation`` is called for it; no command of the command line does;
-- the shared index (Citus keeps one, migration 0021) is dropped and made again here with
-  ``halfvec_cosine_ops``, in the migration's transaction: every shard's index is built
-  anew, with the server's ``maintenance_work_mem``, before the migration ends.
+An HNSW index of ``vector_cosine_ops`` cannot outlive the change: the vector indexes
+Stashbird made at run time (the conversations' own, memory.store.vector_indexes, and the
+shared one Citus keeps, migration 0021) are dropped first and made again, each as it was
+but with ``halfvec_cosine_ops``, in the migration's transaction (with
+``BUILD_MEMORY_MB`` of ``maintenance_work_mem``, as the run-time builds): a large
+conversation searches through its own index again as soon as the store is at 0023,
+whether or not it gets new messages. The builds take most of the migration's time on a
+large store (at 1M messages over 1,000 conversations, ``bench scale`` built 184 own
+indexes in about 6 minutes); on Citus every shard's index is built anew.
 
 Another index over an embedding column (one made by hand) is not ours to drop: the
 migration refuses, naming it. Each ALTER rewrites its table under an exclusive lock, so
@@ -28,8 +24,7 @@ the store is unavailable while it runs (time grows with the store; a distributed
 shards are rewritten one after another). The full-text indexes are not touched.
 
 The downgrade makes the columns ``vector(dim)`` again (with the half-precision values:
-the dropped digits do not come back) and the shared index, where there was one, of
-``vector_cosine_ops``; the own indexes are again left to the scheduler.
+the dropped digits do not come back) and the same indexes again with ``vector_cosine_ops``.
 
 Revision ID: 0023
 Revises: 0022
@@ -40,7 +35,7 @@ import sqlalchemy as sa
 from alembic import op
 from memory.errors import ConfigurationError
 from memory.store.database import halfvec_refusal
-from memory.store.vector_indexes import SHARED_INDEX, made_at_run_time
+from memory.store.vector_indexes import BUILD_MEMORY_MB, made_at_run_time
 
 revision = "0023"
 down_revision = "0022"
@@ -50,9 +45,10 @@ depends_on = None
 # Every vector column of the store.
 TABLES = ("episodes", "entities", "relation_provenance", "search_documents")
 
-# The indexes over those columns: the conversations' own, the shared one, or made by hand.
+# The indexes over those columns (the conversations' own, the shared one, or made by
+# hand), each with the statement that makes it.
 _INDEXES = sa.text(
-    "SELECT c.relname, t.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+    "SELECT c.relname, t.relname, pg_get_indexdef(i.indexrelid) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
     "JOIN pg_class t ON t.oid = i.indrelid "
     "JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey) "
     "WHERE t.relname = ANY(:tables) AND t.relnamespace = CAST(current_schema() AS regnamespace) "
@@ -62,35 +58,37 @@ _VERSION = sa.text("SELECT extversion FROM pg_extension WHERE extname = 'vector'
 _DIM = sa.text("SELECT value FROM store_settings WHERE key = 'embedding_dim'")
 
 
-def _drop_vector_indexes() -> bool:
-    """Drop the run-time vector indexes over the vector columns; whether the shared one was there."""
+def _drop_vector_indexes() -> list[str]:
+    """Drop the run-time vector indexes over the vector columns; the statements that made them."""
     found = op.get_bind().execute(_INDEXES, {"tables": list(TABLES)}).all()
-    foreign = [f"{name} on {table}" for name, table in found if not made_at_run_time(name)]
+    foreign = [f"{name} on {table}" for name, table, _ in found if not made_at_run_time(name)]
     if foreign:
         raise ConfigurationError(
             f"migration 0023 changes the vector columns to halfvec and would have to drop {', '.join(foreign)}, "
             "which Stashbird did not make: drop it (or make it again after the migration), then start again"
         )
-    for name, _ in found:
+    for name, _, _ in found:
         op.execute(f'DROP INDEX "{name}"')
-    return SHARED_INDEX in {name for name, _ in found}
+    return [definition for _, _, definition in found]
 
 
-def _convert(type_: str, opclass: str) -> None:
+def _convert(type_: str, opclass: str, other: str) -> None:
+    """The columns to ``type_``; each dropped index made again with ``opclass`` for ``other``."""
     dim = int(op.get_bind().execute(_DIM).scalar_one())
-    shared = _drop_vector_indexes()
+    made = _drop_vector_indexes()
     for table in TABLES:
         op.execute(f"ALTER TABLE {table} ALTER COLUMN embedding TYPE {type_}({dim}) USING CAST(embedding AS {type_}({dim}))")
-    if shared:  # Citus (0021): every shard's index, built now
-        op.execute(f"CREATE INDEX {SHARED_INDEX} ON search_documents USING hnsw (embedding {opclass})")
+    op.execute(f"SET LOCAL maintenance_work_mem TO '{BUILD_MEMORY_MB}MB'")
+    for definition in made:
+        op.execute(definition.replace(other, opclass))
 
 
 def upgrade() -> None:
     refusal = halfvec_refusal(op.get_bind().execute(_VERSION).scalar())
     if refusal is not None:
         raise ConfigurationError(refusal)
-    _convert("halfvec", "halfvec_cosine_ops")
+    _convert("halfvec", "halfvec_cosine_ops", "vector_cosine_ops")
 
 
 def downgrade() -> None:
-    _convert("vector", "vector_cosine_ops")
+    _convert("vector", "vector_cosine_ops", "halfvec_cosine_ops")
