@@ -81,6 +81,8 @@ __all__ = [
     "load_bulk_messages",
     "load_supplied",
     "grow_conversations",
+    "halfvec_recall",
+    "kept_share",
     "vacuum_analyze",
     "build_vector_index",
     "OWN_INDEX_ROWS",
@@ -297,6 +299,50 @@ async def store_size(memory: Memory) -> tuple[int, int]:
         size = (await connection.execute(text(_SIZES if citus else "SELECT pg_database_size(current_database())"))).scalar_one()
         statement = "/* multi-shard: bench-scale */ SELECT count(*) FROM episodes"
         return int(size), int((await connection.execute(text(statement))).scalar_one())
+
+
+_PROBE_TABLE = text(
+    "CREATE TEMPORARY TABLE halfvec_probe (id integer PRIMARY KEY, full_vector vector, half_vector halfvec) ON COMMIT DROP"
+)
+_PROBE_ROWS = text(
+    "INSERT INTO halfvec_probe SELECT n, CAST(t AS vector), CAST(t AS halfvec) "
+    "FROM unnest(CAST(:vectors AS text[])) WITH ORDINALITY AS x(t, n)"
+)
+_PROBE_TOP = text(
+    "SELECT ARRAY(SELECT id FROM halfvec_probe ORDER BY full_vector <=> CAST(:q AS vector), id LIMIT :k), "
+    "ARRAY(SELECT id FROM halfvec_probe ORDER BY half_vector <=> CAST(:q AS halfvec), id LIMIT :k)"
+)
+
+
+def _vector_text(vector: Sequence[float]) -> str:
+    return "[" + ",".join(str(float(x)) for x in vector) + "]"
+
+
+def kept_share(full: Sequence[int], half: Sequence[int], k: int) -> float:
+    """The share of the first ``k`` of ``full`` that the first ``k`` of ``half`` holds
+    (1.0 when ``full`` is empty). Pure."""
+    wanted = set(full[:k])
+    return len(wanted & set(half[:k])) / len(wanted) if wanted else 1.0
+
+
+async def halfvec_recall(
+    memory: Memory, documents: Sequence[Sequence[float]], queries: Sequence[Sequence[float]], ks: Sequence[int] = (30,)
+) -> dict[int, list[float]]:
+    """For each query and each k of ``ks``: the share of its exact top k among
+    ``documents`` by float4 cosine distance (``vector``) that its exact top k by half
+    precision (``halfvec``, documents and query rounded, as the store holds and searches
+    them since migration 0023) keeps. Computed by the server, on a temporary table of
+    both forms of the same vectors (ties in id order)."""
+    shares: dict[int, list[float]] = {k: [] for k in ks}
+    async with memory._engine.begin() as connection:
+        await connection.execute(_PROBE_TABLE)
+        await connection.execute(_PROBE_ROWS, {"vectors": [_vector_text(v) for v in documents]})
+        await connection.execute(text("ANALYZE halfvec_probe"))
+        for query in queries:
+            full, half = (await connection.execute(_PROBE_TOP, {"q": _vector_text(query), "k": max(ks)})).one()
+            for k in ks:
+                shares[k].append(kept_share(full, half, k))
+    return shares
 
 
 # This database's folder of files on a node (its OID under base/; superuser only).

@@ -153,7 +153,7 @@ _BULK_EPISODES = text(
 )
 _BULK_DOCUMENTS = text(
     "INSERT INTO search_documents (conversation_id, kind, ref_id, text, embedding, message_time, is_current) "
-    "SELECT :c, 'episode', e.id, :prefix || e.text, CAST(t.vector AS vector), e.message_time, true "
+    "SELECT :c, 'episode', e.id, :prefix || e.text, CAST(t.vector AS halfvec), e.message_time, true "
     "FROM unnest(CAST(:ids AS bigint[]), CAST(:vectors AS text[])) AS t(id, vector) "
     "JOIN episodes e ON e.conversation_id = :c AND e.id = t.id"
 )
@@ -199,7 +199,7 @@ async def bulk_messages(
 def _random_vector_sql(column: str) -> str:
     """A random vector per row of ``:dim`` dimensions (the WHERE ties the subquery to the
     row so it is not run once)."""
-    return f"ARRAY(SELECT random() - 0.5 FROM generate_series(1, :dim) WHERE {column} IS NOT NULL)::vector"
+    return f"ARRAY(SELECT random() - 0.5 FROM generate_series(1, :dim) WHERE {column} IS NOT NULL)::halfvec"
 
 
 def _bulk_graph_statements() -> list[str]:
@@ -371,7 +371,7 @@ def _grow_statements() -> list[str]:
     grown = f"WITH g AS MATERIALIZED ({_GROWTH}) "
     pool = (
         "pool AS MATERIALIZED (SELECT k, ARRAY(SELECT random() - 0.5 FROM generate_series(1, :dim) "
-        f"WHERE k IS NOT NULL)::vector AS v FROM generate_series(0, {_POOL - 1}) AS k) "
+        f"WHERE k IS NOT NULL)::halfvec AS v FROM generate_series(0, {_POOL - 1}) AS k) "
     )
     with_pool = f"{grown[:-1]}, {pool}"
     ep_join, ep_vec = _pooled("g.cid * 1000003 + i", "p")

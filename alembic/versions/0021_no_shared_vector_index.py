@@ -12,7 +12,7 @@ Revises: 0020
 from sqlalchemy import text
 
 from alembic import op
-from memory.store.vector_indexes import SHARED_INDEX, SHARED_INDEX_SQL
+from memory.store.vector_indexes import SHARED_INDEX
 
 revision = "0021"
 down_revision = "0020"
@@ -20,6 +20,8 @@ branch_labels = None
 depends_on = None
 
 _CITUS = "SELECT count(*) FROM pg_extension WHERE extname = 'citus'"
+# As it stood at this revision (the columns were ``vector`` until 0023).
+_SHARED_INDEX_SQL = f"CREATE INDEX IF NOT EXISTS {SHARED_INDEX} ON search_documents USING hnsw (embedding vector_cosine_ops)"
 
 
 def upgrade() -> None:
@@ -28,4 +30,4 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    op.execute(SHARED_INDEX_SQL)
+    op.execute(_SHARED_INDEX_SQL)

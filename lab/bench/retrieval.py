@@ -23,6 +23,13 @@ Latency: per question, retrieval without LLM calls (query embedding + hybrid sea
 then one synthetic conversation of ``--synthetic`` episodes (LoCoMo texts reused with
 random unit vectors, bulk-inserted and chained), timed on the search alone since its
 vectors are not the embedder's.
+
+With ``--halfvec-recall``, what storing vectors in half precision (``halfvec``,
+migration 0023) costs the vector search alone: for every scored question, the share of
+its exact top K among its conversation's turns by float4 vectors that the exact top K
+by halfvec keeps (``lab.probes.halfvec_recall``; the embedder's vectors of the turns'
+texts and of the question), and the same for ``--synthetic-queries`` random unit
+vectors among as many random unit vectors as the largest conversation has turns.
 """
 
 from __future__ import annotations
@@ -51,7 +58,7 @@ from lab.bench.common import (
     median,
     percentile,
 )
-from lab.probes import load_bulk_messages, recall, search_vector
+from lab.probes import halfvec_recall, load_bulk_messages, recall, search_vector
 from memory import ConversationRef, Memory, ValidationError, messages
 
 KS = (10, 30)
@@ -76,6 +83,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--synthetic", type=int, default=100_000, help="episodes of the synthetic latency conversation (0: skip)")
     parser.add_argument("--synthetic-queries", type=int, default=300, help="queries timed on the synthetic conversation")
+    parser.add_argument(
+        "--halfvec-recall",
+        action="store_true",
+        help="also: how much of each question's exact top K by float4 vectors the exact top K by halfvec keeps",
+    )
 
 
 @dataclass
@@ -222,6 +234,35 @@ async def _synthetic(memory: Memory, texts: list[str], asked: list[str], size: i
     }
 
 
+def _kept(shares: list[float]) -> dict[str, Any]:
+    return {
+        "queries": len(shares),
+        "mean": round(float(np.mean(shares)), 4) if shares else None,
+        "min": round(min(shares), 4) if shares else None,
+        "identical": round(sum(share == 1.0 for share in shares) / len(shares), 4) if shares else None,
+    }
+
+
+async def _halfvec_recall(memory: Memory, conversations: list[locomo.Conversation], random_queries: int) -> dict[str, Any]:
+    """``--halfvec-recall`` (see the module docstring): per K, the share of the float4
+    top K that the halfvec top K keeps, for the LoCoMo questions and for random vectors."""
+    found: dict[int, list[float]] = {k: [] for k in KS}
+    for conversation in conversations:
+        asked = [q.question for q in conversation.questions if q.category in CATEGORIES and q.evidence]
+        turns = (await memory.embedder.embed([t.message.text for t in conversation.turns])).vectors
+        questions = (await memory.embedder.embed(asked)).vectors
+        for k, shares in (await halfvec_recall(memory, turns, questions, KS)).items():
+            found[k] += shares
+    rng = np.random.default_rng(7)
+    size = max(len(c.turns) for c in conversations)
+    documents, queries = _unit_vectors(size, memory.embedder.dim, rng), _unit_vectors(random_queries, memory.embedder.dim, rng)
+    random_found = await halfvec_recall(memory, documents.tolist(), queries.tolist(), KS)
+    return {
+        "locomo": {str(k): _kept(shares) for k, shares in found.items()},
+        "random": {"documents": size, **{str(k): _kept(shares) for k, shares in random_found.items()}},
+    }
+
+
 async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     if args.reuse and args.synthetic:
         raise ValidationError("--reuse", "the synthetic latency conversation would pile up in a kept database; add --synthetic 0")
@@ -245,6 +286,8 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
             texts = [t.message.text for c in conversations for t in c.turns]
             asked = [q.question for c in conversations for q in c.questions]
             result["synthetic"] = await _synthetic(memory, texts, asked, args.synthetic, args.synthetic_queries)
+        if args.halfvec_recall:
+            result["halfvec_recall"] = await _halfvec_recall(memory, conversations, args.synthetic_queries)
     return result
 
 
@@ -282,4 +325,16 @@ def render(result: dict[str, Any]) -> str:
             f"plan {synthetic['plan']}): hybrid search median {search_ms['median']} ms, p99 {search_ms['p99']} ms "
             f"over {search_ms['count']} queries (target p99 < 50 ms)"
         )
+    if "halfvec_recall" in result:
+        kept = result["halfvec_recall"]
+        for name, label in (("locomo", "LoCoMo questions among their turns"), ("random", "random unit vectors")):
+            lines.append(
+                f"halfvec against float4, exact top K ({label}): "
+                + "; ".join(
+                    f"K={k} kept {f['mean']:.2%} on average, {f['min']:.0%} at worst, all of it for {f['identical']:.1%} "
+                    f"of {f['queries']} queries"
+                    for k, f in kept[name].items()
+                    if k != "documents"
+                )
+            )
     return "\n".join(lines)

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from pgvector import Vector
+from pgvector import HalfVector
 from sqlalchemy import Select, select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -79,7 +79,7 @@ def chunk_of(
 _NEAREST = text(
     "SELECT m.key, c.id, c.name, c.distance "
     "FROM unnest(CAST(:keys AS text[]), CAST(:vectors AS text[])) AS m(key, vector) "
-    "CROSS JOIN LATERAL (SELECT e.id, e.name, e.embedding <=> CAST(m.vector AS vector) AS distance FROM entities e "
+    "CROSS JOIN LATERAL (SELECT e.id, e.name, e.embedding <=> CAST(m.vector AS halfvec) AS distance FROM entities e "
     "WHERE e.conversation_id = :c AND e.embedding IS NOT NULL ORDER BY distance, e.id LIMIT :k) c"
 )
 
@@ -90,10 +90,8 @@ async def nearest_entities(
     """The ``limit`` nearest entities to each vector (by key, nearest first, then by id:
     entities with one name and vector resolve the same way every time), one query for
     all of them."""
-    rows = await session.execute(
-        _NEAREST,
-        {"keys": list(vectors), "vectors": [Vector._to_db(list(v)) for v in vectors.values()], "c": conversation_id, "k": limit},
-    )
+    texts = [HalfVector._to_db(list(v)) for v in vectors.values()]
+    rows = await session.execute(_NEAREST, {"keys": list(vectors), "vectors": texts, "c": conversation_id, "k": limit})
     found: dict[str, list[EntityCandidate]] = {key: [] for key in vectors}
     for key, entity_id, name, distance in rows:
         found[key].append(EntityCandidate(entity_id, name, 1.0 - float(distance)))

@@ -10,6 +10,8 @@ cost: the vector is a sum of stored vectors. A new message's is computed before 
 document is written (``exchange_vectors_of``); when the chain changes under a stored
 message (an insertion before it, the deletion or edit of the message before it) it is
 recomputed in SQL, so a deleted message leaves nothing of itself in its successor's.
+Either way the sum is taken in single or double precision and rounded to the column's
+``halfvec`` (migration 0023) as it is written.
 
 The own vector is ``episodes.embedding``, so that search documents stay as narrow as
 they were (two vectors in one row would push one of them out of line, and every exact

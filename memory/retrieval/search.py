@@ -1,10 +1,12 @@
 """Hybrid search over one conversation's search documents.
 
 For every query variant and every document kind: pgvector nearest neighbours (cosine,
-``<=>``) and Postgres full-text search (the question's terms OR-ed, ranked by their
-idf), top ``search_top`` each. All the ranked lists are fused by reciprocal rank
-fusion, which also merges and de-duplicates across variants. Every statement filters on
-``conversation_id``: nothing from another conversation can come back.
+``<=>``, between ``halfvec`` values: the stored vectors and the query, bound as one, are
+in half precision since migration 0023) and Postgres full-text search (the question's
+terms OR-ed, ranked by their idf), top ``search_top`` each. All the ranked lists are
+fused by reciprocal rank fusion, which also merges and de-duplicates across variants.
+Every statement filters on ``conversation_id``: nothing from another conversation can
+come back.
 
 How each kind is searched by vector, and which terms the full text looks for, is chosen
 by memory.retrieval.search_plan (pure); this module reads what the choice needs from the

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from pgvector.sqlalchemy import Vector
+from pgvector.sqlalchemy import HALFVEC
 from sqlalchemy import TextClause, bindparam, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -215,7 +215,7 @@ async def ranked_lists(
     score so far is kept in ``rows[key].<field_name>``."""
     statement = text(sql)
     if vector:
-        statement = statement.bindparams(bindparam("q", type_=Vector()))
+        statement = statement.bindparams(bindparam("q", type_=HALFVEC()))
     lists: dict[str, list[Key]] = {}
     for kind, ref_id, doc_text, message_time, is_current, score in await session.execute(statement, params):
         key = (kind, ref_id)

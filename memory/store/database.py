@@ -144,21 +144,41 @@ async def check_embedding_dim(engine: AsyncEngine, embedding_dim: int) -> None:
         )
 
 
-# pgvector's release from which the store takes what it offers (iterative index scans,
-# halfvec); older ones still serve every search, by the plans they have.
+# pgvector's release from which the store takes what it offers (iterative index scans);
+# 0.7 still serves every search, by the plans it has.
 RECOMMENDED_PGVECTOR = (0, 8)
+# The first release with ``halfvec``, the type the store's vectors have since migration
+# 0023: an older one cannot hold the store at all.
+REQUIRED_PGVECTOR = (0, 7)
+
+
+def _release(version: str | None) -> tuple[int, ...]:
+    return tuple(int(part) for part in (version or "0").split(".")[:2] if part.isdigit())
 
 
 def pgvector_advice(version: str | None) -> str | None:
     """What to tell an operator whose ``vector`` extension is at ``version`` (None when
     it is recent enough). Pure."""
-    parts = tuple(int(part) for part in (version or "0").split(".")[:2] if part.isdigit())
-    if parts >= RECOMMENDED_PGVECTOR:
+    if _release(version) >= RECOMMENDED_PGVECTOR:
         return None
     wanted = ".".join(map(str, RECOMMENDED_PGVECTOR))
     return (
-        f"pgvector {version} on this server: {wanted} or later is recommended (iterative index scans, halfvec); "
+        f"pgvector {version} on this server: {wanted} or later is recommended (iterative index scans); "
         "searches keep working. Install it, then run ALTER EXTENSION vector UPDATE as the extension's owner"
+    )
+
+
+def halfvec_refusal(version: str | None) -> str | None:
+    """Why the store's vectors cannot become ``halfvec`` (migration 0023) with the
+    ``vector`` extension at ``version`` (None: not installed), in one line that says what
+    to do; None when they can. Pure."""
+    if _release(version) >= REQUIRED_PGVECTOR:
+        return None
+    wanted = ".".join(map(str, REQUIRED_PGVECTOR))
+    return (
+        f"pgvector {version} on this server has no halfvec type, which the store's vectors need from migration 0023: "
+        f"install pgvector {wanted} or later (0.8 recommended), run ALTER EXTENSION vector UPDATE as the extension's "
+        "owner, then start again"
     )
 
 

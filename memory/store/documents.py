@@ -15,10 +15,12 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 from memory.store.schema import SearchDocument
 
 KINDS = ("episode", "entity", "relation", "community")
+# The sum is taken in float4 (``vector``) and rounded to the column's ``halfvec`` as it is
+# written, as memory.episodes.exchange_vectors does with the vector it computes in Python.
 _REFRESH_EXCHANGE = text(
     "UPDATE search_documents d SET embedding = CASE WHEN p.embedding IS NULL THEN e.embedding "
-    "ELSE e.embedding + p.embedding * "
-    "CAST(array_fill(CAST(:share AS real), ARRAY[vector_dims(p.embedding)]) AS vector) END "
+    "ELSE CAST(CAST(e.embedding AS vector) + CAST(p.embedding AS vector) * "
+    "CAST(array_fill(CAST(:share AS real), ARRAY[vector_dims(p.embedding)]) AS vector) AS halfvec) END "
     "FROM episodes e LEFT JOIN episodes p ON p.conversation_id = :c AND p.id = e.prev_id "
     "WHERE e.conversation_id = :c AND e.id = ANY(:ids) AND e.embedding IS NOT NULL "
     "AND d.conversation_id = :c AND d.kind = 'episode' AND d.ref_id = e.id"

@@ -9,6 +9,9 @@ audit log) carries ``conversation_id`` so that no query needs to cross conversat
 and the schema can be sharded by conversation on Citus (memory.store.citus): in every
 table but the reference tables, the key begins with ``conversation_id`` and every
 foreign key between them carries it first on both sides (migration 0010).
+
+Vectors are ``halfvec`` (migration 0023: two bytes per dimension, pgvector 0.7 or
+later); a row's vector reads back as a list of floats.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from pgvector.sqlalchemy import Vector
+from pgvector.sqlalchemy import HALFVEC
 from sqlalchemy import (
     BigInteger,
     Boolean,
@@ -114,7 +117,7 @@ class Episode(Base):
     platform_message_id: Mapped[str] = mapped_column(Text)
     reply_to: Mapped[str | None] = mapped_column(Text)
     thread_id: Mapped[str | None] = mapped_column(Text)
-    embedding: Mapped[Any] = mapped_column(Vector(), nullable=True)
+    embedding: Mapped[Any] = mapped_column(HALFVEC(), nullable=True)
     # No ON DELETE action (Citus refuses SET NULL here): a deletion relinks the chain itself.
     prev_id: Mapped[int | None] = mapped_column(BigInteger)
     next_id: Mapped[int | None] = mapped_column(BigInteger)
@@ -146,7 +149,7 @@ class Entity(Base):
     type: Mapped[str] = mapped_column(Text, default="thing")
     summary: Mapped[str] = mapped_column(Text, default="")
     attributes: Mapped[dict[str, Any]] = mapped_column(JSONB, default=dict)
-    embedding: Mapped[Any] = mapped_column(Vector(), nullable=True)
+    embedding: Mapped[Any] = mapped_column(HALFVEC(), nullable=True)
     is_anchor: Mapped[bool] = mapped_column(Boolean, default=False)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
 
@@ -218,7 +221,7 @@ class RelationProvenance(Base):
     episode_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
     fact: Mapped[str] = mapped_column(Text, default="")
     valid_from: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
-    embedding: Mapped[Any] = mapped_column(Vector(), nullable=True)
+    embedding: Mapped[Any] = mapped_column(HALFVEC(), nullable=True)
     sources: Mapped[list[int]] = mapped_column(ARRAY(BigInteger), default=list)
 
 
@@ -289,7 +292,7 @@ class SearchDocument(Base):
     ref_id: Mapped[int] = mapped_column(BigInteger)
     text: Mapped[str] = mapped_column(Text)
     tsv: Mapped[Any] = mapped_column(TSVECTOR, Computed(TSV_EXPRESSION, persisted=True))
-    embedding: Mapped[Any] = mapped_column(Vector())
+    embedding: Mapped[Any] = mapped_column(HALFVEC())
     message_time: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     is_current: Mapped[bool] = mapped_column(Boolean, default=True)
 

@@ -18,6 +18,9 @@ It is built ``CONCURRENTLY`` (reads and writes go on; it waits for transactions 
 before it) by the scheduler after a conversation's consolidation run
 (``memory.index_conversation``), or by a benchmark after a bulk load. A build that
 failed half-way leaves an invalid index, which the next build drops and makes again.
+Every vector index is over ``halfvec`` (``OPCLASS``): migration 0023 changed the
+columns' type and dropped the own indexes of ``vector_cosine_ops``, which the scheduler
+builds again after each large conversation's next consolidation run.
 Each index adds a little to the planning of every statement on the table, so they are
 for the large conversations, not for all: at 1M messages over 1,000 conversations
 (Zipf 1.0), 92 vector and 66 full-text indexes in 66 conversations (built in 393 s
@@ -71,14 +74,16 @@ OWN_INDEX_ROWS = 2_000
 FACT_INDEX_ROWS = 1_000  # entities and relations: see the module docstring
 _FACT_KINDS = frozenset({"entity", "relation"})
 # maintenance_work_mem of one build: pgvector builds the graph in memory while it fits
-# (about 2 KB per 384-dimension row) and much slower on disk after; shared by the build's
-# parallel workers, taken at once, so bounded for small servers.
+# (about 2 KB per 384-dimension row of float4, less of halfvec) and much slower on disk
+# after; shared by the build's parallel workers, taken at once, so bounded for small servers.
 BUILD_MEMORY_MB = 256
 _PREFIX = "ix_search_documents_embedding_c"
 _TEXT_PREFIX = "ix_search_documents_tsv_c"
 TEXT = "text"  # a build's name for the conversation's own full-text index
 SHARED_INDEX = "ix_search_documents_embedding"
-SHARED_INDEX_SQL = f"CREATE INDEX IF NOT EXISTS {SHARED_INDEX} ON search_documents USING hnsw (embedding vector_cosine_ops)"
+# The columns are halfvec (migration 0023), hence the operator class.
+OPCLASS = "halfvec_cosine_ops"
+SHARED_INDEX_SQL = f"CREATE INDEX IF NOT EXISTS {SHARED_INDEX} ON search_documents USING hnsw (embedding {OPCLASS})"
 
 _STATE = text(
     "SELECT c.relname, i.indisvalid FROM pg_class c JOIN pg_index i ON i.indexrelid = c.oid "
@@ -120,7 +125,7 @@ def create_sql(conversation_id: int, kind: str) -> str:
             f"WHERE conversation_id = {int(conversation_id)}"
         )
     return (
-        f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON search_documents USING hnsw (embedding vector_cosine_ops) "
+        f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON search_documents USING hnsw (embedding {OPCLASS}) "
         f"WHERE conversation_id = {int(conversation_id)} AND kind = '{kind}'"
     )
 

@@ -24,7 +24,7 @@ from sqlalchemy.exc import DBAPIError
 from alembic import command
 from bot.cli import build_parser
 from bot.settings import DatabaseSettings, Settings
-from lab.probes import OWN_INDEX_ROWS, grow_conversations
+from lab.probes import OWN_INDEX_ROWS, grow_conversations, search_vector
 from memory import (
     ConversationRef,
     Principal,
@@ -303,6 +303,63 @@ async def test_migration_0018_makes_the_store_wide_audit_log_a_reference_table(c
         assert await drop_conversation(memory, ref, principal=Principal.job("cluster"))
         found = await store_audit(memory, principal=OPERATOR, conversation=ref)
         assert [(e.action, e.principal) for e in found.entries] == [("drop_conversation", "job:cluster")]
+    finally:
+        await memory.close()
+
+
+# The type of the vector columns, on the coordinator and in every shard of each table.
+VECTOR_TYPES = """
+SELECT DISTINCT format_type(a.atttypid, a.atttypmod) FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+WHERE c.relnamespace = 'public'::regnamespace AND a.attname = 'embedding'
+"""
+SHARD_TYPES = (
+    "SELECT DISTINCT result FROM run_command_on_shards(:table, $$SELECT format_type(atttypid, atttypmod) "
+    "FROM pg_attribute WHERE attrelid = '%s'::regclass AND attname = 'embedding'$$)"
+)
+# The operator class of the HNSW index of every shard of search_documents.
+SHARD_OPCLASSES = (
+    "SELECT DISTINCT result FROM run_command_on_shards('search_documents', $$SELECT string_agg(o.opcname, ',') "
+    "FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am am ON am.oid = c.relam "
+    "JOIN pg_opclass o ON o.oid = i.indclass[0] WHERE i.indrelid = '%s'::regclass AND am.amname = 'hnsw'$$)"
+)
+VECTOR_TABLES = ("episodes", "entities", "relation_provenance", "search_documents")
+
+
+async def _vector_state(memory: Memory) -> tuple[set[str], set[str], set[str]]:
+    """The vector columns' types on the coordinator and in the shards, and the shards' index operator classes."""
+    async with memory._engine.connect() as connection:
+        types = set((await connection.execute(text(VECTOR_TYPES))).scalars())
+        shards: set[str] = set()
+        for table in VECTOR_TABLES:
+            shards |= set((await connection.execute(text(SHARD_TYPES), {"table": table})).scalars())
+        opclasses = set((await connection.execute(text(SHARD_OPCLASSES))).scalars())
+    return types, shards, opclasses
+
+
+async def test_migration_0023_makes_the_distributed_vectors_halfvec_and_rebuilds_the_shards_index(
+    cluster_database, embedder
+) -> None:
+    """A store distributed at 0022, with messages and a graph: every shard's vector
+    columns become halfvec and the shards' shared index is built again with
+    halfvec_cosine_ops, in the migration; the store is searched after; the downgrade
+    makes them vector again."""
+    url = cluster_database()
+    memory = await open_memory(url, embedder)
+    try:
+        await downgrade(memory._engine, "0022")
+        async with memory._engine.connect() as connection:
+            await apply_plan(connection, await read_plan(connection))
+        (ref,) = await _populate(memory, 1)
+        before = await _counts(memory)
+        assert await _vector_state(memory) == ({"vector(384)"}, {"vector(384)"}, {"vector_cosine_ops"})
+        await upgrade(memory._engine, embedder.dim)
+        assert await _vector_state(memory) == ({"halfvec(384)"}, {"halfvec(384)"}, {"halfvec_cosine_ops"})
+        assert await _counts(memory) == before
+        (question,) = (await embedder.embed(["Where does Ann live?"])).vectors
+        found = await search_vector(memory, ref, "Where does Ann live?", list(question))
+        assert "Quito" in " ".join(c.text for c in found.candidates)
+        await downgrade(memory._engine, "0022")
+        assert await _vector_state(memory) == ({"vector(384)"}, {"vector(384)"}, {"vector_cosine_ops"})
     finally:
         await memory.close()
 

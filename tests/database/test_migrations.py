@@ -20,12 +20,13 @@ from memory.store.database import (
     create_engine,
     current_revision,
     downgrade,
+    halfvec_refusal,
     head_revision,
     pgvector_advice,
     upgrade,
 )
 from memory.store.schema import Base
-from memory.store.vector_indexes import SHARED_INDEX_SQL, TEXT, create_sql
+from memory.store.vector_indexes import SHARED_INDEX_SQL, TEXT, create_sql, index_name
 
 TABLES = {
     "conversations",
@@ -275,6 +276,84 @@ def test_pgvector_before_0_8_is_advised_once_in_one_line() -> None:
         assert "\n" not in advice
     for recent in ("0.8.0", "0.8.5", "0.10.1", "1.0"):
         assert pgvector_advice(recent) is None
+
+
+def test_halfvec_is_refused_before_pgvector_0_7_in_one_line_that_says_what_to_do() -> None:
+    """Pure: migration 0023's check of the ``vector`` extension's version."""
+    for old in ("0.5.1", "0.6.2", "0.6", None):
+        refusal = halfvec_refusal(old)
+        assert refusal is not None and f"pgvector {old} " in refusal and "\n" not in refusal
+        assert "halfvec" in refusal and "0.7 or later" in refusal and "ALTER EXTENSION vector UPDATE" in refusal
+    for recent in ("0.7.0", "0.7.4", "0.8.5", "0.10.1", "1.0"):
+        assert halfvec_refusal(recent) is None
+
+
+# Every vector column of the store (relation_provenance: each link's fact vector).
+VECTOR_COLUMNS = """
+SELECT c.relname, format_type(a.atttypid, a.atttypmod) FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+WHERE c.relnamespace = 'public'::regnamespace AND c.relkind = 'r' AND NOT a.attisdropped
+  AND a.atttypid IN (CAST('vector' AS regtype), CAST('halfvec' AS regtype)) ORDER BY 1
+"""
+VECTOR_TABLES = ["entities", "episodes", "relation_provenance", "search_documents"]
+# A conversation's own indexes as the code before 0023 made them.
+OWN_BEFORE_0023 = (
+    f"CREATE INDEX {index_name(1, 'entity')} ON search_documents USING hnsw (embedding vector_cosine_ops) "
+    "WHERE conversation_id = 1 AND kind = 'entity'"
+)
+INDEXES = "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'public' AND tablename = 'search_documents'"
+DOCUMENT = "INSERT INTO search_documents (conversation_id, kind, ref_id, text, embedding) VALUES (1, 'entity', 1, 'Oslo', :v)"
+
+
+async def _vector_columns(engine) -> list[tuple[str, str]]:
+    async with engine.connect() as connection:
+        return [tuple(row) for row in await connection.execute(text(VECTOR_COLUMNS))]
+
+
+async def test_the_vectors_are_halfvec_from_0023_and_vector_again_below(new_database) -> None:
+    """Migration 0023 on a store with vectors and a conversation's own vector index: the
+    columns become halfvec (each value rounded to half precision), the own index is made
+    again as it was but with ``halfvec_cosine_ops``, the full-text one stays; the
+    downgrade makes them ``vector`` again, and the index of ``vector_cosine_ops``."""
+    engine = create_engine(new_database())
+    try:
+        await upgrade(engine, 8, "0022")
+        assert await _vector_columns(engine) == [(table, "vector(8)") for table in VECTOR_TABLES]
+        async with engine.begin() as connection:
+            await connection.execute(text("INSERT INTO conversations (id, platform, channel_id) VALUES (1, 'local', 'c')"))
+            await connection.execute(text(DOCUMENT), {"v": "[0.1,0.2,0.3,0.4,0.5,0.6,0.7,1000.5]"})
+            for statement in (OWN_BEFORE_0023, create_sql(1, TEXT).replace(" CONCURRENTLY", "")):
+                await connection.execute(text(statement))
+            before = dict((await connection.execute(text(INDEXES))).all())
+        await upgrade(engine, 8)
+        assert await _vector_columns(engine) == [(table, "halfvec(8)") for table in VECTOR_TABLES]
+        async with engine.connect() as connection:
+            stored = (await connection.execute(text("SELECT embedding::text FROM search_documents"))).scalar_one()
+            made = dict((await connection.execute(text(INDEXES))).all())
+        assert stored == "[0.099975586,0.19995117,0.30004883,0.39990234,0.5,0.60009766,0.7001953,1000.5]"
+        assert "vector_cosine_ops" in before[index_name(1, "entity")] and index_name(1, TEXT) in before
+        assert made == {
+            name: definition.replace("vector_cosine_ops", "halfvec_cosine_ops") for name, definition in before.items()
+        }
+        await downgrade(engine, "0022")
+        assert await _vector_columns(engine) == [(table, "vector(8)") for table in VECTOR_TABLES]
+        async with engine.connect() as connection:
+            assert dict((await connection.execute(text(INDEXES))).all()) == before
+    finally:
+        await engine.dispose()
+
+
+async def test_an_index_over_a_vector_that_stashbird_did_not_make_stops_0023_by_name(new_database) -> None:
+    engine = create_engine(new_database())
+    try:
+        await upgrade(engine, 8, "0022")
+        async with engine.begin() as connection:
+            await connection.execute(text("CREATE INDEX by_hand ON entities USING hnsw (embedding vector_l2_ops)"))
+        with pytest.raises(ConfigurationError, match="drop by_hand on entities, which Stashbird did not make") as raised:
+            await upgrade(engine, 8)
+        assert "\n" not in str(raised.value)
+        assert await current_revision(engine) == "0022"
+    finally:
+        await engine.dispose()
 
 
 async def test_the_migrated_store_runs_the_servers_pgvector(memory: object, database_url: str) -> None:

@@ -15,7 +15,7 @@ from sqlalchemy import text
 
 import memory as api
 from jobs import JobSettings, Scheduler
-from lab.probes import OWN_INDEX_ROWS, grow_conversations, search_vector, vacuum_analyze
+from lab.probes import OWN_INDEX_ROWS, grow_conversations, halfvec_recall, kept_share, search_vector, vacuum_analyze
 from memory.retrieval.pipeline import service_configs
 from memory.retrieval.search import QueryVariant, search
 from memory.store.database import create_engine, upgrade
@@ -34,13 +34,13 @@ def test_a_name_holds_only_a_number_and_a_fixed_kind() -> None:
 
 LARGEST = 2**63 - 1  # the largest conversation id: the longest names
 PLAN = "EXPLAIN (FORMAT JSON) SELECT id FROM search_documents WHERE conversation_id = :c AND {where} LIMIT 5"
-BY_VECTOR = "kind = :kind ORDER BY embedding <=> CAST('[1,0,0]' AS vector)"
+BY_VECTOR = "kind = :kind ORDER BY embedding <=> CAST('[1,0,0]' AS halfvec)"
 BY_TEXT = "tsv @@ plainto_tsquery('english', 'kalo')"
 # Two conversations with 500 documents of each kind, none of them about "kalo".
 CONVERSATIONS = "INSERT INTO conversations (id, platform, channel_id) VALUES (:c, 'test', 'own'), (:c - 1, 'test', 'other')"
 DOCUMENTS = """
 INSERT INTO search_documents (conversation_id, kind, ref_id, text, embedding)
-SELECT c, kind, n, 'filler ' || n, CAST('[1,' || n || ',0]' AS vector)
+SELECT c, kind, n, 'filler ' || n, CAST('[1,' || n || ',0]' AS halfvec)
 FROM unnest(ARRAY[CAST(:c AS bigint), :c - 1]) c, unnest(ARRAY['episode', 'entity', 'relation', 'community']) kind,
      generate_series(1, 500) n
 """
@@ -184,3 +184,18 @@ async def test_a_large_conversation_gets_its_own_index_and_its_search_uses_it(ne
             assert await connection.scalar(text("SELECT to_regclass(:n)"), {"n": index_name(conversation_id, TEXT)}) is None
     finally:
         await memory.close()
+
+
+def test_the_kept_share_counts_the_first_k_of_each_order() -> None:
+    assert kept_share([1, 2, 3], [3, 2, 1], 3) == 1.0
+    assert kept_share([1, 2, 3], [1, 3, 2], 2) == 0.5
+    assert kept_share([], [], 30) == 1.0
+
+
+async def test_the_halfvec_probe_sees_two_vectors_that_half_precision_cannot_tell_apart(memory) -> None:
+    """``lab.probes.halfvec_recall`` on the server: 0.3 and 0.3001 round to the same
+    half-precision value, so the halfvec order falls back to the ids and puts the farther
+    one first; vectors that half precision holds exactly keep their order."""
+    query = [[1.0, 0.0]]
+    assert await halfvec_recall(memory, [[1.0, 0.3001], [1.0, 0.3], [0.0, 1.0]], query, (1, 2)) == {1: [0.0], 2: [1.0]}
+    assert await halfvec_recall(memory, [[0.5, 0.5], [1.0, 0.25], [0.0, 1.0]], query, (1, 2)) == {1: [1.0], 2: [1.0]}
