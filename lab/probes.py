@@ -36,7 +36,7 @@ from memory.retrieval.selection import AbstentionRule, SelectionWeights
 from memory.store.embedded import drop_embedded_database
 from memory.store.integrity import Integrity
 from memory.store.residue import WordResidue
-from memory.store.vector_indexes import FACT_INDEX_ROWS, OWN_INDEX_ROWS
+from memory.store.vector_indexes import FACT_INDEX_ROWS, OWN_INDEX_ROWS, own_kind
 
 if TYPE_CHECKING:
     from memory.core import Memory
@@ -88,6 +88,8 @@ __all__ = [
     "OWN_INDEX_ROWS",
     "FACT_INDEX_ROWS",
     "store_size",
+    "store_bytes",
+    "byte_groups",
     "database_directories",
     "search_shards",
     "table_rows",
@@ -299,6 +301,47 @@ async def store_size(memory: Memory) -> tuple[int, int]:
         size = (await connection.execute(text(_SIZES if citus else "SELECT pg_database_size(current_database())"))).scalar_one()
         statement = "/* multi-shard: bench-scale */ SELECT count(*) FROM episodes"
         return int(size), int((await connection.execute(text(statement))).scalar_one())
+
+
+# Each table's bytes (heap, TOAST, maps) and each index's, on one server; under Citus each
+# distributed or reference table's over its shards, its indexes together.
+_TABLE_BYTES = text(
+    "SELECT relname, pg_table_size(oid) FROM pg_class WHERE relnamespace = CAST('public' AS regnamespace) AND relkind = 'r'"
+)
+_INDEX_BYTES = text(
+    "SELECT c.relname, pg_relation_size(c.oid) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+    "WHERE c.relnamespace = CAST('public' AS regnamespace)"
+)
+_SHARDED_BYTES = text(
+    "SELECT CAST(CAST(logicalrelid AS regclass) AS text), citus_table_size(logicalrelid), "
+    "citus_total_relation_size(logicalrelid) - citus_table_size(logicalrelid) FROM pg_dist_partition"
+)
+
+
+def byte_groups(tables: Iterable[tuple[str, int]], indexes: Iterable[tuple[str, int]]) -> dict[str, int]:
+    """Bytes by ``table NAME`` and ``index NAME``, the conversations' own indexes added up
+    by kind (``index own vector``, ``index own text``: one line each, not hundreds),
+    largest first. Pure."""
+    groups: dict[str, int] = {}
+    for name, size in tables:
+        groups[f"table {name}"] = groups.get(f"table {name}", 0) + int(size)
+    for name, size in indexes:
+        kind = own_kind(name)
+        key = f"index {name}" if kind is None else f"index own {kind}"
+        groups[key] = groups.get(key, 0) + int(size)
+    return dict(sorted(groups.items(), key=lambda item: (-item[1], item[0])))
+
+
+async def store_bytes(memory: Memory) -> dict[str, int]:
+    """Where the store's bytes are (``byte_groups``); under Citus, each table's shards and
+    their indexes (``indexes of NAME``)."""
+    async with memory._engine.connect() as connection:
+        if (await connection.execute(text(_CITUS))).scalar_one():
+            rows = (await connection.execute(_SHARDED_BYTES)).all()
+            return byte_groups([(name, size) for name, size, _ in rows], [(f"of {name}", size) for name, _, size in rows])
+        tables = [(str(name), int(size)) for name, size in (await connection.execute(_TABLE_BYTES)).all()]
+        indexes = [(str(name), int(size)) for name, size in (await connection.execute(_INDEX_BYTES)).all()]
+    return byte_groups(tables, indexes)
 
 
 _PROBE_TABLE = text(

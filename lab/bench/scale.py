@@ -73,6 +73,7 @@ from lab.probes import (
     grow_conversations,
     search_shards,
     search_vector,
+    store_bytes,
     store_size,
     table_rows,
     vacuum_analyze,
@@ -366,6 +367,7 @@ async def _step(
         "real_share": round(state["real"] / stored, 6) if stored else 0.0,
         "bytes": size,
         "bytes_per_million": int(size / stored * 1_000_000) if stored else 0,
+        "bytes_by": await store_bytes(memory),
         "search": searches,
         "delete": deletions,
         "rss_mb": round(_rss_mb(), 1),
@@ -419,6 +421,15 @@ def _latency(figures: dict[str, Any]) -> str:
     return f"{figures['median_ms']:>7} {figures['p99_ms']:>7}"
 
 
+def _largest_parts(step: dict[str, Any], shown: int = 8) -> str:
+    """The step's ``shown`` largest tables and indexes, in MB per million messages."""
+    per_million = 1_000_000 / step["messages"] if step["messages"] else 0.0
+    parts = list(step["bytes_by"].items())
+    rest = sum(size for _, size in parts[shown:])
+    named = [f"{name} {size * per_million / 1e6:.0f}" for name, size in parts[:shown]]
+    return ", ".join(named + ([f"{len(parts) - shown} more {rest * per_million / 1e6:.0f}"] if rest else []))
+
+
 def render(result: dict[str, Any]) -> str:
     steps_ = result["steps"]
     lines = [
@@ -467,6 +478,7 @@ def render(result: dict[str, Any]) -> str:
             f"or relations): {own['indexes']} in "
             f"{own['conversations']} conversations, built in {own['seconds']} s"
         )
+        lines.append(f"  bytes per 1M messages by table and index: {_largest_parts(s)}")
         if s["shards"]:
             shards = s["shards"]
             lines.append(

@@ -115,6 +115,14 @@ def made_at_run_time(name: str) -> bool:
     return name == SHARED_INDEX or name.startswith((_PREFIX, _TEXT_PREFIX))
 
 
+def own_kind(name: str) -> str | None:
+    """Which of a conversation's own indexes ``name`` is: ``"vector"``, ``TEXT``, or None
+    for any other index (``bench scale`` adds up their sizes by it). Pure."""
+    if name.startswith(_TEXT_PREFIX):
+        return TEXT
+    return "vector" if name.startswith(_PREFIX) else None
+
+
 def create_sql(conversation_id: int, kind: str) -> str:
     """The statement that builds it: the values are in the predicate itself, as a partial
     index's must be (an int and one of the fixed kinds, never user text). Pure."""

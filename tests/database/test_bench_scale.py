@@ -10,7 +10,9 @@ from bot.cli import build_parser
 from bot.settings import DatabaseSettings, Settings
 from lab.bench.common import cpu_times, disk_reads_kb, steal_share, warm_page_cache
 from lab.bench.scale import sizes, steps, vocabulary
+from lab.probes import byte_groups
 from memory import ValidationError
+from memory.store.vector_indexes import TEXT, index_name
 
 
 def test_sizes_follow_the_skew_add_up_and_only_grow() -> None:
@@ -50,6 +52,9 @@ async def test_bench_scale_runs_and_its_figures_add_up(new_database) -> None:
     for step in (first, last):
         assert step["bulk"]["per_second"] > 0 and step["ingest"]["per_second"] > 0
         assert step["bytes"] > 0 and step["bytes_per_million"] == int(step["bytes"] / step["messages"] * 1e6)
+        parts = step["bytes_by"]  # within the database's size, which adds the catalogue's
+        assert parts["table search_documents"] > 0 and parts["table episodes"] > 0 and parts["index uq_search_document_ref"] > 0
+        assert 0 < sum(parts.values()) < step["bytes"] and list(parts.values()) == sorted(parts.values(), reverse=True)
         assert step["index_seconds"] is None  # one server: no shared vector index to build
         assert step["rss_mb"] > 0 and step["peak_rss_mb"] >= step["rss_mb"] - 1
         assert step["search"]["empty"] == 0 and step["delete"]["wrong"] == 0 and step["ingest"]["unsearchable"] == 0
@@ -105,3 +110,16 @@ def test_steal_share_reads_the_steal_counter_of_the_interval() -> None:
     first, second = cpu_times(), cpu_times()
     if first is not None and second is not None:
         assert len(first) >= 8 and all(b >= a for a, b in zip(first, second, strict=True))
+
+
+def test_the_bytes_of_the_conversations_own_indexes_are_added_up_by_kind() -> None:
+    """Pure: hundreds of own indexes are two lines, every other index and table its own."""
+    tables = [("episodes", 50), ("search_documents", 70)]
+    indexes = [(index_name(1, "episode"), 30), (index_name(2, "entity"), 12), (index_name(1, TEXT), 5), ("ix_episodes_prev", 5)]
+    assert byte_groups(tables, indexes) == {
+        "table search_documents": 70,
+        "table episodes": 50,
+        "index own vector": 42,
+        "index ix_episodes_prev": 5,
+        "index own text": 5,
+    }
