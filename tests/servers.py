@@ -72,20 +72,26 @@ async def _workers(url: str) -> list[tuple[str, int]]:
     return [(str(row[0]), int(row[1])) for row in rows]
 
 
-async def _create_cluster_database(url: str, name: str) -> str:
+async def _create_cluster_database(url: str, name: str, citus: bool) -> str:
     workers = await _workers(url)
     coordinator = make_url(url)
-    nodes = [(coordinator.host, coordinator.port)] + workers
-    for host, port in nodes:
+    for host, port in [(coordinator.host, coordinator.port)] + workers:
         await _execute(_with_database(url, "postgres", host, port), f'CREATE DATABASE "{name}"')
-        await _execute(_with_database(url, name, host, port), "CREATE EXTENSION citus", "CREATE EXTENSION vector")
+        extensions = ("CREATE EXTENSION citus",) if citus or (host, port) in workers else ()
+        await _execute(_with_database(url, name, host, port), *extensions, "CREATE EXTENSION vector")
     created = _with_database(url, name)
+    if citus:
+        await _join(created, workers)
+    return created
+
+
+async def _join(url: str, workers: list[tuple[str, int]]) -> None:
+    coordinator = make_url(url)
     await _execute(
-        created,
+        url,
         f"SELECT citus_set_coordinator_host('{coordinator.host}', {coordinator.port})",
         *(f"SELECT citus_add_node('{host}', {port})" for host, port in workers),
     )
-    return created
 
 
 async def _drop_cluster_database(url: str, name: str) -> None:
@@ -94,10 +100,23 @@ async def _drop_cluster_database(url: str, name: str) -> None:
         await _execute(_with_database(url, "postgres", host, port), f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def create_cluster_database(url: str, name: str) -> str:
+def create_cluster_database(url: str, name: str, citus: bool = True) -> str:
     """A database ``name`` on every node of the Citus cluster whose coordinator ``url``
-    names, with citus and vector, the workers registered; its URL."""
-    return _blocking(_create_cluster_database(url, name))
+    names, with citus and vector, the workers registered; its URL. Without ``citus``
+    the coordinator's is a plain Postgres database with vector (a server that is to
+    become the coordinator: ``make_coordinator``)."""
+    return _blocking(_create_cluster_database(url, name, citus))
+
+
+async def _make_coordinator(url: str, cluster: str) -> None:
+    await _execute(url, "CREATE EXTENSION citus")
+    await _join(url, await _workers(cluster))
+
+
+def make_coordinator(url: str, cluster: str) -> None:
+    """Make the database of ``url``, made without citus, the coordinator of the workers
+    that the coordinator ``cluster`` names (docs/guides/citus.md, step 2)."""
+    _blocking(_make_coordinator(url, cluster))
 
 
 def drop_cluster_database(url: str, name: str) -> None:

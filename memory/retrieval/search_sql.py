@@ -10,6 +10,7 @@ filters on ``conversation_id``.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -166,14 +167,15 @@ async def term_shares(session: AsyncSession, conversation_id: int, question: str
 
 def planned_scans(plan: Any, table: str = "search_documents") -> dict[str, float]:
     """The estimated rows of each scan of ``table`` in an ``EXPLAIN (FORMAT JSON)``
-    result, by the relation scanned, at any depth (Citus nests a worker's plan, whose
-    scan names a shard such as ``search_documents_102008``, in the coordinator's under
-    "Remote Plan"; with every task shown, one per shard). The first scan of a relation
-    counts. Pure."""
+    result, by the relation scanned, at any depth: on one server the scan names the
+    conversation's partition (``search_documents_p3``); Citus nests a worker's plan,
+    whose scan names a shard such as ``search_documents_102008``, in the coordinator's
+    under "Remote Plan" (with every task shown, one per shard). The first scan of a
+    relation counts. Pure."""
     found: dict[str, float] = {}
     if isinstance(plan, dict):
         name = str(plan.get("Relation Name", ""))
-        if (name == table or name.removeprefix(f"{table}_").isdigit()) and "Plan Rows" in plan:
+        if re.fullmatch(rf"{re.escape(table)}(_p\d+)?(_\d+)?", name) and "Plan Rows" in plan:
             found[name] = float(plan["Plan Rows"])
         plan = list(plan.values())
     for part in plan if isinstance(plan, list) else ():
@@ -190,8 +192,9 @@ async def _planned(session: AsyncSession, statement: TextClause, params: dict[st
 async def planned_sizes(
     session: AsyncSession, conversation_id: int, kinds: Sequence[str], shared_index: bool = True
 ) -> tuple[float, dict[str, float]]:
-    """The planner's estimates of the rows the shared vector index holds (the table's,
-    or under Citus the conversation's shard's; 0 without ``shared_index``) and of the
+    """The planner's estimates of the rows the shared vector index holds (the part of
+    it on the conversation's partition or, under Citus, its shard; 0 without
+    ``shared_index``) and of the
     conversation's documents of each of ``kinds`` (missing without an estimate)."""
     estimates = {kind: await _planned(session, _CONVERSATION_ROWS, {"c": conversation_id, "kind": kind}) for kind in kinds}
     sizes = {kind: next(iter(found.values())) for kind, found in estimates.items() if found}

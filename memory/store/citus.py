@@ -55,6 +55,11 @@ _REFUSED_ON_DELETE = {"n": "SET NULL", "d": "SET DEFAULT"}
 _REFUSED_ON_UPDATE = {"n": "SET NULL", "d": "SET DEFAULT", "c": "CASCADE"}
 
 
+# A partition (memory.store.vector_indexes: the search documents on one server) is its
+# table's: Citus distributes it with the table, and its keys and unique indexes are the
+# table's copies, so the catalogue reads the tables alone.
+
+
 @dataclass(frozen=True)
 class Table:
     name: str
@@ -107,11 +112,12 @@ _UNIQUE = """
 SELECT t.relname, i.relname, CAST(x.indkey AS int2[])
 FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_class t ON t.oid = x.indrelid
 WHERE t.relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = :schema) AND (x.indisunique OR x.indisexclusion)
+  AND NOT t.relispartition
 """
 _FOREIGN_KEYS = """
 SELECT k.conname, s.relname, p.relname, k.conkey, k.confkey, CAST(k.confdeltype AS text), CAST(k.confupdtype AS text)
 FROM pg_constraint k JOIN pg_class s ON s.oid = k.conrelid JOIN pg_class p ON p.oid = k.confrelid
-WHERE k.contype = 'f' AND s.relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = :schema)
+WHERE k.contype = 'f' AND s.relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = :schema) AND k.conparentid = 0
 """
 
 

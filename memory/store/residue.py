@@ -84,7 +84,8 @@ def unique_words(gone: Iterable[str], surviving: Iterable[str], ignore: Iterable
 
 
 async def text_columns(session: AsyncSession, schema: str = "public") -> list[tuple[str, str]]:
-    """(table, column) of every text-like column of every ordinary table in ``schema``."""
+    """(table, column) of every text-like column of every ordinary table in ``schema``
+    (a partitioned table's rows are read through it, not through its partitions)."""
     rows = await session.execute(
         text(
             """
@@ -92,7 +93,7 @@ async def text_columns(session: AsyncSession, schema: str = "public") -> list[tu
             FROM pg_attribute a
             JOIN pg_class c ON c.oid = a.attrelid
             JOIN pg_namespace n ON n.oid = c.relnamespace
-            WHERE n.nspname = :schema AND c.relkind IN ('r', 'p') AND a.attnum > 0
+            WHERE n.nspname = :schema AND c.relkind IN ('r', 'p') AND NOT c.relispartition AND a.attnum > 0
               AND NOT a.attisdropped AND format_type(a.atttypid, NULL) = ANY(:types)
             ORDER BY c.relname, a.attnum
             """
@@ -133,7 +134,7 @@ async def _scoped_columns(session: AsyncSession) -> list[tuple[str, str, str, st
             FROM pg_attribute a
             JOIN pg_class c ON c.oid = a.attrelid
             JOIN pg_namespace n ON n.oid = c.relnamespace
-            WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p') AND a.attnum > 0
+            WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p') AND NOT c.relispartition AND a.attnum > 0
               AND NOT a.attisdropped AND format_type(a.atttypid, NULL) = ANY(:types)
             ORDER BY c.relname, a.attnum
             """

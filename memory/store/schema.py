@@ -277,6 +277,8 @@ class SearchDocument(Base):
     ``tsv`` is a generated column (English full-text vector of ``text``).
     ``is_current`` is false for superseded relations so retrieval can prefer current facts.
     For an episode, ``embedding`` is the vector of its exchange (``memory.episodes.exchange_vectors``).
+    On one server the table is hash-partitioned by conversation (migration 0024: the
+    large conversations' own indexes are on their partitions, memory.store.vector_indexes).
     """
 
     __tablename__ = "search_documents"

@@ -8,7 +8,8 @@ one that holds a small share of it: the search scans such a conversation exactly
 
 Past ``own_index_rows(kind)`` documents of one kind (``OWN_INDEX_ROWS`` messages or
 communities, ``FACT_INDEX_ROWS`` entities or relations) a conversation gets an index of
-its own, a partial HNSW index (``WHERE conversation_id = N AND kind = 'k'``): the planner uses it
+its own, a partial HNSW index (``WHERE conversation_id = N AND kind = 'k'``) on the
+partition that holds the conversation (below): the planner uses it
 for that conversation's statements (given the values, so the search plans them with
 ``plan_cache_mode = force_custom_plan``), the share is 1, and a search of 60 rows took
 3 ms on a conversation of 13,700 messages that an exact scan served in 35-40 ms.
@@ -32,12 +33,14 @@ built in 45-61 s) took the random conversation's search p99 from a mean 90.6 ms 
 33-41 to 29-38 ms), with no consistent cost to deletions; all kinds at 1,000 would
 have added 94 vector and 68 full-text indexes, each a little more planning.
 
-That planning is what the partial indexes cost at scale: a custom plan checks every
-partial index's predicate for each scan of the table. The largest conversation's
-search spent about 2 ms planning its statements on search_documents at 100K messages
-(22 own indexes) and about 10 ms at 1M (184), a quarter of its median there; a table
-partitioned by conversation, each large one's indexes on its own partition, would
-plan against its own only.
+That planning is what the partial indexes cost at scale: a custom plan opens every
+index of the table it scans and checks each partial one's predicate. On one table the
+largest conversation's search spent about 2 ms planning its statements on
+search_documents at 100K messages (22 own indexes) and about 10 ms at 1M (184), a
+quarter of its median there, and every other conversation's search paid the same. So on
+one server the table is hash-partitioned by conversation (migration 0024) and a
+conversation's own indexes are built on its partition: a statement given its
+conversation plans against that partition's indexes only.
 
 Past ``OWN_INDEX_ROWS`` messages it also gets a full-text index of its own (``TEXT``, a
 partial GIN index on ``tsv``): the GIN index over every conversation finds the whole
@@ -62,6 +65,7 @@ large and the shard's index serves it.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -94,8 +98,12 @@ _STATE = text(
 _CITUS = text("SELECT count(*) FROM pg_extension WHERE extname = 'citus'")
 _OWN = text(
     "SELECT c.relname FROM pg_class c JOIN pg_index i ON i.indexrelid = c.oid "
-    "WHERE i.indrelid = CAST('search_documents' AS regclass) AND starts_with(c.relname, :prefix)"
+    "WHERE i.indrelid IN (SELECT CAST('search_documents' AS regclass) UNION ALL "
+    "SELECT inhrelid FROM pg_inherits WHERE inhparent = CAST('search_documents' AS regclass)) "
+    "AND starts_with(c.relname, :prefix)"
 )
+# The partition that holds the conversation's rows (migration 0024).
+_PARTITION = text("SELECT CAST(CAST(tableoid AS regclass) AS text) FROM search_documents WHERE conversation_id = :c LIMIT 1")
 
 
 def index_name(conversation_id: int, kind: str) -> str:
@@ -115,6 +123,22 @@ def made_at_run_time(name: str) -> bool:
     return name == SHARED_INDEX or name.startswith((_PREFIX, _TEXT_PREFIX))
 
 
+def own_conversation(name: str) -> int | None:
+    """The conversation whose own index ``name`` is (None for any other index). Pure."""
+    for prefix in (_TEXT_PREFIX, _PREFIX):
+        if name.startswith(prefix):
+            number = name.removeprefix(prefix).split("_", 1)[0]
+            return int(number) if number.isdigit() else None
+    return None
+
+
+def is_partition(name: str) -> bool:
+    """Whether ``name`` is one of the partitions of the search documents on one server
+    (migration 0024): the ORM schema declares the table alone, so alembic/env.py leaves
+    them out of its comparison. Pure."""
+    return re.fullmatch(r"search_documents_p\d+", name) is not None
+
+
 def own_kind(name: str) -> str | None:
     """Which of a conversation's own indexes ``name`` is: ``"vector"``, ``TEXT``, or None
     for any other index (``bench scale`` adds up their sizes by it). Pure."""
@@ -123,17 +147,18 @@ def own_kind(name: str) -> str | None:
     return "vector" if name.startswith(_PREFIX) else None
 
 
-def create_sql(conversation_id: int, kind: str) -> str:
-    """The statement that builds it: the values are in the predicate itself, as a partial
-    index's must be (an int and one of the fixed kinds, never user text). Pure."""
+def create_sql(conversation_id: int, kind: str, table: str = "search_documents") -> str:
+    """The statement that builds it on ``table`` (the conversation's partition, which
+    the caller read from the catalogue): the values are in the predicate itself, as a
+    partial index's must be (an int and one of the fixed kinds, never user text). Pure."""
     name = index_name(conversation_id, kind)
     if kind == TEXT:
         return (
-            f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON search_documents USING gin (tsv) "
+            f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON {table} USING gin (tsv) "
             f"WHERE conversation_id = {int(conversation_id)}"
         )
     return (
-        f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON search_documents USING hnsw (embedding {OPCLASS}) "
+        f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON {table} USING hnsw (embedding {OPCLASS}) "
         f"WHERE conversation_id = {int(conversation_id)} AND kind = '{kind}'"
     )
 
@@ -197,10 +222,11 @@ async def build(engine: AsyncEngine, conversation_id: int) -> IndexReport:
         kinds = wanted(counted)
         names = {index_name(conversation_id, kind): kind for kind in kinds}
         state: dict[str, bool] = dict((await connection.execute(_STATE, {"names": list(names)})).all()) if kinds else {}
+        table = await connection.scalar(_PARTITION, {"c": conversation_id}) if kinds else None
         await connection.rollback()
         report.present = [names[name] for name, valid in state.items() if valid]
         todo = [kind for kind in kinds if kind not in report.present]
-        if todo:
+        if todo and table is not None:
             autocommit = await connection.execution_options(isolation_level="AUTOCOMMIT")
             await autocommit.execute(text(f"SET maintenance_work_mem TO '{BUILD_MEMORY_MB}MB'"))
             try:
@@ -208,7 +234,7 @@ async def build(engine: AsyncEngine, conversation_id: int) -> IndexReport:
                     name = index_name(conversation_id, kind)
                     if name in state:  # invalid: a failed build's
                         await autocommit.execute(text(f"DROP INDEX CONCURRENTLY IF EXISTS {name}"))
-                    await autocommit.execute(text(create_sql(conversation_id, kind)))
+                    await autocommit.execute(text(create_sql(conversation_id, kind, table)))
                     report.built.append(kind)
             finally:
                 await autocommit.execute(text("RESET maintenance_work_mem"))

@@ -43,7 +43,7 @@ from memory.store.locks import LockPurpose, lock_conversation, try_hold
 from memory.store.vector_indexes import SHARED_INDEX
 from tests.conftest import TEST_DATABASE_URL
 from tests.database.test_consolidation import messages
-from tests.servers import create_cluster_database, drop_cluster_database, worker_url
+from tests.servers import create_cluster_database, drop_cluster_database, make_coordinator, worker_url
 
 pytestmark = pytest.mark.citus
 OPERATOR = Principal.operator("test")
@@ -67,9 +67,9 @@ def cluster_database(coordinator: str) -> Iterator[Callable[[], str]]:
     """Factory: a new database on every node of the cluster (dropped afterwards)."""
     made: list[str] = []
 
-    def make() -> str:
+    def make(citus: bool = True) -> str:
         made.append(f"plan_{uuid.uuid4().hex[:8]}")
-        return create_cluster_database(coordinator, made[-1])
+        return create_cluster_database(coordinator, made[-1], citus)
 
     yield make
     for name in made:
@@ -216,6 +216,42 @@ async def test_a_populated_database_moves_into_shards_resuming_after_a_failure_a
         assert asked.returncode == 0 and "Quito" in asked.stdout, asked.stderr
     finally:
         await blocker.dispose()
+        await memory.close()
+
+
+PARTITIONS = "SELECT count(*) FROM pg_inherits WHERE inhparent = CAST('search_documents' AS regclass)"
+
+
+async def test_a_store_migrated_on_one_server_is_distributed_with_its_search_partitions(
+    cluster_database, coordinator: str, embedder
+) -> None:
+    """The README's way onto Citus: a store migrated and used on one server (its search
+    documents hash-partitioned by conversation, migration 0024), then made the
+    coordinator. The plan distributes the table with its partitions, co-located with
+    the rest, every row and key kept, and answers come from the shards."""
+    url = cluster_database(citus=False)
+    memory = await open_memory(url, embedder)
+    try:
+        refs = await _populate(memory)
+        async with memory._engine.connect() as connection:
+            assert (await connection.execute(text(PARTITIONS))).scalar_one() == 16
+        before = await _counts(memory)
+        await asyncio.to_thread(make_coordinator, url, coordinator)
+        _, keys = await _state(memory)
+        await _apply_by_cli(url)
+        await _assert_distributed(memory, keys)
+        tables, _ = await _state(memory)
+        assert {f"search_documents_p{i}" for i in range(16)} <= set(tables)  # shards of their own, co-located
+        assert await _counts(memory) == before
+        async with memory._engine.connect() as connection:  # the coordinator's own copies are gone
+            left = text(
+                "SELECT sum(pg_relation_size(inhrelid)) FROM pg_inherits WHERE inhparent = CAST('search_documents' AS regclass)"
+            )
+            assert (await connection.execute(left)).scalar_one() == 0
+        for ref in refs:
+            asked = await asyncio.to_thread(stashbird, url, "ask", "Where does Ann live?", "--conversation", str(ref))
+            assert asked.returncode == 0 and "Quito" in asked.stdout, asked.stderr
+    finally:
         await memory.close()
 
 

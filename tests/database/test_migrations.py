@@ -64,8 +64,32 @@ TABLES = {
 
 async def _tables(engine) -> set[str]:
     async with engine.connect() as connection:
-        rows = await connection.execute(text("SELECT tablename FROM pg_tables WHERE schemaname = 'public'"))
+        rows = await connection.execute(
+            text(
+                "SELECT relname FROM pg_class WHERE relnamespace = CAST('public' AS regnamespace) "
+                "AND relkind IN ('r', 'p') AND NOT relispartition"
+            )
+        )
         return {r[0] for r in rows} - {"alembic_version"}
+
+
+_DOCUMENT = text(
+    "INSERT INTO search_documents (conversation_id, kind, ref_id, text, embedding) "
+    "VALUES (7, 'episode', :ref, :text, CAST(:v AS halfvec))"
+)
+# The table each index of conversation 7's own is on.
+_OWN_ON = text(
+    "SELECT c.relname, CAST(i.indrelid AS regclass)::text FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+    "WHERE c.relname LIKE 'ix_search_documents_%c7%'"
+)
+
+
+async def _partitions(engine) -> list[str]:
+    async with engine.connect() as connection:
+        rows = await connection.execute(
+            text("SELECT CAST(inhrelid AS regclass) FROM pg_inherits WHERE inhparent = CAST('search_documents' AS regclass)")
+        )
+        return sorted(str(r[0]) for r in rows)
 
 
 async def test_upgrade_downgrade_upgrade(new_database) -> None:
@@ -82,6 +106,35 @@ async def test_upgrade_downgrade_upgrade(new_database) -> None:
         # conversations' own, built when they grow (memory.store.vector_indexes).
         assert not any("USING hnsw" in i for i in indexes)
         assert any("USING gin" in i for i in indexes)
+        # One server partitions the search documents by conversation (migration 0024),
+        # and a downgrade makes them one table again, rows and all.
+        assert await _partitions(engine) == sorted(f"search_documents_p{i}" for i in range(16))
+        async with engine.begin() as connection:
+            await connection.execute(
+                text("INSERT INTO conversations (id, platform, workspace_id, channel_id) VALUES (7, 'p', 'w', 'c')")
+            )
+            await connection.execute(_DOCUMENT, {"ref": 1, "text": "the budget is mine", "v": str([0.1] * 384)})
+        await downgrade(engine, "0023")
+        assert await _partitions(engine) == []
+        async with engine.begin() as connection:
+            kept = (await connection.execute(text("SELECT text FROM search_documents WHERE tsv @@ to_tsquery('budget')"))).all()
+            # The conversation's own indexes, as the scheduler builds them on one table before 0024.
+            for kind in ("episode", TEXT):
+                await connection.execute(text(create_sql(7, kind).replace(" CONCURRENTLY", "")))
+        assert kept == [("the budget is mine",)]
+        own = {index_name(7, "episode"), index_name(7, TEXT)}
+        await upgrade(engine, 384)
+        async with engine.connect() as connection:
+            moved = (await connection.execute(text("SELECT CAST(tableoid AS regclass)::text, id FROM search_documents"))).all()
+            assert len(moved) == 1 and moved[0][0].startswith("search_documents_p")
+            # Made again by the migration, on the partition that holds the conversation.
+            assert dict((await connection.execute(_OWN_ON)).all()) == dict.fromkeys(own, moved[0][0])
+            await connection.execute(_DOCUMENT, {"ref": 2, "text": "x", "v": str([0.1] * 384)})  # its id from the sequence
+            assert (await connection.execute(text("SELECT max(id) FROM search_documents"))).scalar() > moved[0][1]
+            await connection.rollback()
+        await downgrade(engine, "0023")  # one table again, the own indexes on it
+        async with engine.connect() as connection:
+            assert dict((await connection.execute(_OWN_ON)).all()) == dict.fromkeys(own, "search_documents")
         await downgrade(engine, "base")
         assert await _tables(engine) == set()
         await upgrade(engine, 384)
@@ -324,7 +377,7 @@ async def test_the_vectors_are_halfvec_from_0023_and_vector_again_below(new_data
             for statement in (OWN_BEFORE_0023, create_sql(1, TEXT).replace(" CONCURRENTLY", "")):
                 await connection.execute(text(statement))
             before = dict((await connection.execute(text(INDEXES))).all())
-        await upgrade(engine, 8)
+        await upgrade(engine, 8, "0023")
         assert await _vector_columns(engine) == [(table, "halfvec(8)") for table in VECTOR_TABLES]
         async with engine.connect() as connection:
             stored = (await connection.execute(text("SELECT embedding::text FROM search_documents"))).scalar_one()
@@ -383,7 +436,9 @@ async def test_alembic_finds_no_difference_between_a_database_at_head_and_the_or
         await upgrade(engine, 384)
         async with engine.connect() as connection:
             autocommit = await connection.execution_options(isolation_level="AUTOCOMMIT")
-            for statement in (create_sql(1, "episode"), create_sql(1, TEXT), SHARED_INDEX_SQL):
+            # On one server a conversation's own indexes are on its partition (migration 0024).
+            own = [create_sql(1, kind, "search_documents_p0") for kind in ("episode", TEXT)]
+            for statement in (*own, SHARED_INDEX_SQL):
                 await autocommit.execute(text(statement))
     finally:
         await engine.dispose()
@@ -400,9 +455,12 @@ async def test_alembic_finds_no_difference_between_a_database_at_head_and_the_or
 
 # Every index but the primary keys (whose names the ORM leaves to Postgres), unique
 # constraints' included, as Postgres states it: columns, method, INCLUDE and predicate.
+# A partitioned table's index is stated ``ON ONLY`` it, and its partitions' copies are
+# left out (the search documents on one server, migration 0024).
 INDEXES = """
-SELECT c.relname, pg_get_indexdef(i.indexrelid) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
-WHERE c.relnamespace = 'public'::regnamespace AND NOT i.indisprimary
+SELECT c.relname, replace(pg_get_indexdef(i.indexrelid), ' ON ONLY ', ' ON ') FROM pg_index i
+JOIN pg_class c ON c.oid = i.indexrelid
+WHERE c.relnamespace = 'public'::regnamespace AND NOT i.indisprimary AND NOT c.relispartition
 """
 
 

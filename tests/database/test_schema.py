@@ -20,6 +20,7 @@ COLUMNS = """
 SELECT c.table_name, c.column_name FROM information_schema.columns c
 JOIN information_schema.tables t ON t.table_schema = c.table_schema AND t.table_name = c.table_name
 WHERE c.table_schema = 'public' AND t.table_type = 'BASE TABLE' AND c.table_name <> 'alembic_version'
+  AND NOT (SELECT relispartition FROM pg_class WHERE oid = CAST(quote_ident(c.table_name) AS regclass))
 """
 
 

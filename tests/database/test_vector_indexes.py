@@ -30,6 +30,9 @@ OPERATOR = api.Principal.operator("test")
 def test_a_name_holds_only_a_number_and_a_fixed_kind() -> None:
     with pytest.raises(ValueError, match="not a document kind"):
         index_name(1, "episode'; DROP TABLE episodes; --")
+    assert create_sql(7, TEXT, "search_documents_p5").endswith(
+        "ix_search_documents_tsv_c7 ON search_documents_p5 USING gin (tsv) WHERE conversation_id = 7"
+    )
 
 
 LARGEST = 2**63 - 1  # the largest conversation id: the longest names
@@ -44,6 +47,7 @@ SELECT c, kind, n, 'filler ' || n, CAST('[1,' || n || ',0]' AS halfvec)
 FROM unnest(ARRAY[CAST(:c AS bigint), :c - 1]) c, unnest(ARRAY['episode', 'entity', 'relation', 'community']) kind,
      generate_series(1, 500) n
 """
+HOLDER = "SELECT CAST(tableoid AS regclass)::text FROM search_documents WHERE conversation_id = :c LIMIT 1"
 VALID = text(
     "SELECT c.relname, i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid WHERE c.relname = ANY(:names)"
 )
@@ -71,10 +75,11 @@ async def test_each_own_index_is_valid_and_serves_its_conversation_and_kind_alon
             for statement in (CONVERSATIONS, DOCUMENTS):
                 await connection.execute(text(statement), {"c": LARGEST})
             await connection.execute(text("ANALYZE search_documents"))
+            partition = await connection.scalar(text(HOLDER), {"c": LARGEST})  # migration 0024
         async with engine.connect() as connection:
             autocommit = await connection.execution_options(isolation_level="AUTOCOMMIT")
             for kind in (*KINDS, TEXT):
-                await autocommit.execute(text(create_sql(LARGEST, kind)))
+                await autocommit.execute(text(create_sql(LARGEST, kind, partition)))
         mine = {kind: index_name(LARGEST, kind) for kind in (*KINDS, TEXT)}
         async with engine.connect() as connection:
             valid = dict((await connection.execute(VALID, {"names": list(mine.values())})).all())
@@ -149,6 +154,15 @@ async def test_a_large_conversation_gets_its_own_index_and_its_search_uses_it(ne
         assert built.built == ["episode", "text"] and built.present == []
         assert (await api.index_conversation(memory, large, principal=JOB)).as_dict()["built"] == []
         assert (await api.index_conversation(memory, small, principal=JOB)).built == []
+        # On the conversation's partition (migration 0024), not on the table: the
+        # planner reads them only for statements of the conversations that partition holds.
+        async with memory._engine.connect() as connection:
+            on = text("SELECT CAST(indrelid AS regclass)::text FROM pg_index WHERE indexrelid = CAST(:n AS regclass)")
+            holder = text("SELECT DISTINCT CAST(tableoid AS regclass)::text FROM search_documents WHERE conversation_id = :c")
+            partition = (await connection.execute(holder, {"c": conversation_id})).scalar_one()
+            assert partition.startswith("search_documents_p")
+            for kind in ("episode", TEXT):
+                assert await connection.scalar(on, {"n": index_name(conversation_id, kind)}) == partition
 
         after = await search_vector(memory, large, "what about kalo?", query)
         assert after.plan.hnsw == ("episode",) and after.plan.ef_search == 120

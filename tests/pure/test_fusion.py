@@ -228,6 +228,11 @@ def test_planned_scans_finds_each_shards_scan_at_any_depth() -> None:
         }
     ]
     assert planned_scans(postgres) == {"search_documents": 94_050}
+    # One server: the conversation's partition (migration 0024), under an Append when
+    # the plan keeps more than one.
+    scans = [{"Relation Name": f"search_documents_p{i}", "Plan Rows": i} for i in (3, 12)]
+    partitions = [{"Plan": {"Node Type": "Append", "Plans": scans}}]
+    assert planned_scans(partitions) == {"search_documents_p3": 3, "search_documents_p12": 12}
     assert planned_scans(citus) == {"search_documents_102008": 812}
     # With every task shown (citus.explain_all_tasks), one scan per shard.
     tasks = citus[0]["Plan"]["Distributed Query"]["Job"]["Tasks"]
@@ -236,3 +241,4 @@ def test_planned_scans_finds_each_shards_scan_at_any_depth() -> None:
     assert planned_scans(citus) == {"search_documents_102008": 812, "search_documents_102009": 40}
     assert planned_scans([{"Plan": {"Node Type": "Result", "Plan Rows": 1}}]) == {}
     assert planned_scans([{"Plan": {"Relation Name": "search_documents_log", "Plan Rows": 3}}]) == {}
+    assert planned_scans([{"Plan": {"Relation Name": "search_documents_px", "Plan Rows": 3}}]) == {}
