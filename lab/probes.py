@@ -303,14 +303,18 @@ async def store_size(memory: Memory) -> tuple[int, int]:
         return int(size), int((await connection.execute(text(statement))).scalar_one())
 
 
-# Each table's bytes (heap, TOAST, maps) and each index's, on one server; under Citus each
-# distributed or reference table's over its shards, its indexes together.
+# Each table's bytes (heap, TOAST, maps) and each index's, on one server, a partition's
+# (the search documents', migration 0024) under its table's name and a partition's copy
+# of an index under that index's; under Citus each distributed or reference table's over
+# its shards, its indexes together.
+_PARENT = "LEFT JOIN pg_inherits h ON h.inhrelid = c.oid LEFT JOIN pg_class p ON p.oid = h.inhparent"
 _TABLE_BYTES = text(
-    "SELECT relname, pg_table_size(oid) FROM pg_class WHERE relnamespace = CAST('public' AS regnamespace) AND relkind = 'r'"
+    f"SELECT coalesce(p.relname, c.relname), pg_table_size(c.oid) FROM pg_class c {_PARENT} "
+    "WHERE c.relnamespace = CAST('public' AS regnamespace) AND c.relkind = 'r'"
 )
 _INDEX_BYTES = text(
-    "SELECT c.relname, pg_relation_size(c.oid) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
-    "WHERE c.relnamespace = CAST('public' AS regnamespace)"
+    f"SELECT coalesce(p.relname, c.relname), pg_relation_size(c.oid) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+    f"{_PARENT} WHERE c.relnamespace = CAST('public' AS regnamespace)"
 )
 _SHARDED_BYTES = text(
     "SELECT CAST(CAST(logicalrelid AS regclass) AS text), citus_table_size(logicalrelid), "

@@ -4,6 +4,8 @@ latencies are not judged here, only that they were taken."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from bot.cli import build_parser
@@ -55,6 +57,7 @@ async def test_bench_scale_runs_and_its_figures_add_up(new_database) -> None:
         parts = step["bytes_by"]  # within the database's size, which adds the catalogue's
         assert parts["table search_documents"] > 0 and parts["table episodes"] > 0 and parts["index uq_search_document_ref"] > 0
         assert 0 < sum(parts.values()) < step["bytes"] and list(parts.values()) == sorted(parts.values(), reverse=True)
+        assert not [n for n in parts if re.search(r"search_documents_p\d", n)]  # partitions under their table (0024)
         assert step["index_seconds"] is None  # one server: no shared vector index to build
         assert step["rss_mb"] > 0 and step["peak_rss_mb"] >= step["rss_mb"] - 1
         assert step["search"]["empty"] == 0 and step["delete"]["wrong"] == 0 and step["ingest"]["unsearchable"] == 0
