@@ -37,11 +37,13 @@ from memory.store.residue import TEXT_TYPES
 
 # Every table that can hold a message's words: those with a text-like column, found from
 # the catalogue (as the residue scan finds them), so a table added later is covered too.
+# A partitioned table (the search documents on one server, migration 0024) is named, not
+# its partitions: VACUUM and ANALYZE of it take every partition, and its statistics too.
 TEXT_TABLES = text(
     """
     SELECT DISTINCT c.relname FROM pg_attribute a
     JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace
-    WHERE n.nspname = 'public' AND c.relkind = 'r' AND a.attnum > 0 AND NOT a.attisdropped
+    WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p') AND NOT c.relispartition AND a.attnum > 0 AND NOT a.attisdropped
       AND format_type(a.atttypid, NULL) = ANY(:types)
     ORDER BY 1
     """
@@ -81,7 +83,10 @@ async def _run(engine: AsyncEngine, operation: str, lock: str, statements: tuple
             await connection.execute(text("CHECKPOINT"))
         report.bytes_after = (
             await connection.execute(
-                text("SELECT sum(pg_total_relation_size(c.oid))::bigint FROM pg_class c WHERE c.relname = ANY(:tables)"),
+                text(
+                    "SELECT sum(pg_total_relation_size(p.relid))::bigint FROM pg_class c, pg_partition_tree(c.oid) p "
+                    "WHERE c.relname = ANY(:tables) AND c.relnamespace = CAST('public' AS regnamespace)"
+                ),
                 {"tables": tables},
             )
         ).scalar_one()
