@@ -84,8 +84,8 @@ async def _run(engine: AsyncEngine, operation: str, lock: str, statements: tuple
         report.bytes_after = (
             await connection.execute(
                 text(
-                    "SELECT sum(pg_total_relation_size(p.relid))::bigint FROM pg_class c, pg_partition_tree(c.oid) p "
-                    "WHERE c.relname = ANY(:tables) AND c.relnamespace = CAST('public' AS regnamespace)"
+                    "SELECT sum(pg_total_relation_size(c.oid) + coalesce((SELECT sum(pg_total_relation_size(h.inhrelid)) "
+                    "FROM pg_inherits h WHERE h.inhparent = c.oid), 0))::bigint FROM pg_class c WHERE c.relname = ANY(:tables)"
                 ),
                 {"tables": tables},
             )
