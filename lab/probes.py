@@ -36,7 +36,7 @@ from memory.retrieval.selection import AbstentionRule, SelectionWeights
 from memory.store.embedded import drop_embedded_database
 from memory.store.integrity import Integrity
 from memory.store.residue import WordResidue
-from memory.store.vector_indexes import FACT_INDEX_ROWS, OWN_INDEX_ROWS, own_kind
+from memory.store.vector_indexes import FACT_INDEX_ROWS, OWN_INDEX_ROWS, TEXT, own_index
 
 if TYPE_CHECKING:
     from memory.core import Memory
@@ -330,8 +330,8 @@ def byte_groups(tables: Iterable[tuple[str, int]], indexes: Iterable[tuple[str, 
     for name, size in tables:
         groups[f"table {name}"] = groups.get(f"table {name}", 0) + int(size)
     for name, size in indexes:
-        kind = own_kind(name)
-        key = f"index {name}" if kind is None else f"index own {kind}"
+        own = own_index(name)
+        key = f"index {name}" if own is None else f"index own {'text' if own[1] == TEXT else 'vector'}"
         groups[key] = groups.get(key, 0) + int(size)
     return dict(sorted(groups.items(), key=lambda item: (-item[1], item[0])))
 
@@ -435,9 +435,6 @@ async def search_shards(memory: Memory, conversation: ConversationRef) -> dict[s
     }
 
 
-_ALL_SHARDS = "SELECT count(*) FROM pg_dist_shard"
-
-
 async def table_rows(memory: Memory, tables: Sequence[str]) -> dict[str, int]:
     """Rows of each of ``tables`` now (exact counts: what a distribution has to move)."""
     async with memory._engine.connect() as connection:
@@ -447,14 +444,6 @@ async def table_rows(memory: Memory, tables: Sequence[str]) -> dict[str, int]:
             statement = f"/* multi-shard: bench-scale */ SELECT count(*) FROM {quote(table)}"
             counts[table] = int((await connection.execute(text(statement))).scalar_one())
         return counts
-
-
-async def shard_count(memory: Memory) -> int:
-    """Every shard Citus keeps, of every distributed and reference table (0 without Citus)."""
-    async with memory._engine.connect() as connection:
-        if not (await connection.execute(text(_CITUS))).scalar_one():
-            return 0
-        return int((await connection.execute(text(_ALL_SHARDS))).scalar_one())
 
 
 async def mark_consolidated(memory: Memory, conversation: ConversationRef) -> None:

@@ -32,7 +32,7 @@ import re
 import sqlalchemy as sa
 
 from alembic import op
-from memory.store.vector_indexes import BUILD_MEMORY_MB, SHARED_INDEX, made_at_run_time, own_conversation
+from memory.store.vector_indexes import BUILD_MEMORY_MB, own_index
 
 revision = "0024"
 down_revision = "0023"
@@ -57,11 +57,7 @@ _ON = re.compile(r" ON (ONLY )?(\S+\.)?search_documents(_p\d+)? USING ")
 def _own_indexes() -> list[tuple[int, str]]:
     """The conversations' own indexes: (conversation, the statement that made it)."""
     found = op.get_bind().execute(_INDEXES).all()
-    return [
-        (conversation, definition)
-        for name, definition in found
-        if made_at_run_time(name) and name != SHARED_INDEX and (conversation := own_conversation(name)) is not None
-    ]
+    return [(own[0], definition) for name, definition in found if (own := own_index(name)) is not None]
 
 
 def _rebuild(partitioned: bool) -> None:

@@ -55,11 +55,6 @@ _REFUSED_ON_DELETE = {"n": "SET NULL", "d": "SET DEFAULT"}
 _REFUSED_ON_UPDATE = {"n": "SET NULL", "d": "SET DEFAULT", "c": "CASCADE"}
 
 
-# A partition (memory.store.vector_indexes: the search documents on one server) is its
-# table's: Citus distributes it with the table, and its keys and unique indexes are the
-# table's copies, so the catalogue reads the tables alone.
-
-
 @dataclass(frozen=True)
 class Table:
     name: str
@@ -108,6 +103,9 @@ FROM pg_class c
 LEFT JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = :column AND a.attnum > 0 AND NOT a.attisdropped
 WHERE c.relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = :schema) AND c.relkind IN ('r', 'p') AND NOT c.relispartition
 """
+# A partition (the search documents on one server, migration 0024) is its table's: Citus
+# distributes it with the table, and its keys and unique indexes are the table's copies,
+# so the catalogue reads the tables alone.
 _UNIQUE = """
 SELECT t.relname, i.relname, CAST(x.indkey AS int2[])
 FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_class t ON t.oid = x.indrelid

@@ -1,7 +1,7 @@
 """The search documents' vector indexes: a large conversation's own, and on Citus the
 shards' shared one.
 
-pgvector (0.6, as embedded) filters an HNSW scan by conversation only after the index
+pgvector filters an HNSW scan by conversation only after the index
 returns its ``ef_search`` nearest rows, so an index over every conversation cannot serve
 one that holds a small share of it: the search scans such a conversation exactly
 (memory.retrieval.search_plan), which takes a few milliseconds below ``EXACT_SCAN_ROWS``.
@@ -20,8 +20,7 @@ before it) by the scheduler after a conversation's consolidation run
 (``memory.index_conversation``), or by a benchmark after a bulk load. A build that
 failed half-way leaves an invalid index, which the next build drops and makes again.
 Every vector index is over ``halfvec`` (``OPCLASS``): migration 0023 changed the
-columns' type and dropped the own indexes of ``vector_cosine_ops``, which the scheduler
-builds again after each large conversation's next consolidation run.
+columns' type and made each own index again with it.
 Each index adds a little to the planning of every statement on the table, so they are
 for the large conversations, not for all: at 1M messages over 1,000 conversations
 (Zipf 1.0), 92 vector and 66 full-text indexes in 66 conversations (built in 393 s
@@ -123,13 +122,16 @@ def made_at_run_time(name: str) -> bool:
     return name == SHARED_INDEX or name.startswith((_PREFIX, _TEXT_PREFIX))
 
 
-def own_conversation(name: str) -> int | None:
-    """The conversation whose own index ``name`` is (None for any other index). Pure."""
-    for prefix in (_TEXT_PREFIX, _PREFIX):
-        if name.startswith(prefix):
-            number = name.removeprefix(prefix).split("_", 1)[0]
-            return int(number) if number.isdigit() else None
-    return None
+def own_index(name: str) -> tuple[int, str] | None:
+    """(conversation, kind) of a conversation's own index ``name`` (kind ``TEXT`` for the
+    full-text one), None for any other index. Pure."""
+    if name.startswith(_TEXT_PREFIX):
+        number, kind = name.removeprefix(_TEXT_PREFIX), TEXT
+    elif name.startswith(_PREFIX):
+        number, _, kind = name.removeprefix(_PREFIX).partition("_")
+    else:
+        return None
+    return (int(number), kind) if number.isdigit() else None
 
 
 def is_partition(name: str) -> bool:
@@ -137,14 +139,6 @@ def is_partition(name: str) -> bool:
     (migration 0024): the ORM schema declares the table alone, so alembic/env.py leaves
     them out of its comparison. Pure."""
     return re.fullmatch(r"search_documents_p\d+", name) is not None
-
-
-def own_kind(name: str) -> str | None:
-    """Which of a conversation's own indexes ``name`` is: ``"vector"``, ``TEXT``, or None
-    for any other index (``bench scale`` adds up their sizes by it). Pure."""
-    if name.startswith(_TEXT_PREFIX):
-        return TEXT
-    return "vector" if name.startswith(_PREFIX) else None
 
 
 def create_sql(conversation_id: int, kind: str, table: str = "search_documents") -> str:
