@@ -380,16 +380,27 @@ def _grow_statements() -> list[str]:
     relation_join, relation_vec = _pooled("r.id * 11 + 3", "p")
     community_join, community_vec = _pooled("c.id * 13 + 4", "q")
     return [
-        f"""{with_pool}INSERT INTO episodes
-             (conversation_id, speaker_id, role, text, message_time, platform_message_id, embedding)
-           SELECT g.cid, CASE WHEN i % 2 = 0 THEN g.s0 ELSE g.s1 END, 'user',
+        # Each row written once, with its id and its links among the new rows, as the
+        # ingest path writes a message (memory.episodes.append): an UPDATE of every row
+        # after would leave a dead copy of each (half the table's bytes, vector and all).
+        f"""{with_pool}, fresh AS MATERIALIZED (
+             SELECT n.*, nextval(pg_get_serial_sequence('episodes', 'id')) AS id FROM (
+               -- i is a bigint: i * 104729 overflows an int in a conversation past 20,000 messages
+               SELECT g.cid, g.s0, g.s1, i FROM g
+               CROSS JOIN LATERAL generate_series(CAST(g.start AS bigint), g.start + g.n - 1) AS i ORDER BY g.cid, i) AS n),
+           chained AS MATERIALIZED (
+             SELECT f.*, lag(f.id) OVER w AS prev, lead(f.id) OVER w AS next FROM fresh f
+             WINDOW w AS (PARTITION BY f.cid ORDER BY f.i))
+           INSERT INTO episodes
+             (conversation_id, id, speaker_id, role, text, message_time, platform_message_id, embedding, prev_id, next_id)
+           SELECT g.cid, g.id, CASE WHEN i % 2 = 0 THEN g.s0 ELSE g.s1 END, 'user',
                   'about ' || {word("i * 7919 + g.cid")} || ' and ' || {word("i * 104729 + 3 * g.cid")}
                   || ' with ' || {word("i * 31 + 17 * g.cid")} || ' ' || {word("i * 613 + 5 * g.cid")},
-                  :t0time + make_interval(secs => i * 60), 'b' || i, {ep_vec}
-           -- i is a bigint: i * 104729 overflows an int in a conversation past 20,000 messages
-           FROM g CROSS JOIN LATERAL generate_series(CAST(g.start AS bigint), g.start + g.n - 1) AS i
-           CROSS JOIN (SELECT CAST(:syllables AS text[]) AS s) AS v {ep_join}""",
+                  :t0time + make_interval(secs => i * 60), 'b' || i, {ep_vec}, g.prev, g.next
+           FROM chained g CROSS JOIN (SELECT CAST(:syllables AS text[]) AS s) AS v {ep_join}""",
         "ANALYZE episodes",  # see _bulk_graph_statements
+        # The links across the new rows' edges: the chain's old tail (and a message
+        # ingested after it), and the first and last new rows; a few rows per conversation.
         """UPDATE episodes e SET prev_id = w.prev, next_id = w.next
            FROM (SELECT conversation_id, id, lag(id) OVER o AS prev, lead(id) OVER o AS next FROM episodes
                  WHERE conversation_id = ANY(CAST(:cids AS bigint[]))

@@ -21,6 +21,7 @@ from memory.models.embedder import Embedder
 from memory.store import episodes
 from memory.store.conversations import ROLES, ensure_speakers
 from memory.store.documents import Document, episode_document_text, upsert_documents
+from memory.store.ids import next_ids
 from memory.store.ledger import Usage, record_usage
 from memory.store.locks import LockPurpose, lock_conversation
 from memory.store.schema import Episode, Tombstone
@@ -161,27 +162,24 @@ async def append_messages(
     own_vector: dict[str, Sequence[float]] = {}
     for message, vector in zip(messages, vectors, strict=True):
         own_vector.setdefault(message.platform_message_id, vector)
-    candidates = [m for m in messages if m.platform_message_id not in refused]
-    inserted = await episodes.insert_episodes(
-        session,
-        [
-            {
-                "conversation_id": conversation_id,
-                "speaker_id": speakers[(m.speaker_id, m.speaker_name, m.role)],
-                "role": m.role,
-                "text": m.text,
-                "message_time": m.message_time,
-                "platform_message_id": m.platform_message_id,
-                "reply_to": m.reply_to,
-                "thread_id": m.thread_id,
-                "edited_at": m.edited_at,
-                "embedding": list(own_vector[m.platform_message_id]),
-            }
-            for m in candidates
-        ],
-    )
-    results, documents, new_links = _outcomes(messages, vectors, refused, inserted)
-    prev_of, successors = await _link_new(session, conversation_id, new_links)
+    fresh = await _fresh(session, conversation_id, [m for m in messages if m.platform_message_id not in refused])
+    rows = [
+        {
+            "conversation_id": conversation_id,
+            "speaker_id": speakers[(m.speaker_id, m.speaker_name, m.role)],
+            "role": m.role,
+            "text": m.text,
+            "message_time": m.message_time,
+            "platform_message_id": m.platform_message_id,
+            "reply_to": m.reply_to,
+            "thread_id": m.thread_id,
+            "edited_at": m.edited_at,
+            "embedding": list(own_vector[m.platform_message_id]),
+        }
+        for m in fresh
+    ]
+    inserted, prev_of, successors = await _insert_linked(session, conversation_id, rows)
+    results, documents = _outcomes(messages, vectors, refused, inserted)
     # Each document is written once, with the vector it is searched by: an index entry
     # per write is most of what a write costs.
     searched = await exchange_vectors_of(session, conversation_id, {d.ref_id: d.embedding for d in documents}, prev_of)
@@ -192,13 +190,11 @@ async def append_messages(
 
 def _outcomes(
     messages: Sequence[Message], vectors: Sequence[Sequence[float]], refused: set[str], inserted: dict[str, int]
-) -> tuple[list[AppendResult], list[Document], list[tuple[datetime, int]]]:
-    """One result per message; for those stored, their search documents (with their own
-    vectors) and (time, id) in chain order, to link. The first of repeated ids in one
-    batch is the one stored. Pure."""
+) -> tuple[list[AppendResult], list[Document]]:
+    """One result per message, and for those stored their search documents (with their
+    own vectors). The first of repeated ids in one batch is the one stored. Pure."""
     results: list[AppendResult] = []
     documents: list[Document] = []
-    links: list[tuple[datetime, int]] = []
     stored = dict(inserted)
     for message, vector in zip(messages, vectors, strict=True):
         message_id = message.platform_message_id
@@ -207,39 +203,93 @@ def _outcomes(
         elif message_id in stored:
             episode_id = stored.pop(message_id)
             documents.append(Document("episode", episode_id, message.document_text, vector, message.message_time))
-            links.append((message.message_time, episode_id))
             results.append(AppendResult(message_id, "stored", episode_id))
         else:
             results.append(AppendResult(message_id, "duplicate", None))
-    return results, documents, sorted(links)
+    return results, documents
 
 
-async def _link_new(
-    session: AsyncSession, conversation_id: int, new: list[tuple[datetime, int]]
-) -> tuple[dict[int, int | None], list[int]]:
-    """Link freshly inserted episodes (sorted by time, then id) into the chain; returns
-    each new episode's predecessor and the episodes whose predecessor changed besides
-    the new ones. (A later new episode never goes before an earlier one, so the
-    predecessors hold once all are linked.)
+async def _fresh(session: AsyncSession, conversation_id: int, candidates: Sequence[Message]) -> list[Message]:
+    """The messages to store: the first of each platform message id, unless the
+    conversation holds it already (the caller holds the chain lock)."""
+    firsts: dict[str, Message] = {}
+    for message in candidates:
+        firsts.setdefault(message.platform_message_id, message)
+    if not firsts:
+        return []
+    stored = await session.execute(
+        select(Episode.platform_message_id).where(
+            Episode.conversation_id == conversation_id, Episode.platform_message_id.in_(list(firsts))
+        )
+    )
+    held = set(stored.scalars())
+    return [m for message_id, m in firsts.items() if message_id not in held]
 
-    The common case, messages arriving in order, is one statement: they extend the
-    chain after its current tail. Anything else is linked one episode at a time.
+
+def chain_links(tail: int | None, new: Sequence[tuple[datetime, int]]) -> dict[int, tuple[int | None, int | None]]:
+    """Each new episode's (previous, next) when the new ones, as (time, id), all go after
+    the chain's ``tail``: in (time, id) order, the first after the tail. Pure."""
+    ordered = [episode_id for _, episode_id in sorted(new)]
+    before = [tail, *ordered[:-1]]
+    after = [*ordered[1:], None]
+    return {e: (p, n) for e, p, n in zip(ordered, before, after, strict=True)}
+
+
+async def _insert_linked(
+    session: AsyncSession, conversation_id: int, rows: list[dict[str, Any]]
+) -> tuple[dict[str, int], dict[int, int | None], list[int]]:
+    """Insert new episodes into the chain; returns their ids by platform message id,
+    each one's predecessor, and the stored episodes whose predecessor changed.
+
+    The common case is messages arriving after the chain's tail (``_append_after``). A
+    message older than the tail is inserted, then linked one at a time. (A later new
+    episode never goes before an earlier one, so the predecessors hold once all are linked.)
     """
-    if not new:
-        return {}, []
-    ids = [episode_id for _, episode_id in new]
+    if not rows:
+        return {}, {}, []
+    ids = await next_ids(session, "episodes", conversation_id, len(rows))
+    new: list[tuple[datetime, int]] = []
+    for row, episode_id in zip(rows, ids, strict=True):
+        row["id"] = episode_id
+        new.append((row["message_time"], episode_id))
     tail = (
         await session.execute(
             select(Episode.id, Episode.message_time)
-            .where(Episode.conversation_id == conversation_id, Episode.id.not_in(ids))
+            .where(Episode.conversation_id == conversation_id)
             .order_by(Episode.message_time.desc(), Episode.id.desc())
             .limit(1)
         )
     ).first()
-    if tail is not None and tail.message_time > new[0][0]:
-        links = {episode_id: await link_into_chain(session, conversation_id, episode_id, at) for at, episode_id in new}
-        return {e: before for e, (before, _) in links.items()}, [after for _, after in links.values() if after is not None]
-    tail_id = tail.id if tail is not None else None
-    prevs: list[int | None] = [tail_id, *ids[:-1]]
-    await episodes.extend_chain(session, conversation_id, tail_id, ids, prevs)
-    return dict(zip(ids, prevs, strict=True)), []
+    if tail is None or tail.message_time <= min(new)[0]:
+        return *await _append_after(session, conversation_id, tail.id if tail else None, rows), []
+    inserted = await episodes.insert_episodes(session, rows)
+    placed = {e: await link_into_chain(session, conversation_id, e, at) for at, e in sorted(new)}
+    return inserted, {e: before for e, (before, _) in placed.items()}, [a for _, a in placed.values() if a is not None]
+
+
+_LINKED_ROWS = 500  # rows per statement: SQLAlchemy sends at most 1,000 in one
+
+
+async def _append_after(
+    session: AsyncSession, conversation_id: int, tail: int | None, rows: list[dict[str, Any]]
+) -> tuple[dict[str, int], dict[int, int | None]]:
+    """Insert episodes that all go after the chain's ``tail``, each row written once with
+    its links, and link the tail to the first: updating every new row after its insert
+    would leave a dead copy of it, vector and all, as large as the live one. In chain
+    order, a statement per ``_LINKED_ROWS`` rows, each linked to the one before it (the
+    chain's keys are checked at the end of each statement, so no row names a later
+    statement's); returns the ids by platform message id and each one's predecessor."""
+    ordered = sorted(rows, key=lambda row: (row["message_time"], row["id"]))
+    inserted: dict[str, int] = {}
+    prev_of: dict[int, int | None] = {}
+    for start in range(0, len(ordered), _LINKED_ROWS):
+        chunk = ordered[start : start + _LINKED_ROWS]
+        links = chain_links(tail, [(row["message_time"], row["id"]) for row in chunk])
+        for row in chunk:
+            row["prev_id"], row["next_id"] = links[row["id"]]
+            prev_of[row["id"]] = row["prev_id"]
+        inserted |= await episodes.insert_episodes(session, chunk)
+        if tail is not None:
+            await episodes.set_next(session, conversation_id, tail, chunk[0]["id"])
+        tail = chunk[-1]["id"]
+    return inserted, prev_of

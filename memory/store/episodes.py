@@ -9,13 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import BigInteger, bindparam, text, update
+from sqlalchemy import BigInteger, Table, bindparam, text, update
 from sqlalchemy.dialects.postgresql import ARRAY, insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from memory.store.ids import with_ids
 from memory.store.schema import Episode
 
 _IDS = bindparam("ids", type_=ARRAY(BigInteger))
@@ -39,25 +38,25 @@ _TOMBSTONES = text(
     "INSERT INTO tombstones (conversation_id, platform_message_id) "
     "SELECT :conversation, unnest(CAST(:messages AS text[])) ON CONFLICT DO NOTHING"
 )
-_EXTEND_CHAIN = text(
-    "UPDATE episodes SET prev_id = v.prev, next_id = v.next "
-    "FROM unnest(CAST(:ids AS bigint[]), CAST(:prevs AS bigint[]), CAST(:nexts AS bigint[])) AS v(id, prev, next) "
-    "WHERE episodes.conversation_id = :c AND episodes.id = v.id"
-)
 
 
 async def insert_episodes(session: AsyncSession, rows: Sequence[dict[str, Any]]) -> dict[str, int]:
-    """Insert episode rows (a message already stored is skipped); returns the ids of
-    those inserted by platform message id, in write order within the conversation
-    (memory.store.ids; the caller holds the chain lock). Rows as parameters: compiled
-    once per process."""
+    """Insert episode rows in one statement (SQLAlchemy sends up to 1,000 rows in one),
+    each with its id in write order within the conversation (``memory.store.ids``; the
+    caller holds the chain lock) and, where known, its links; a message already stored
+    is skipped. Returns the ids of those inserted by platform message id. Rows as
+    parameters: compiled once per process."""
     if not rows:
         return {}
+    # Core, not the ORM's bulk insert, which splits the rows into one statement per set
+    # of non-null columns: the chain's keys are checked at the end of each statement,
+    # so a row linked to the next must be in its statement.
+    table = cast(Table, Episode.__table__)
     result = await session.execute(
-        insert(Episode)
+        insert(table)
         .on_conflict_do_nothing(constraint="uq_episode_platform_message")
-        .returning(Episode.platform_message_id, Episode.id),
-        await with_ids(session, "episodes", rows),
+        .returning(table.c.platform_message_id, table.c.id),
+        list(rows),
     )
     return {message_id: episode_id for message_id, episode_id in result}
 
@@ -72,17 +71,11 @@ async def place(session: AsyncSession, conversation_id: int, episode_id: int, be
         await session.execute(update(Episode).where(mine, Episode.id == after).values(prev_id=episode_id))
 
 
-async def extend_chain(
-    session: AsyncSession, conversation_id: int, tail: int | None, ids: Sequence[int], prevs: Sequence[int | None]
-) -> None:
-    """Link ``ids`` (new episodes, in order, with their predecessors ``prevs``) after the
-    chain's current ``tail``: one statement for the new episodes, one for the tail."""
-    nexts = [*ids[1:], None]
-    await session.execute(_EXTEND_CHAIN, {"c": conversation_id, "ids": list(ids), "prevs": list(prevs), "nexts": nexts})
-    if tail is not None:
-        await session.execute(
-            update(Episode).where(Episode.conversation_id == conversation_id, Episode.id == tail).values(next_id=ids[0])
-        )
+async def set_next(session: AsyncSession, conversation_id: int, episode_id: int, next_id: int) -> None:
+    """Link the chain's old tail to the first of the episodes appended after it."""
+    await session.execute(
+        update(Episode).where(Episode.conversation_id == conversation_id, Episode.id == episode_id).values(next_id=next_id)
+    )
 
 
 async def unlink_episodes(

@@ -5,15 +5,18 @@ latencies are not judged here, only that they were taken."""
 from __future__ import annotations
 
 import re
+import uuid
+from datetime import UTC, datetime
 
 import pytest
+from sqlalchemy import text
 
 from bot.cli import build_parser
 from bot.settings import DatabaseSettings, Settings
 from lab.bench.common import cpu_times, disk_reads_kb, steal_share, warm_page_cache
 from lab.bench.scale import sizes, steps, vocabulary
-from lab.probes import byte_groups
-from memory import ValidationError
+from lab.probes import byte_groups, grow_conversations
+from memory import ConversationRef, Memory, Principal, ValidationError, ingest, resolve_conversation, validate_message
 from memory.store.vector_indexes import TEXT, index_name
 
 
@@ -83,6 +86,30 @@ async def test_bench_scale_runs_and_its_figures_add_up(new_database) -> None:
     last_deleted = last["delete"]["deleted_total"] - first["delete"]["deleted_total"]
     assert step["messages"] == last["messages"] - last_deleted + 4
     assert step["search"]["empty"] == 0 and step["delete"]["wrong"] == 0 and step["ingest"]["unsearchable"] == 0
+
+
+OPERATOR = Principal.operator("test")
+_LINKS = text("SELECT id, prev_id, next_id FROM episodes WHERE conversation_id = :c ORDER BY message_time, id")
+
+
+async def test_grown_conversations_are_chained_in_time_order(memory: Memory) -> None:
+    """The loader writes each message with its links among the new ones and then mends
+    the edges: grown twice around a message ingested in between, every conversation's
+    chain still runs through all its messages in time order."""
+    run = uuid.uuid4().hex[:6]
+    grown, other = ConversationRef("chain-test", run, "grown"), ConversationRef("chain-test", run, "other")
+    await grow_conversations(memory, [(grown, 0, 30), (other, 0, 20)], ("ka", "lo"))
+    late = {"id": "late", "author": "Speaker 1", "text": "after the bulk", "ts": datetime(2027, 1, 1, tzinfo=UTC)}
+    await ingest(memory, grown, [validate_message(late)], principal=OPERATOR)
+    await grow_conversations(memory, [(grown, 30, 25), (other, 20, 1)], ("ka", "lo"))
+    for ref, count in ((grown, 56), (other, 21)):
+        conversation_id = await resolve_conversation(memory, ref, principal=OPERATOR)
+        async with memory._engine.connect() as connection:
+            rows = (await connection.execute(_LINKS, {"c": conversation_id})).all()
+        ids = [row.id for row in rows]
+        assert len(ids) == count
+        assert [row.prev_id for row in rows] == [None, *ids[:-1]]
+        assert [row.next_id for row in rows] == [*ids[1:], None]
 
 
 @pytest.mark.usefixtures("declared_plugins")
