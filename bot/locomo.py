@@ -37,7 +37,7 @@ class Question:
 @dataclass(frozen=True)
 class Conversation:
     name: str
-    speakers: tuple[str, str]
+    speakers: tuple[str, ...]  # two in a LoCoMo file; a group channel's whole cast (lab/group_channels.py)
     turns: list[Turn]
     questions: list[Question]
     session_dates: dict[int, datetime]

@@ -29,6 +29,11 @@ ranked first by selection before any refusal; then how many answerable questions
 changed each way (refused, first citation) with McNemar's exact p, since a gap of a few
 points over 125 questions may be chance. The rewordings are never fitted on
 (``--fit`` reads the questions as written only).
+
+With ``--group``, each split's conversations are also merged into one group channel
+(``lab.group_channels``) and its questions answered there: the split's figures in the
+channel beside alone, and their ratio (channel over alone). Channel answers are neither
+fitted on nor reworded.
 """
 
 from __future__ import annotations
@@ -40,7 +45,7 @@ import re
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from bot import locomo
@@ -54,9 +59,13 @@ from lab.bench.common import (
     bench_memory,
     load_locomo,
     locomo_conversation,
+    question_date,
+    ratios,
     reuse_run_id,
+    times,
 )
 from lab.bench.rewordings import Rewording, load_rewordings
+from lab.group_channels import build_channel
 from lab.probes import NOT_IN_MEMORY, AbstentionRule, Labelled, SelectionWeights, baseline_reply, calibrate, count_tokens
 from memory import Answer, ConversationRef, Memory, ask
 
@@ -93,6 +102,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="run the calibration split only and print the selection weights and abstention rule fitted on it "
         "(the defaults are this output) beside the defaults",
+    )
+    parser.add_argument(
+        "--group",
+        action="store_true",
+        help="also: each split's conversations merged into one group channel (lab/group_channels.py), "
+        "its questions answered there beside alone, with the ratio",
     )
 
 
@@ -295,13 +310,13 @@ async def _split(
     with progress(sum(len(c.questions) for c in conversations), f"answers {name}") as bar:
         for conversation in conversations:
             ref, stored = await locomo_conversation(memory, conversation, run_id, True)
-            question_date = max(conversation.session_dates.values()) + timedelta(days=1)
+            asked_on = question_date(conversation)
             for index, question in enumerate(conversation.questions):
                 bar.update(1)
                 gold = {e for e in question.evidence if e in stored}
                 if question.category != ADVERSARIAL and not gold:
                     continue
-                result, cited, refused, shown = await _answer(memory, ref, question.question, question_date)
+                result, cited, refused, shown = await _answer(memory, ref, question.question, asked_on)
                 if result.selection is not None:
                     labelled.append(Labelled(result.selection, frozenset(gold), question.category == ADVERSARIAL))
                 sweep.add(question.category, result, rule)
@@ -312,7 +327,7 @@ async def _split(
                 rewording = rewordings.get((conversation.name, index))
                 if rewording is not None:
                     original.add(question.category, gold, question.answer, cited, refused, shown, ranked)
-                    again, cited_reworded, refused_reworded, shown = await _answer(memory, ref, rewording.reworded, question_date)
+                    again, cited_reworded, refused_reworded, shown = await _answer(memory, ref, rewording.reworded, asked_on)
                     reworded.add(
                         question.category, gold, question.answer, cited_reworded, refused_reworded, shown, ranked_ids(again)
                     )
@@ -326,6 +341,20 @@ async def _split(
     if original.answers:
         figures["reworded"] = {"original": original.figures(), "reworded": reworded.figures(), "changes": changes.figures()}
     return figures
+
+
+async def _group(memory: Memory, conversations: list[locomo.Conversation], run_id: str, alone: dict[str, Any]) -> dict[str, Any]:
+    """``--group``: the conversations' group channel answered as ``_split`` answers them
+    (no rewordings, nothing fitted on), beside their figures ``alone``."""
+    channel = build_channel(conversations).conversation
+    found = (await _split(memory, [channel], run_id, channel.name, [], {}))["system"]
+    return {
+        "channel_name": channel.name,
+        "cast": list(channel.speakers),
+        "alone": alone,
+        "channel": found,
+        "ratio": ratios(found, alone),
+    }
 
 
 async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
@@ -350,6 +379,9 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
             if chosen:
                 chosen_conversations = [conversations[n] for n in chosen]
                 result["splits"][split] = await _split(memory, chosen_conversations, run_id, split, labelled, rewordings)
+                if args.group:
+                    alone = result["splits"][split]["system"]
+                    result.setdefault("group", {})[split] = await _group(memory, chosen_conversations, run_id, alone)
     if args.fit:
         result["fitted"] = dataclasses.asdict(calibrate(labelled))
     return result
@@ -391,6 +423,19 @@ def render(result: dict[str, Any]) -> str:
         )
         if "reworded" in figures:
             lines += _reworded(figures["reworded"])
+    for split, group in result.get("group", {}).items():
+        lines.append(
+            f"{split} split in one group channel ({group['channel_name']}, cast {', '.join(group['cast'])}; "
+            "lab/group_channels.py), the same questions; ratio is channel over alone:"
+        )
+        lines += [_line("alone", group["alone"]), _line("channel", group["channel"])]
+        r = group["ratio"]
+        lines.append(
+            f"  {'ratio':<9} first citation is evidence {times(r['first_citation_evidence']):>6}   citations include evidence "
+            f"{times(r['citations_include_evidence']):>6}   answer holds gold words {times(r['answer_holds_gold_words']):>6}   "
+            f"answerable refused {times(r['answerable_refused']):>6}   category 5 not in memory "
+            f"{times(r['adversarial_not_in_memory']):>6}   tokens/answer {times(r['tokens_per_answer']):>6}"
+        )
     if "fitted" in result:
         lines += _fitted(result["fitted"], weights)
     return "\n".join(lines)

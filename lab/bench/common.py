@@ -1,6 +1,6 @@
 """What the benchmarks share: a throwaway database, the LoCoMo corpus and its splits,
 LoCoMo conversations ingested and consolidated (kept between runs with ``--reuse``),
-percentiles."""
+percentiles, and figures of a group channel against its conversations alone."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import resource
 import statistics
 import time
 from contextlib import asynccontextmanager
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, AsyncIterator
 
@@ -58,6 +59,30 @@ def load_locomo(folder: Path) -> list[locomo.Conversation]:
 def reuse_run_id(consolidated: bool) -> str:
     """A reused database keeps one copy of each conversation per graph setting."""
     return "reuse-graph" if consolidated else "reuse-raw"
+
+
+def question_date(conversation: locomo.Conversation) -> datetime:
+    """When a conversation's questions are asked: the day after its last session."""
+    return max(conversation.session_dates.values()) + timedelta(days=1)
+
+
+def ratios(channel: dict[str, Any], alone: dict[str, Any]) -> dict[str, Any]:
+    """Each figure of a group channel over the same figure of its conversations alone,
+    nested as the figures are (None where alone's is 0). Counts (whole numbers) are the
+    same on both sides and left out. Pure."""
+    found: dict[str, Any] = {}
+    for key, value in channel.items():
+        other = alone.get(key)
+        if isinstance(value, dict) and isinstance(other, dict):
+            found[key] = ratios(value, other)
+        elif isinstance(value, float) and isinstance(other, (int, float)):
+            found[key] = round(value / other, 4) if other else None
+    return found
+
+
+def times(ratio: float | None) -> str:
+    """A ratio as the renderings print it."""
+    return "n/a" if ratio is None else f"{ratio:.2f}x"
 
 
 async def locomo_conversation(

@@ -30,6 +30,13 @@ its exact top K among its conversation's turns by float4 vectors that the exact 
 by halfvec keeps (``lab.probes.halfvec_recall``; the embedder's vectors of the turns'
 texts and of the question), and the same for ``--synthetic-queries`` random unit
 vectors among as many random unit vectors as the largest conversation has turns.
+
+With ``--group``, each split's conversations are also merged into one group channel
+(``lab.group_channels``: the same people in several threads, dates moved to overlap),
+ingested and consolidated as a conversation is, and the split's questions scored against
+it as above: each figure in the channel beside the same figure alone (the split's) and
+their ratio, channel over alone. A channel's questions are asked the day after its last
+session.
 """
 
 from __future__ import annotations
@@ -40,7 +47,7 @@ import time
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -57,12 +64,23 @@ from lab.bench.common import (
     locomo_conversation,
     median,
     percentile,
+    question_date,
+    ratios,
+    times,
 )
+from lab.group_channels import split_channels
 from lab.probes import halfvec_recall, load_bulk_messages, recall, search_vector
 from memory import ConversationRef, Memory, ValidationError, messages
 
 KS = (10, 30)
 CATEGORIES = (1, 2, 3, 4)
+KINDS = ("episode", "entity", "relation", "community")
+
+
+def _system_kinds(communities: bool) -> tuple[str, ...]:
+    """The document kinds the system's own figures search: with ``--communities`` those
+    figures are the ones without community documents."""
+    return tuple(kind for kind in KINDS if kind != "community") if communities else KINDS
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -87,6 +105,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--halfvec-recall",
         action="store_true",
         help="also: how much of each question's exact top K by float4 vectors the exact top K by halfvec keeps",
+    )
+    parser.add_argument(
+        "--group",
+        action="store_true",
+        help="also: each split's conversations merged into one group channel (lab/group_channels.py), "
+        "the split's questions scored in it beside alone, with the ratio",
     )
 
 
@@ -150,8 +174,7 @@ async def _locomo(
     # The same, per split: tuning is judged on the calibration split, reported on the held-out one.
     splits = {name: {k: Score() for k in KS} for name, chosen in SPLITS.items() if any(c.name in chosen for c in conversations)}
     with_communities = {k: Score() for k in KS}
-    kinds = ("episode", "entity", "relation", "community")
-    without = tuple(kind for kind in kinds if kind != "community") if communities else kinds
+    without = _system_kinds(communities)
     baselines = {"full_text": Score(), "vector": Score()}
     latencies: list[float] = []
     unscored = 0
@@ -159,7 +182,7 @@ async def _locomo(
     with progress(total, "retrieval") as bar:
         for conversation in conversations:
             ref, _ = await locomo_conversation(memory, conversation, run_id, graph, communities)
-            question_date = max(conversation.session_dates.values()) + timedelta(days=1)
+            asked_on = question_date(conversation)
             for question in conversation.questions:
                 if question.category not in CATEGORIES:
                     continue
@@ -168,12 +191,12 @@ async def _locomo(
                     unscored += 1
                     continue
                 split = next((splits[name] for name, chosen in SPLITS.items() if conversation.name in chosen), None)
-                latencies.append(await _score(memory, ref, question, question_date, without, system, split))
+                latencies.append(await _score(memory, ref, question, asked_on, without, system, split))
                 if communities:
-                    await _score(memory, ref, question, question_date, kinds, with_communities)
+                    await _score(memory, ref, question, asked_on, KINDS, with_communities)
                 gold = list(question.evidence)
                 for name in baselines:
-                    shown = await recall(memory, ref, question.question, date=question_date, k=max(KS), search=name)
+                    shown = await recall(memory, ref, question.question, date=asked_on, k=max(KS), search=name)
                     baselines[name].add(question.category, gold, shown.message_ids(), shown.tokens())
     return {
         "conversations": len(conversations),
@@ -186,6 +209,38 @@ async def _locomo(
         "baselines_k30": {name: score.figures() for name, score in baselines.items()},
         "latency_ms": _latency(latencies),
     }
+
+
+async def _group(
+    memory: Memory,
+    conversations: list[locomo.Conversation],
+    graph: bool,
+    run_id: str,
+    communities: bool,
+    alone: dict[str, Any],
+) -> dict[str, Any]:
+    """``--group``: per split, its channel's questions scored as ``_locomo`` scores the
+    system's (no communities are built for it), beside the split's figures ``alone``."""
+    group: dict[str, Any] = {}
+    for name, channel in split_channels(conversations, SPLITS).items():
+        conversation = channel.conversation
+        ref, _ = await locomo_conversation(memory, conversation, run_id, graph)
+        asked = [q for q in conversation.questions if q.category in CATEGORIES and q.evidence]
+        asked_on, scores = question_date(conversation), {k: Score() for k in KS}
+        with progress(len(asked), f"retrieval {conversation.name}") as bar:
+            for question in asked:
+                bar.update(1)
+                await _score(memory, ref, question, asked_on, _system_kinds(communities), scores)
+        figures = {str(k): score.figures() for k, score in scores.items()}
+        group[name] = {
+            "channel_name": conversation.name,
+            "cast": list(conversation.speakers),
+            "messages": len(conversation.turns),
+            "alone": alone[name],
+            "channel": figures,
+            "ratio": ratios(figures, alone[name]),
+        }
+    return group
 
 
 def _latency(values: list[float]) -> dict[str, Any]:
@@ -272,6 +327,8 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
         conversations = [c for c in conversations if c.name in wanted]
     if args.conversations:
         conversations = conversations[: args.conversations]
+    if args.group and not any(c.name in chosen for c in conversations for chosen in SPLITS.values()):
+        raise ValidationError("--group", "channels are built per split: run conversations of the calibration or held-out split")
     graph = not args.no_consolidate
     # A reused database keeps one copy of each conversation per graph setting.
     run_id = ("reuse-graph" if graph else "reuse-raw") if args.reuse else uuid.uuid4().hex[:6]
@@ -282,6 +339,8 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
         if args.communities and not graph:
             raise ValidationError("--communities", "communities are built from the graph: drop --no-consolidate")
         result = {"bench": "retrieval", **await _locomo(memory, conversations, graph, run_id, args.communities)}
+        if args.group:
+            result["group"] = await _group(memory, conversations, graph, run_id, args.communities, result["splits"])
         if args.synthetic:
             texts = [t.message.text for c in conversations for t in c.turns]
             asked = [q.question for c in conversations for q in c.questions]
@@ -297,6 +356,25 @@ def _line(name: str, figures: dict[str, Any]) -> str:
         f"tokens/question {figures['tokens_per_question']:7.1f}   by category "
         + " ".join(f"{c}:{v:.0%}" for c, v in figures["all_evidence_by_category"].items())
     )
+
+
+def _group_lines(group: dict[str, Any]) -> list[str]:
+    """Per split, each figure in its group channel beside alone, and channel over alone."""
+    lines = ["group channels (each split's conversations in one channel, lab/group_channels.py), the same questions:"]
+    for name, split in group.items():
+        questions = next(iter(split["channel"].values()))["questions"]
+        lines.append(
+            f"  {name}: channel {split['channel_name']}, {split['messages']} messages, cast {', '.join(split['cast'])}; "
+            f"{questions} questions scored"
+        )
+        for k, ratio in split["ratio"].items():
+            lines += [_line(f"  alone K={k}", split["alone"][k]), _line(f"  channel K={k}", split["channel"][k])]
+            lines.append(
+                f"  {f'  channel/alone K={k}':<22} all evidence {times(ratio['all_evidence']):>6}   evidence turns "
+                f"{times(ratio['evidence_turns']):>6}   tokens/question {times(ratio['tokens_per_question']):>7}   by category "
+                + " ".join(f"{c}:{times(v)}" for c, v in ratio["all_evidence_by_category"].items())
+            )
+    return lines
 
 
 def render(result: dict[str, Any]) -> str:
@@ -317,6 +395,8 @@ def render(result: dict[str, Any]) -> str:
         f"retrieval latency per question (query embedding + hybrid search, no LLM): "
         f"median {latency['median']} ms, p99 {latency['p99']} ms over {latency['count']}"
     )
+    if "group" in result:
+        lines += _group_lines(result["group"])
     if "synthetic" in result:
         synthetic = result["synthetic"]
         search_ms = synthetic["search_ms"]
