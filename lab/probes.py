@@ -13,6 +13,7 @@ as given.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
@@ -32,6 +33,7 @@ from memory.retrieval.answering import NOT_IN_MEMORY, baseline_reply
 from memory.retrieval.calibration import Labelled, calibrate
 from memory.retrieval.recall import Recall
 from memory.retrieval.search import SearchResult
+from memory.retrieval.search_plan import VectorPlan
 from memory.retrieval.selection import AbstentionRule, SelectionWeights
 from memory.store.embedded import drop_embedded_database
 from memory.store.integrity import Integrity
@@ -55,6 +57,7 @@ __all__ = [
     "Recall",
     "SearchResult",
     "SelectionWeights",
+    "VectorPlan",
     "SuppliedCommunity",
     "SuppliedEntity",
     "SuppliedGraph",
@@ -390,6 +393,46 @@ async def halfvec_recall(
             for k in ks:
                 shares[k].append(kept_share(full, half, k))
     return shares
+
+
+_NEAREST = "SELECT ref_id FROM search_documents WHERE conversation_id = :c AND kind = :kind ORDER BY {order} LIMIT :k"
+
+
+async def plan_check(
+    memory: Memory, conversation: ConversationRef, vector: Sequence[float], plan: VectorPlan, k: int = 30
+) -> tuple[dict[str, float], float]:
+    """What a search's vector plan costs in recall and in planning, for one query:
+    for each kind the plan reads through an HNSW index (with its ``ef_search``), the
+    share of the exact top ``k`` (the same statement scanned exactly) that the index scan
+    returns; and the server's planning time of the search's vector statements (ms, from
+    ``EXPLAIN (SUMMARY)``, planned with the query's values as the search plans them)."""
+    from pgvector.sqlalchemy import HALFVEC
+    from sqlalchemy import bindparam
+
+    from memory.retrieval.search_plan import vector_statements
+    from memory.retrieval.search_sql import kind_params, set_hnsw_scan, vector_sql
+
+    conversation_id = await resolve(memory, conversation)
+    query = bindparam("q", type_=HALFVEC())
+    kept: dict[str, float] = {}
+    planning = 0.0
+    async with memory._sessions.begin() as session:
+        if plan.hnsw:
+            await set_hnsw_scan(session, plan.ef_search)
+        for kind in plan.hnsw:
+            values = {"c": conversation_id, "kind": kind, "k": k, "q": list(vector)}
+            found = {}
+            for exact, order in ((True, "(embedding <=> :q) + 0"), (False, "embedding <=> :q")):
+                rows = await session.execute(text(_NEAREST.format(order=order)).bindparams(query), values)
+                found[exact] = list(rows.scalars())
+            kept[kind] = kept_share(found[True], found[False], k)
+        first, second = vector_statements(plan, two_connections=False)
+        for kinds, exact in [*first, *second]:
+            explain = text(f"EXPLAIN (SUMMARY, FORMAT JSON) {vector_sql(kinds, exact)}").bindparams(query)
+            values = {"c": conversation_id, "n": k, "q": list(vector), **kind_params(kinds)}
+            summary = (await session.execute(explain, values)).scalar_one()
+            planning += float((json.loads(summary) if isinstance(summary, str) else summary)[0]["Planning Time"])
+    return kept, planning
 
 
 # This database's folder of files on a node (its OID under base/; superuser only).

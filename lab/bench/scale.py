@@ -23,7 +23,12 @@ exchange vectors, the indexes), and their share of the store is printed. Then, t
 largest conversation, half in conversations drawn at random) and ``--deletes`` deletions
 through ``memory.forget`` (the service's rule, audited; half in the largest
 conversation), each checked: a search must come back non-empty, a deletion must say
-``deleted`` and remove the message's search document. Before the timing the store's
+``deleted`` and remove the message's search document. Then, per size band of
+conversations (``BANDS``), ``--band-queries`` searches over a few of the band's
+conversations: for each kind the plan reads through an HNSW index, the recall@30 of
+that scan against the exact scan of the same statement, and the server's planning time
+of the search's vector statements beside the search's time (``lab.probes.plan_check``).
+Before the timing the store's
 files are read once into the OS page cache (those of the nodes on this machine; not with
 ``--cold``), as a server that has been running holds them, and the disk reads made while
 timing are printed beside the CPU steal: either one in the latencies says the machine,
@@ -67,10 +72,12 @@ from lab.bench.common import (
 from lab.probes import (
     FACT_INDEX_ROWS,
     OWN_INDEX_ROWS,
+    VectorPlan,
     build_vector_index,
     database_directories,
     drop_vector_index,
     grow_conversations,
+    plan_check,
     search_shards,
     search_vector,
     store_bytes,
@@ -105,6 +112,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--skew", type=float, default=1.0, help="Zipf exponent of the conversations' sizes (0: all equal)")
     parser.add_argument("--queries", type=int, default=200, help="hybrid searches timed per step")
     parser.add_argument("--deletes", type=int, default=100, help="deletions timed per step")
+    parser.add_argument(
+        "--band-queries",
+        type=int,
+        default=30,
+        help="searches per size band whose vector plan is checked against exact (recall@30) and for its planning time",
+    )
     parser.add_argument("--ingested", type=int, default=100, help="messages through the real ingest path per step")
     parser.add_argument(
         "--index-memory-mb",
@@ -262,14 +275,74 @@ async def _searches(
             timings[which].append(elapsed)
             empty += not found.candidates
         if which == "largest":
-            plan = found.plan
-            plans[which] = f"exact {','.join(plan.exact) or '-'}; hnsw {','.join(plan.hnsw) or '-'} ef_search {plan.ef_search}"
+            plans[which] = _plan_text(found.plan)
     return {
         **{k: _figures(v) for k, v in timings.items()},
         "all": _figures([*timings["largest"], *timings["random"]]),
         "plan": plans.get("largest", ""),
         "empty": empty,
     }
+
+
+# Conversations by messages: exact scans only; the own indexes' range; past the exact
+# scan's bound; the largest (13% of 1M at the default skew).
+BANDS = ((0, "under 2K"), (OWN_INDEX_ROWS, "2K-20K"), (20_000, "20K-100K"), (100_000, "100K and more"))
+RECALL_K = 30
+
+
+def band_of(messages: int) -> str:
+    """The size band (``BANDS``) of a conversation of ``messages``. Pure."""
+    return [name for floor, name in BANDS if messages >= floor][-1]
+
+
+def band_members(have: list[int], per_band: int) -> dict[str, list[int]]:
+    """Per size band, up to ``per_band`` of its conversations (indexes into ``have``),
+    spread evenly from its largest to its smallest. Pure."""
+    members: dict[str, list[int]] = {}
+    for index in sorted(range(len(have)), key=lambda k: -have[k]):
+        members.setdefault(band_of(have[index]), []).append(index)
+    return {
+        name: [ks[round(i * (len(ks) - 1) / max(per_band - 1, 1))] for i in range(min(per_band, len(ks)))]
+        for name, ks in members.items()
+    }
+
+
+async def _bands(
+    memory: Memory, refs: list[ConversationRef], have: list[int], queries: int, vectors: np.random.Generator
+) -> dict[str, Any]:
+    """Per size band, ``queries`` searches over a few of its conversations: the search's
+    time, the planning time of its vector statements (their share of the search), and
+    for each kind read through an HNSW index the recall@30 of that scan against exact."""
+    bands: dict[str, Any] = {}
+    for name, members in band_members(have, per_band=3).items():
+        searched, planned, plans = [], [], set()
+        recalls: dict[str, list[float]] = {}
+        for index in range(queries):
+            ref, vector = refs[members[index % len(members)]], _unit(vectors, memory.embedder.dim)
+            began = time.perf_counter()
+            found = await search_vector(memory, ref, "what did they say about it?", vector)
+            searched.append((time.perf_counter() - began) * 1000)
+            kept, planning_ms = await plan_check(memory, ref, vector, found.plan, RECALL_K)
+            planned.append(planning_ms)
+            plans.add(_plan_text(found.plan))
+            for kind, share in kept.items():
+                recalls.setdefault(kind, []).append(share)
+        bands[name] = {
+            "conversations": [have[k] for k in members],
+            "queries": queries,
+            "plans": sorted(plans),
+            "search_median_ms": round(median(searched), 2),
+            "planning_median_ms": round(median(planned), 2),
+            "planning_share": round(median(planned) / median(searched), 3) if searched else None,
+            "recall_at_30": {
+                kind: {"mean": round(float(np.mean(v)), 4), "min": round(min(v), 4)} for kind, v in sorted(recalls.items())
+            },
+        }
+    return bands
+
+
+def _plan_text(plan: VectorPlan) -> str:
+    return f"exact {','.join(plan.exact) or '-'}; hnsw {','.join(plan.hnsw) or '-'} ef_search {plan.ef_search}"
 
 
 _DRAWS = 8  # messages drawn per timed deletion, past those deleted already
@@ -350,6 +423,7 @@ async def _step(
     searches = await _searches(memory, refs, args.queries, state["words"], state["rng"], state["vectors"])
     deletions = await _deletions(memory, refs, have, args.deletes, state["deleted"], state["rng"])
     steal, read_to = steal_share(timed_from, cpu_times()), disk_reads_kb()
+    bands = await _bands(memory, refs, have, args.band_queries, state["vectors"]) if args.band_queries else {}
     return {
         "messages": stored,
         "largest_conversation": want[0],
@@ -369,6 +443,7 @@ async def _step(
         "bytes_per_million": int(size / stored * 1_000_000) if stored else 0,
         "bytes_by": await store_bytes(memory),
         "search": searches,
+        "bands": bands,
         "delete": deletions,
         "rss_mb": round(_rss_mb(), 1),
         "peak_rss_mb": round(peak_rss_mb(), 1),
@@ -479,6 +554,14 @@ def render(result: dict[str, Any]) -> str:
             f"{own['conversations']} conversations, built in {own['seconds']} s"
         )
         lines.append(f"  bytes per 1M messages by table and index: {_largest_parts(s)}")
+        for name, band in s["bands"].items():
+            recall = "; ".join(f"{kind} {r['mean']:.3f} (lowest {r['min']:.2f})" for kind, r in band["recall_at_30"].items())
+            lines.append(
+                f"  {name} messages ({band['queries']} searches over conversations of {band['conversations']}): "
+                f"search median {band['search_median_ms']} ms, planning of its vector statements "
+                f"{band['planning_median_ms']} ms ({band['planning_share']:.0%}); recall@{RECALL_K} of HNSW scans "
+                f"against exact: {recall or 'none (exact scans)'}"
+            )
         if s["shards"]:
             shards = s["shards"]
             lines.append(

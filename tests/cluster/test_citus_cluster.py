@@ -171,7 +171,7 @@ WHERE i.indrelid = CAST('%s' AS regclass) AND a.amname = 'hnsw' AND i.indpred IS
 
 async def test_a_populated_database_moves_into_shards_resuming_after_a_failure_at_each_step(cluster_database, embedder) -> None:
     """Step by step, the next table is locked by another session while the plan runs
-    (the plan's session gives up waiting after a second): each run fails at that step
+    (the plan's session gives up waiting after a quarter of a second): each run fails at that step
     with the steps before it done, and the next run resumes there. At the end every row
     is in the shards (none left in the coordinator's tables), every shard has the
     vector index that a store migrated on one server lacks, and answers come from them."""
@@ -188,7 +188,7 @@ async def test_a_populated_database_moves_into_shards_resuming_after_a_failure_a
         assert not (await citus_plan(memory, principal=OPERATOR)).shared_index
         async with memory._engine.begin() as connection:
             database = (await connection.execute(text("SELECT current_database()"))).scalar_one()
-            await connection.execute(text(f"ALTER DATABASE \"{database}\" SET lock_timeout = '1s'"))
+            await connection.execute(text(f"ALTER DATABASE \"{database}\" SET lock_timeout = '250ms'"))
         steps = (await citus_plan(memory, principal=OPERATOR)).steps
         fresh = await open_memory(url, embedder)  # sessions made after the setting have it
         try:

@@ -14,7 +14,7 @@ from sqlalchemy import text
 from bot.cli import build_parser
 from bot.settings import DatabaseSettings, Settings
 from lab.bench.common import cpu_times, disk_reads_kb, steal_share, warm_page_cache
-from lab.bench.scale import sizes, steps, vocabulary
+from lab.bench.scale import band_members, band_of, sizes, steps, vocabulary
 from lab.probes import byte_groups, grow_conversations
 from memory import ConversationRef, Memory, Principal, ValidationError, ingest, resolve_conversation, validate_message
 from memory.store.vector_indexes import TEXT, index_name
@@ -26,6 +26,19 @@ def test_sizes_follow_the_skew_add_up_and_only_grow() -> None:
     assert small == sorted(small, reverse=True) and all(a <= b for a, b in zip(small, large, strict=True))
     assert sizes(100, 10, 0.0) == [10] * 10
     assert min(sizes(20, 20, 2.0)) == 1  # every conversation holds a message
+
+
+def test_size_bands_take_conversations_from_largest_to_smallest() -> None:
+    have = [150_000, 40_000, 30_000, 25_000, 21_000, 5_000, 1_999, 10, 1]
+    assert [band_of(n) for n in (0, 1_999, 2_000, 20_000, 99_999, 100_000)] == [
+        "under 2K",
+        "under 2K",
+        "2K-20K",
+        "20K-100K",
+        "20K-100K",
+        "100K and more",
+    ]
+    assert band_members(have, 3) == {"100K and more": [0], "20K-100K": [1, 3, 4], "2K-20K": [5], "under 2K": [6, 7, 8]}
 
 
 def test_steps_end_at_the_messages_and_hold_a_message_per_conversation() -> None:
@@ -42,7 +55,7 @@ def test_steps_end_at_the_messages_and_hold_a_message_per_conversation() -> None
 @pytest.mark.usefixtures("declared_plugins")
 async def test_bench_scale_runs_and_its_figures_add_up(new_database) -> None:
     argv = ["bench", "scale", "--conversations", "6", "--messages", "240", "--steps", "60"]
-    argv += ["--queries", "6", "--deletes", "6", "--ingested", "4", "--index-memory-mb", "64"]
+    argv += ["--queries", "6", "--deletes", "6", "--ingested", "4", "--index-memory-mb", "64", "--band-queries", "3"]
     args = build_parser(argv).parse_args(argv)
     settings = Settings(database=DatabaseSettings(url=new_database()))
     result = await args.module.run(args, settings)
@@ -65,6 +78,8 @@ async def test_bench_scale_runs_and_its_figures_add_up(new_database) -> None:
         assert step["rss_mb"] > 0 and step["peak_rss_mb"] >= step["rss_mb"] - 1
         assert step["search"]["empty"] == 0 and step["delete"]["wrong"] == 0 and step["ingest"]["unsearchable"] == 0
         assert step["search"]["all"]["count"] == 6
+        (band,) = step["bands"].values()  # every conversation under 2K messages: scanned exactly
+        assert band["queries"] == 3 and band["recall_at_30"] == {} and 0 < band["planning_share"] < 1
         assert 0 < step["delete"]["all"]["count"] <= 6
         for figures in (step["search"]["largest"], step["search"]["random"], step["delete"]["all"]):
             assert 0 < figures["median_ms"] <= figures["p99_ms"]

@@ -15,7 +15,15 @@ from sqlalchemy import text
 
 import memory as api
 from jobs import JobSettings, Scheduler
-from lab.probes import OWN_INDEX_ROWS, grow_conversations, halfvec_recall, kept_share, search_vector, vacuum_analyze
+from lab.probes import (
+    OWN_INDEX_ROWS,
+    grow_conversations,
+    halfvec_recall,
+    kept_share,
+    plan_check,
+    search_vector,
+    vacuum_analyze,
+)
 from memory.retrieval.pipeline import service_configs
 from memory.retrieval.search import QueryVariant, search
 from memory.store.database import create_engine, upgrade
@@ -167,6 +175,10 @@ async def test_a_large_conversation_gets_its_own_index_and_its_search_uses_it(ne
         after = await search_vector(memory, large, "what about kalo?", query)
         assert after.plan.hnsw == ("episode",) and after.plan.ef_search == 120
         assert ("episode", target) in [(c.kind, c.ref_id) for c in after.candidates[:3]]  # found through the index
+        # bench scale's check of an approximate plan: its recall against exact, and planning.
+        kept, planning_ms = await plan_check(memory, large, query, after.plan)
+        assert set(kept) == {"episode"} and 0.9 <= kept["episode"] <= 1 and planning_ms > 0
+        assert (await plan_check(memory, large, query, before.plan))[0] == {}  # exact: nothing to compare
         # A balanced plan (HNSW kinds and exact ones) scans the exact kinds on the second
         # connection, after the full text: what one connection finds, in the same order.
         assert after.plan.exact
