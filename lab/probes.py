@@ -209,12 +209,16 @@ async def load_bulk_graph(memory: Memory, conversation: ConversationRef, size: i
 
 
 async def grow_conversations(
-    memory: Memory, growth: Sequence[tuple[ConversationRef, int, int]], syllables: Sequence[str]
+    memory: Memory,
+    growth: Sequence[tuple[ConversationRef, int, int]],
+    syllables: Sequence[str],
+    word_vectors: Sequence[Sequence[float]] | None = None,
 ) -> None:
     """For each (conversation, start, count): messages ``b<start>``... and their share of
-    a graph, with random vectors (see ``lab.synthetic.grow_conversations``)."""
+    a graph, with vectors of their words or random ones (see
+    ``lab.synthetic.grow_conversations``)."""
     resolved = [(await resolve(memory, ref, create=True), start, count) for ref, start, count in growth]
-    await synthetic.grow_conversations(memory, resolved, syllables)
+    await synthetic.grow_conversations(memory, resolved, syllables, word_vectors)
 
 
 async def vacuum_analyze(memory: Memory) -> None:

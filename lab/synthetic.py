@@ -343,15 +343,26 @@ _GROWTH = (
 )
 
 
-_POOL = 4_000  # random vectors drawn per statement; a row's vector is the sum of two of them
+_POOL = 4_000  # random vectors drawn per statement without word vectors
 
 
 def _pooled(key: str, alias: str) -> tuple[str, str]:
-    """(joins, expression): a random vector for the row of ``key`` (a bigint), the sum
-    of two of the statement's pool picked by it; joins rather than a sub-select, which
-    Citus cannot plan in an INSERT ... SELECT through the coordinator."""
-    joins = f"JOIN pool {alias}a ON {alias}a.k = ({key}) % {_POOL} JOIN pool {alias}b ON {alias}b.k = ({key}) / {_POOL} % {_POOL}"
+    """(joins, expression): a vector for the row of ``key`` (a bigint), the sum of two
+    of the statement's pool (``:npool`` vectors) picked by it; joins rather than a
+    sub-select, which Citus cannot plan in an INSERT ... SELECT through the coordinator."""
+    joins = f"JOIN pool {alias}a ON {alias}a.k = ({key}) % :npool JOIN pool {alias}b ON {alias}b.k = ({key}) / :npool % :npool"
     return joins, f"{alias}a.v + {alias}b.v"
+
+
+# The keys of a message's four words (``_word``): its text, and with word vectors its vector.
+_WORD_KEYS = ("i * 7919 + g.cid", "i * 104729 + 3 * g.cid", "i * 31 + 17 * g.cid", "i * 613 + 5 * g.cid")
+
+
+def _worded() -> tuple[str, str]:
+    """(joins, expression): a message's vector as the sum of its four words' vectors
+    (the pool holds the vocabulary's, in ``_word``'s order)."""
+    joins = " ".join(f"JOIN pool w{n} ON w{n}.k = ({key}) % (:l * :l * :l)" for n, key in enumerate(_WORD_KEYS))
+    return joins, " + ".join(f"w{n}.v" for n in range(len(_WORD_KEYS)))
 
 
 def _word(key: str) -> str:
@@ -361,20 +372,24 @@ def _word(key: str) -> str:
     return f"(s[1 + {x} / (:l * :l)] || s[1 + {x} / :l % :l] || s[1 + {x} % :l])"
 
 
-def _grow_statements() -> list[str]:
+def _grow_statements(worded: bool) -> list[str]:
     """Messages ``start`` .. ``start + n - 1`` of every conversation grown and their share
-    of a graph (see ``grow_conversations``), one statement per table for all of them."""
+    of a graph (see ``grow_conversations``), one statement per table for all of them;
+    ``worded``: the pool is the vocabulary's vectors (``:pool``), else random."""
     word = _word
     episode = _number("ep.platform_message_id", "b")
     topic = _number("e.name", "topic ")
     fact = _number("r.fact", "fact ")
     grown = f"WITH g AS MATERIALIZED ({_GROWTH}) "
     pool = (
-        "pool AS MATERIALIZED (SELECT k, ARRAY(SELECT random() - 0.5 FROM generate_series(1, :dim) "
-        f"WHERE k IS NOT NULL)::halfvec AS v FROM generate_series(0, {_POOL - 1}) AS k) "
+        "pool AS MATERIALIZED (SELECT t.k - 1 AS k, CAST(t.v AS halfvec) AS v "
+        "FROM unnest(CAST(:pool AS text[])) WITH ORDINALITY AS t(v, k)) "
+        if worded
+        else "pool AS MATERIALIZED (SELECT k, ARRAY(SELECT random() - 0.5 FROM generate_series(1, :dim) "
+        "WHERE k IS NOT NULL)::halfvec AS v FROM generate_series(0, :npool - 1) AS k) "
     )
     with_pool = f"{grown[:-1]}, {pool}"
-    ep_join, ep_vec = _pooled("g.cid * 1000003 + i", "p")
+    ep_join, ep_vec = _worded() if worded else _pooled("g.cid * 1000003 + i", "p")
     topic_join, topic_vec = _pooled("g.cid * 1000003 + t * 5 + 1", "p")
     person_join, person_vec = _pooled("s.id * 7 + 2", "q")
     relation_join, relation_vec = _pooled("r.id * 11 + 3", "p")
@@ -394,8 +409,8 @@ def _grow_statements() -> list[str]:
            INSERT INTO episodes
              (conversation_id, id, speaker_id, role, text, message_time, platform_message_id, embedding, prev_id, next_id)
            SELECT g.cid, g.id, CASE WHEN i % 2 = 0 THEN g.s0 ELSE g.s1 END, 'user',
-                  'about ' || {word("i * 7919 + g.cid")} || ' and ' || {word("i * 104729 + 3 * g.cid")}
-                  || ' with ' || {word("i * 31 + 17 * g.cid")} || ' ' || {word("i * 613 + 5 * g.cid")},
+                  'about ' || {word(_WORD_KEYS[0])} || ' and ' || {word(_WORD_KEYS[1])}
+                  || ' with ' || {word(_WORD_KEYS[2])} || ' ' || {word(_WORD_KEYS[3])},
                   :t0time + make_interval(secs => i * 60), 'b' || i, {ep_vec}, g.prev, g.next
            FROM chained g CROSS JOIN (SELECT CAST(:syllables AS text[]) AS s) AS v {ep_join}""",
         "ANALYZE episodes",  # see _bulk_graph_statements
@@ -455,18 +470,30 @@ def _grow_statements() -> list[str]:
     ]
 
 
-_GROW_TYPES: dict[str, Any] = {"dim": Integer, "l": Integer, "t0time": DateTime(timezone=True)}
+_GROW_TYPES: dict[str, Any] = {"dim": Integer, "l": Integer, "npool": Integer, "t0time": DateTime(timezone=True)}
 
 
-async def grow_conversations(memory: Memory, growth: Sequence[tuple[int, int, int]], syllables: Sequence[str]) -> None:
+async def grow_conversations(
+    memory: Memory,
+    growth: Sequence[tuple[int, int, int]],
+    syllables: Sequence[str],
+    word_vectors: Sequence[Sequence[float]] | None = None,
+) -> None:
     """For each (conversation id, start, count): messages ``b<start>`` ..
     ``b<start + count - 1>`` (a minute apart, two speakers, four words of three
-    ``syllables`` each, random vectors) and their share of a graph, written by SQL on the server, one
+    ``syllables`` each) and their share of a graph, written by SQL on the server, one
     statement per table for all the conversations, checkpointed as consolidated: a
     topic entity per 5 messages supported by them, a relation per topic to another topic
     supported by the same messages, an entity per speaker supported by all their
     messages, a community per 20 topics; search documents for all of them. Called again
-    with the next starts, the conversations grow. Vacuum is left to the caller."""
+    with the next starts, the conversations grow. Vacuum is left to the caller.
+
+    Vectors: with ``word_vectors`` (the embedder's, of every word of ``syllables`` in
+    ``_word``'s order) a message's is the sum of its words' and any other row's the sum
+    of two words', so that what is near a question about a word is what holds it, as in a
+    real store; without, random."""
+    if word_vectors is not None and len(word_vectors) != len(syllables) ** 3:
+        raise ValueError(f"word_vectors: one per word of the syllables ({len(syllables) ** 3}), got {len(word_vectors)}")
     growth = [g for g in growth if g[2] > 0]
     if not growth:
         return
@@ -481,14 +508,17 @@ async def grow_conversations(memory: Memory, growth: Sequence[tuple[int, int, in
             "dim": memory.embedder.dim,
             "syllables": list(syllables),
             "l": len(syllables),
+            "npool": _POOL if word_vectors is None else len(word_vectors),
             "t0time": datetime(2026, 1, 1, tzinfo=UTC),
         }
+        if word_vectors is not None:
+            values["pool"] = ["[" + ",".join(f"{x:.5f}" for x in v) + "]" for v in word_vectors]
         # Joins on computed keys over whole conversations: hashed, never looped row by row.
         await session.execute(text("SET LOCAL enable_nestloop = off"))
         # Under Citus one statement's rows for all conversations pass through the
         # coordinator: past 1 GB (the default cap) the 100K-to-1M step was refused.
         await session.execute(text("SELECT set_config('citus.max_intermediate_result_size', '-1', true)"))
-        for statement in _grow_statements():
+        for statement in _grow_statements(word_vectors is not None):
             typed = [bindparam(k, type_=t) for k, t in _GROW_TYPES.items() if re.search(rf":{k}\b", statement)]
             await session.execute(text(f"/* multi-shard: bench-scale */ {statement}").bindparams(*typed), values)
 

@@ -11,7 +11,8 @@ shard's HNSW index, filtered by conversation).
 
 At each step (``--steps``, ending at ``--messages``) every conversation grows to its
 share by SQL on the server (``lab.synthetic.grow_conversation``: messages of four
-words of a pseudo-word vocabulary with random vectors, a topic entity and a relation
+words of a pseudo-word vocabulary, each message's vector the sum of the embedder's
+vectors of its words, a topic entity and a relation
 per five messages, a speaker entity per speaker, a community per 20 topics, all with
 provenance and search documents, checkpointed as consolidated); then VACUUM ANALYZE,
 under Citus the shards' HNSW index is built anew (dropped before the load: pgvector
@@ -19,7 +20,8 @@ builds an index much faster than it inserts into one; the build time is printed)
 the large conversations' own indexes are built as the scheduler builds them. Then ``--ingested`` more
 messages go through the real ingest path (``memory.ingest``: validation, the embedder,
 exchange vectors, the indexes), and their share of the store is printed. Then, timed:
-``--queries`` hybrid searches (a random query vector, like the documents'; half in the
+``--queries`` hybrid searches (a question about two words of the vocabulary, embedded:
+what is near it holds its words, as in a real store; half in the
 largest conversation, half in conversations drawn at random) and ``--deletes`` deletions
 through ``memory.forget`` (the service's rule, audited; half in the largest
 conversation), each checked: a search must come back non-empty, a deletion must say
@@ -178,12 +180,6 @@ def _refs(run: str, count: int) -> list[ConversationRef]:
     return [ConversationRef("bench-scale", run, f"c{k}") for k in range(count)]
 
 
-def _unit(rng: np.random.Generator, dim: int) -> list[float]:
-    vector = rng.standard_normal(dim)
-    unit: list[float] = (vector / np.linalg.norm(vector)).tolist()
-    return unit
-
-
 def _rss_mb() -> float:
     """This process's resident memory now (Linux)."""
     with open("/proc/self/status", encoding="ascii") as status:
@@ -195,12 +191,17 @@ def _figures(values: list[float]) -> dict[str, Any]:
     return {"count": len(values), "median_ms": round(median(values), 2), "p99_ms": round(percentile(values, 0.99), 2)}
 
 
-async def _grow(memory: Memory, refs: list[ConversationRef], have: list[int], want: list[int]) -> float:
+async def _grow(memory: Memory, refs: list[ConversationRef], have: list[int], want: list[int], words: list[list[float]]) -> float:
     began = time.perf_counter()
-    await grow_conversations(
-        memory, [(ref, start, target - start) for ref, start, target in zip(refs, have, want, strict=True)], _SYLLABLES
-    )
+    growth = [(ref, start, target - start) for ref, start, target in zip(refs, have, want, strict=True)]
+    await grow_conversations(memory, growth, _SYLLABLES, words)
     return time.perf_counter() - began
+
+
+async def _question(memory: Memory, words: list[str], rng: random.Random) -> tuple[str, list[float]]:
+    """A question about two words of the vocabulary, with the embedder's vector of it."""
+    question = f"what did they say about {rng.choice(words)} and {rng.choice(words)}?"
+    return question, list((await memory.embedder.embed([question])).vectors[0])
 
 
 async def _stored_refs(memory: Memory, count: int) -> list[ConversationRef]:
@@ -259,7 +260,7 @@ async def _ingest(memory: Memory, refs: list[ConversationRef], count: int, step:
 
 
 async def _searches(
-    memory: Memory, refs: list[ConversationRef], count: int, words: list[str], rng: random.Random, vectors: np.random.Generator
+    memory: Memory, refs: list[ConversationRef], count: int, words: list[str], rng: random.Random
 ) -> dict[str, Any]:
     timings: dict[str, list[float]] = {"largest": [], "random": []}
     plans: dict[str, str] = {}
@@ -267,9 +268,9 @@ async def _searches(
     for index in range(count + 4):
         which = "largest" if index % 2 == 0 else "random"
         ref = refs[0] if which == "largest" else rng.choice(refs)
-        question = f"what did they say about {rng.choice(words)} and {rng.choice(words)}?"
+        question, vector = await _question(memory, words, rng)
         began = time.perf_counter()
-        found = await search_vector(memory, ref, question, _unit(vectors, memory.embedder.dim))
+        found = await search_vector(memory, ref, question, vector)
         elapsed = (time.perf_counter() - began) * 1000
         if index >= 4:  # the first few warm up connections and plans
             timings[which].append(elapsed)
@@ -308,7 +309,7 @@ def band_members(have: list[int], per_band: int) -> dict[str, list[int]]:
 
 
 async def _bands(
-    memory: Memory, refs: list[ConversationRef], have: list[int], queries: int, vectors: np.random.Generator
+    memory: Memory, refs: list[ConversationRef], have: list[int], queries: int, words: list[str], rng: random.Random
 ) -> dict[str, Any]:
     """Per size band, ``queries`` searches over a few of its conversations: the search's
     time, the planning time of its vector statements (their share of the search), and
@@ -318,9 +319,10 @@ async def _bands(
         searched, planned, plans = [], [], set()
         recalls: dict[str, list[float]] = {}
         for index in range(queries):
-            ref, vector = refs[members[index % len(members)]], _unit(vectors, memory.embedder.dim)
+            ref = refs[members[index % len(members)]]
+            question, vector = await _question(memory, words, rng)
             began = time.perf_counter()
-            found = await search_vector(memory, ref, "what did they say about it?", vector)
+            found = await search_vector(memory, ref, question, vector)
             searched.append((time.perf_counter() - began) * 1000)
             kept, planning_ms = await plan_check(memory, ref, vector, found.plan, RECALL_K)
             planned.append(planning_ms)
@@ -400,7 +402,7 @@ async def _step(
     own = {"conversations": 0, "indexes": 0, "seconds": 0.0}
     if want != have:
         await drop_vector_index(memory)
-        load_seconds = await _grow(memory, refs, have, want)
+        load_seconds = await _grow(memory, refs, have, want, state["word_vectors"])
         began = time.perf_counter()
         await vacuum_analyze(memory)
         vacuum_seconds = time.perf_counter() - began
@@ -420,10 +422,10 @@ async def _step(
     size, stored = await store_size(memory)
     warmed = None if args.cold else warm_page_cache(await database_directories(memory))
     timed_from, read_from = cpu_times(), disk_reads_kb()
-    searches = await _searches(memory, refs, args.queries, state["words"], state["rng"], state["vectors"])
+    searches = await _searches(memory, refs, args.queries, state["words"], state["rng"])
     deletions = await _deletions(memory, refs, have, args.deletes, state["deleted"], state["rng"])
     steal, read_to = steal_share(timed_from, cpu_times()), disk_reads_kb()
-    bands = await _bands(memory, refs, have, args.band_queries, state["vectors"]) if args.band_queries else {}
+    bands = await _bands(memory, refs, have, args.band_queries, state["words"], state["rng"]) if args.band_queries else {}
     return {
         "messages": stored,
         "largest_conversation": want[0],
@@ -462,7 +464,6 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     state: dict[str, Any] = {
         "words": vocabulary(),
         "rng": random.Random(args.seed),
-        "vectors": np.random.default_rng(args.seed),
         "deleted": set(),
         "real": 0,
         "distribute": args.distribute_after,
@@ -474,6 +475,9 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
             raise ValidationError("--distribute-after", "needs a Citus database not distributed yet (and no --reuse)")
         if plan.citus is not None and not args.distribute_after:
             await citus_plan(memory, principal=BENCH, apply=True)
+        # Each message's vector is the sum of its words' (lab.synthetic), and each
+        # question's the embedder's: near a question is what holds its words.
+        state["word_vectors"] = [list(v) for v in (await memory.embedder.embed(state["words"])).vectors]
         have = [0] * len(refs)
         if args.reuse:
             refs = await _stored_refs(memory, args.conversations)
