@@ -399,7 +399,20 @@ async def halfvec_recall(
     return shares
 
 
-_NEAREST = "SELECT ref_id FROM search_documents WHERE conversation_id = :c AND kind = :kind ORDER BY {order} LIMIT :k"
+_NEAREST = (
+    "SELECT ref_id, embedding <=> :q FROM search_documents WHERE conversation_id = :c AND kind = :kind ORDER BY {order} LIMIT :k"
+)
+
+
+def recall_at(exact: Sequence[tuple[int, float]], found: Sequence[tuple[int, float]], k: int) -> float:
+    """The share of the exact top ``k`` (id, distance) that ``found`` holds, a found row
+    at no more than the exact k-th distance counting as held (as ann-benchmarks counts):
+    among rows tied at that distance any is as near as another (1.0 when ``exact`` is
+    empty). Pure."""
+    if not exact:
+        return 1.0
+    wanted = exact[:k]
+    return min(len(wanted), sum(1 for _, distance in found[:k] if distance <= wanted[-1][1])) / len(wanted)
 
 
 async def plan_check(
@@ -408,7 +421,7 @@ async def plan_check(
     """What a search's vector plan costs in recall and in planning, for one query:
     for each kind the plan reads through an HNSW index (with its ``ef_search``), the
     share of the exact top ``k`` (the same statement scanned exactly) that the index scan
-    returns; and the server's planning time of the search's vector statements (ms, from
+    returns (``recall_at``); and the server's planning time of the search's vector statements (ms, from
     ``EXPLAIN (SUMMARY)``, planned with the query's values as the search plans them)."""
     from pgvector.sqlalchemy import HALFVEC
     from sqlalchemy import bindparam
@@ -428,8 +441,8 @@ async def plan_check(
             found = {}
             for exact, order in ((True, "(embedding <=> :q) + 0"), (False, "embedding <=> :q")):
                 rows = await session.execute(text(_NEAREST.format(order=order)).bindparams(query), values)
-                found[exact] = list(rows.scalars())
-            kept[kind] = kept_share(found[True], found[False], k)
+                found[exact] = [(int(ref_id), float(distance)) for ref_id, distance in rows]
+            kept[kind] = recall_at(found[True], found[False], k)
         first, second = vector_statements(plan, two_connections=False)
         for kinds, exact in [*first, *second]:
             explain = text(f"EXPLAIN (SUMMARY, FORMAT JSON) {vector_sql(kinds, exact)}").bindparams(query)

@@ -15,7 +15,7 @@ from bot.cli import build_parser
 from bot.settings import DatabaseSettings, Settings
 from lab.bench.common import cpu_times, disk_reads_kb, steal_share, warm_page_cache
 from lab.bench.scale import band_members, band_of, sizes, steps, vocabulary
-from lab.probes import byte_groups, grow_conversations
+from lab.probes import byte_groups, grow_conversations, recall_at
 from memory import ConversationRef, Memory, Principal, ValidationError, ingest, resolve_conversation, validate_message
 from memory.store.vector_indexes import TEXT, index_name
 
@@ -39,6 +39,14 @@ def test_size_bands_take_conversations_from_largest_to_smallest() -> None:
         "100K and more",
     ]
     assert band_members(have, 3) == {"100K and more": [0], "20K-100K": [1, 3, 4], "2K-20K": [5], "under 2K": [6, 7, 8]}
+
+
+def test_recall_counts_a_row_tied_with_the_kth_as_found() -> None:
+    exact = [(1, 0.1), (2, 0.2), (3, 0.3), (4, 0.3)]
+    assert recall_at(exact, [(1, 0.1), (2, 0.2), (4, 0.3)], 3) == 1.0  # 4 is as near as 3
+    assert recall_at(exact, [(1, 0.1), (9, 0.35), (8, 0.4)], 3) == pytest.approx(1 / 3)
+    assert recall_at(exact, [(5, 0.1), (6, 0.1), (7, 0.1), (8, 0.1)], 3) == 1.0  # never above 1
+    assert recall_at([], [(1, 0.1)], 3) == 1.0 and recall_at(exact, [], 3) == 0.0
 
 
 def test_steps_end_at_the_messages_and_hold_a_message_per_conversation() -> None:
