@@ -578,7 +578,7 @@ def render(result: dict[str, Any]) -> str:
         growth = last[name]["all"]["p99_ms"] / first[name]["all"]["p99_ms"] if first[name]["all"]["p99_ms"] else float("nan")
         lines.append(
             f"{name} p99 over all conversations: {first[name]['all']['p99_ms']} ms at {first['messages']}, "
-            f"{last[name]['all']['p99_ms']} ms at {last['messages']} (x{growth:.2f}; targets p99 < 50 ms at 1M, growth <= 1.5x)"
+            f"{last[name]['all']['p99_ms']} ms at {last['messages']} (x{growth:.2f}; targets p99 <= 25 ms at 1M, growth <= 1.3x)"
         )
     lines.append(f"peak RSS of this process {last['peak_rss_mb']} MB (embedder included)")
     return "\n".join(lines)
