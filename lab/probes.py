@@ -86,6 +86,8 @@ __all__ = [
     "grow_conversations",
     "halfvec_recall",
     "kept_share",
+    "plan_check",
+    "recall_at",
     "vacuum_analyze",
     "build_vector_index",
     "OWN_INDEX_ROWS",
