@@ -145,6 +145,11 @@ async def _supply_relation(
     )
 
 
+def _vector_literal(vector: Iterable[float]) -> str:
+    """A vector as the text a ``CAST(... AS halfvec)`` reads, five decimals a dimension. Pure."""
+    return "[" + ",".join(f"{x:.5f}" for x in vector) + "]"
+
+
 # Two statements, not one with the episodes' INSERT in a CTE, which Citus would not route.
 _BULK_EPISODES = text(
     "INSERT INTO episodes (conversation_id, speaker_id, role, text, message_time, platform_message_id) "
@@ -185,7 +190,7 @@ async def bulk_messages(
                     "c": conversation_id,
                     "prefix": f"{speaker}: ",
                     "ids": [i for _, i in sorted((int(m[1:]), i) for i, m in stored)],
-                    "vectors": ["[" + ",".join(f"{x:.5f}" for x in v) + "]" for v in vectors],
+                    "vectors": [_vector_literal(v) for v in vectors],
                 },
             )
         start += len(texts)
@@ -520,7 +525,7 @@ async def grow_conversations(
             "t0time": datetime(2026, 1, 1, tzinfo=UTC),
         }
         if word_vectors is not None:
-            values["pool"] = ["[" + ",".join(f"{x:.5f}" for x in v) + "]" for v in word_vectors]
+            values["pool"] = [_vector_literal(v) for v in word_vectors]
         # Joins on computed keys over whole conversations: hashed, never looped row by row.
         await session.execute(text("SET LOCAL enable_nestloop = off"))
         # Under Citus one statement's rows for all conversations pass through the

@@ -191,10 +191,12 @@ def _figures(values: list[float]) -> dict[str, Any]:
     return {"count": len(values), "median_ms": round(median(values), 2), "p99_ms": round(percentile(values, 0.99), 2)}
 
 
-async def _grow(memory: Memory, refs: list[ConversationRef], have: list[int], want: list[int], words: list[list[float]]) -> float:
+async def _grow(
+    memory: Memory, refs: list[ConversationRef], have: list[int], want: list[int], word_vectors: list[list[float]]
+) -> float:
     began = time.perf_counter()
     growth = [(ref, start, target - start) for ref, start, target in zip(refs, have, want, strict=True)]
-    await grow_conversations(memory, growth, _SYLLABLES, words)
+    await grow_conversations(memory, growth, _SYLLABLES, word_vectors)
     return time.perf_counter() - began
 
 

@@ -41,11 +41,11 @@ _TOMBSTONES = text(
 
 
 async def insert_episodes(session: AsyncSession, rows: Sequence[dict[str, Any]]) -> dict[str, int]:
-    """Insert episode rows in one statement (SQLAlchemy sends up to 1,000 rows in one),
-    each with its id in write order within the conversation (``memory.store.ids``; the
-    caller holds the chain lock) and, where known, its links; a message already stored
-    is skipped. Returns the ids of those inserted by platform message id. Rows as
-    parameters: compiled once per process."""
+    """Insert episode rows, up to 1,000 in one statement (SQLAlchemy's batch; a caller
+    whose rows name each other keeps them within one), each with its id in write order
+    within the conversation (``memory.store.ids``; the caller holds the chain lock) and,
+    where known, its links; a message already stored is skipped. Returns the ids of
+    those inserted by platform message id. Rows as parameters: compiled once per process."""
     if not rows:
         return {}
     # Core, not the ORM's bulk insert, which splits the rows into one statement per set
