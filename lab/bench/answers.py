@@ -31,9 +31,10 @@ points over 125 questions may be chance. The rewordings are never fitted on
 (``--fit`` reads the questions as written only).
 
 With ``--group``, each split's conversations are also merged into one group channel
-(``lab.group_channels``) and its questions answered there: the split's figures in the
-channel beside alone, and their ratio (channel over alone). Channel answers are neither
-fitted on nor reworded.
+(``lab.group_channels``; by default ``interleaved``, turns alternating message by message
+with no threads; ``--group threads``, each conversation a thread) and its questions
+answered there: the split's figures in the channel beside alone, and their ratio (channel
+over alone). Channel answers are neither fitted on nor reworded.
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ from lab.bench.common import (
     times,
 )
 from lab.bench.rewordings import Rewording, load_rewordings
-from lab.group_channels import build_channel
+from lab.group_channels import LAYOUTS, build_channel
 from lab.probes import NOT_IN_MEMORY, AbstentionRule, Labelled, SelectionWeights, baseline_reply, calibrate, count_tokens
 from memory import Answer, ConversationRef, Memory, ask
 
@@ -105,9 +106,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--group",
-        action="store_true",
+        nargs="?",
+        const="interleaved",
+        choices=LAYOUTS,
         help="also: each split's conversations merged into one group channel (lab/group_channels.py), "
-        "its questions answered there beside alone, with the ratio",
+        "its questions answered there beside alone, with the ratio; the channel's layout: interleaved "
+        "(the default, bare --group: turns alternating, no threads) or threads (each conversation a thread)",
     )
 
 
@@ -343,13 +347,17 @@ async def _split(
     return figures
 
 
-async def _group(memory: Memory, conversations: list[locomo.Conversation], run_id: str, alone: dict[str, Any]) -> dict[str, Any]:
-    """``--group``: the conversations' group channel answered as ``_split`` answers them
-    (no rewordings, nothing fitted on), beside their figures ``alone``."""
-    channel = build_channel(conversations).conversation
-    found = (await _split(memory, [channel], run_id, channel.name, [], {}))["system"]
+async def _group(
+    memory: Memory, conversations: list[locomo.Conversation], run_id: str, alone: dict[str, Any], layout: str
+) -> dict[str, Any]:
+    """``--group``: the conversations' group channel in ``layout`` answered as ``_split``
+    answers them (no rewordings, nothing fitted on), beside their figures ``alone``."""
+    channel = build_channel(conversations, layout=layout).conversation
+    # Both layouts give the channel the same name and message ids: a kept database (--reuse) holds each apart.
+    found = (await _split(memory, [channel], f"{run_id}-{layout}", channel.name, [], {}))["system"]
     return {
         "channel_name": channel.name,
+        "layout": layout,
         "cast": list(channel.speakers),
         "alone": alone,
         "channel": found,
@@ -381,7 +389,7 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
                 result["splits"][split] = await _split(memory, chosen_conversations, run_id, split, labelled, rewordings)
                 if args.group:
                     alone = result["splits"][split]["system"]
-                    result.setdefault("group", {})[split] = await _group(memory, chosen_conversations, run_id, alone)
+                    result.setdefault("group", {})[split] = await _group(memory, chosen_conversations, run_id, alone, args.group)
     if args.fit:
         result["fitted"] = dataclasses.asdict(calibrate(labelled))
     return result
@@ -425,7 +433,8 @@ def render(result: dict[str, Any]) -> str:
             lines += _reworded(figures["reworded"])
     for split, group in result.get("group", {}).items():
         lines.append(
-            f"{split} split in one group channel ({group['channel_name']}, cast {', '.join(group['cast'])}; "
+            f"{split} split in one group channel ({group['channel_name']}, {group['layout']} layout, "
+            f"cast {', '.join(group['cast'])}; "
             "lab/group_channels.py), the same questions; ratio is channel over alone:"
         )
         lines += [_line("alone", group["alone"]), _line("channel", group["channel"])]

@@ -32,11 +32,13 @@ texts and of the question), and the same for ``--synthetic-queries`` random unit
 vectors among as many random unit vectors as the largest conversation has turns.
 
 With ``--group``, each split's conversations are also merged into one group channel
-(``lab.group_channels``: the same people in several threads, dates moved to overlap),
-ingested and consolidated as a conversation is, and the split's questions scored against
-it as above: each figure in the channel beside the same figure alone (the split's) and
-their ratio, channel over alone. A channel's questions are asked the day after its last
-session.
+(``lab.group_channels``: the same people talking with several others; by default
+``interleaved``, sessions aligned on the same days and turns alternating message by
+message with no threads; ``--group threads``, each conversation a thread moved by whole
+years), ingested and consolidated as a conversation is, and the split's questions scored
+against it as above: each figure in the channel beside the same figure alone (the
+split's) and their ratio, channel over alone. A channel's questions are asked the day
+after its last session.
 """
 
 from __future__ import annotations
@@ -68,7 +70,7 @@ from lab.bench.common import (
     ratios,
     times,
 )
-from lab.group_channels import split_channels
+from lab.group_channels import LAYOUTS, split_channels
 from lab.probes import halfvec_recall, load_bulk_messages, recall, search_vector
 from memory import ConversationRef, Memory, ValidationError, messages
 
@@ -108,9 +110,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--group",
-        action="store_true",
+        nargs="?",
+        const="interleaved",
+        choices=LAYOUTS,
         help="also: each split's conversations merged into one group channel (lab/group_channels.py), "
-        "the split's questions scored in it beside alone, with the ratio",
+        "the split's questions scored in it beside alone, with the ratio; the channel's layout: interleaved "
+        "(the default, bare --group: turns alternating, no threads) or threads (each conversation a thread)",
     )
 
 
@@ -218,13 +223,17 @@ async def _group(
     run_id: str,
     communities: bool,
     alone: dict[str, Any],
+    layout: str,
 ) -> dict[str, Any]:
-    """``--group``: per split, its channel's questions scored as ``_locomo`` scores the
-    system's (no communities are built for it), beside the split's figures ``alone``."""
+    """``--group``: per split, its channel in ``layout`` and its questions scored as
+    ``_locomo`` scores the system's (no communities are built for it), beside the split's
+    figures ``alone``."""
     group: dict[str, Any] = {}
-    for name, channel in split_channels(conversations, SPLITS).items():
+    for name, channel in split_channels(conversations, SPLITS, layout=layout).items():
         conversation = channel.conversation
-        ref, _ = await locomo_conversation(memory, conversation, run_id, graph)
+        # Both layouts give the channel the same name and message ids: a kept database
+        # (--reuse) holds each apart.
+        ref, _ = await locomo_conversation(memory, conversation, f"{run_id}-{layout}", graph)
         asked = [q for q in conversation.questions if q.category in CATEGORIES and q.evidence]
         asked_on, scores = question_date(conversation), {k: Score() for k in KS}
         with progress(len(asked), f"retrieval {conversation.name}") as bar:
@@ -234,6 +243,7 @@ async def _group(
         figures = {str(k): score.figures() for k, score in scores.items()}
         group[name] = {
             "channel_name": conversation.name,
+            "layout": layout,
             "cast": list(conversation.speakers),
             "messages": len(conversation.turns),
             "alone": alone[name],
@@ -340,7 +350,7 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
             raise ValidationError("--communities", "communities are built from the graph: drop --no-consolidate")
         result = {"bench": "retrieval", **await _locomo(memory, conversations, graph, run_id, args.communities)}
         if args.group:
-            result["group"] = await _group(memory, conversations, graph, run_id, args.communities, result["splits"])
+            result["group"] = await _group(memory, conversations, graph, run_id, args.communities, result["splits"], args.group)
         if args.synthetic:
             texts = [t.message.text for c in conversations for t in c.turns]
             asked = [q.question for c in conversations for q in c.questions]
@@ -364,7 +374,8 @@ def _group_lines(group: dict[str, Any]) -> list[str]:
     for name, split in group.items():
         questions = next(iter(split["channel"].values()))["questions"]
         lines.append(
-            f"  {name}: channel {split['channel_name']}, {split['messages']} messages, cast {', '.join(split['cast'])}; "
+            f"  {name}: channel {split['channel_name']} ({split['layout']} layout), {split['messages']} messages, "
+            f"cast {', '.join(split['cast'])}; "
             f"{questions} questions scored"
         )
         for k, ratio in split["ratio"].items():

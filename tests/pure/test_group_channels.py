@@ -1,13 +1,15 @@
-"""Group channels built from LoCoMo conversations (lab/group_channels.py): every turn once
-and in time order, evidence that still names the same turns, a cast where each person
-talks in several threads, no renamed name left, the same channel every time; on small
-generated conversations and on the calibration split when the shared data is there."""
+"""Group channels built from LoCoMo conversations (lab/group_channels.py), in both layouts:
+every turn once and in time order, evidence that still names the same turns, a cast where
+each person talks with several others, no renamed name left, the same channel every time;
+threads that keep their days, or days aligned and turns alternating with dates written in
+the texts moved with their sessions; on small generated conversations and on the
+calibration split when the shared data is there."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
+from collections.abc import Callable, Sequence
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -17,7 +19,7 @@ from hypothesis import strategies as st
 from bot import locomo
 from bot.locomo import Conversation, Question, Turn
 from lab.bench.common import SPLITS, ratios
-from lab.group_channels import Channel, build_channel, rewrite, split_channels, years_later
+from lab.group_channels import Channel, Thread, build_channel, move_dates, rewrite, split_channels, years_later
 from memory import Message, ValidationError
 from tests.shared_data import shared_file
 
@@ -59,8 +61,9 @@ def conversations(draw: st.DrawFn) -> list[Conversation]:
     return made
 
 
-def expected_text(text: str, names: dict[str, str], years: int) -> str:
-    """The renaming, word by word (the generated texts are words joined by spaces)."""
+def expected_text(text: str, names: dict[str, str], year: Callable[[int], int]) -> str:
+    """The renaming and the years moved by ``year``, word by word (the generated texts are
+    words joined by spaces)."""
     changed = {old.lower(): new for old, new in names.items() if old != new}
     words = []
     for word in text.split(" "):
@@ -69,7 +72,7 @@ def expected_text(text: str, names: dict[str, str], years: int) -> str:
             new = changed[base.lower()]
             base = new.upper() if base.isupper() else new.lower() if base.islower() else new
         elif len(base) == 4 and base.isdigit() and 1900 <= int(base) < 2100:
-            base = str(int(base) + years)
+            base = str(year(int(base)))
         words.append(base + suffix)
     return " ".join(words)
 
@@ -78,29 +81,95 @@ def _thread_turns(channel: Channel, source: str) -> list[Turn]:
     return [t for t in channel.conversation.turns if t.dia_id.split(":", 1)[0] == source]
 
 
+def _in_date_order(conversation: Conversation) -> list[int]:
+    return [number for _, number in sorted((d, n) for n, d in conversation.session_dates.items())]
+
+
+def _written(conversation: Conversation, thread: Thread, text: str, layout: str) -> str:
+    """A text of ``conversation`` as the channel should write it."""
+    renamed = rewrite(text, thread.names, thread.years)
+    if layout == "threads":
+        return renamed
+    return move_dates(renamed, [(conversation.session_dates[n].date(), thread.offsets[n]) for n in _in_date_order(conversation)])
+
+
+def _switches(channel: Channel) -> int:
+    """How many times the next message is another conversation's."""
+    sources = [t.dia_id.split(":", 1)[0] for t in channel.conversation.turns]
+    return sum(a != b for a, b in zip(sources, sources[1:], strict=False))
+
+
 def check_every_turn_once_in_time_order(originals: Sequence[Conversation], channel: Channel) -> None:
     turns = channel.conversation.turns
     assert sorted(t.dia_id for t in turns) == sorted(f"{c.name}:{t.dia_id}" for c in originals for t in c.turns)
     assert all(t.dia_id == t.message.platform_message_id for t in turns)
     times = [t.message.message_time for t in turns]
     assert times == sorted(times)
-    for conversation, thread in zip(originals, channel.threads, strict=True):
+    for conversation in originals:
         mine = _thread_turns(channel, conversation.name)
         assert [t.dia_id for t in mine] == [f"{conversation.name}:{t.dia_id}" for t in conversation.turns]
+    dates = channel.conversation.session_dates
+    assert [dates[n] for n in sorted(dates)] == sorted(dates.values())
+    assert all(t.message.message_time >= dates[t.session] for t in turns)
+
+
+def check_threads(originals: Sequence[Conversation], channel: Channel) -> None:
+    """Each conversation one thread, moved by whole years, its sessions its own."""
+    for conversation, thread in zip(originals, channel.threads, strict=True):
+        mine = _thread_turns(channel, conversation.name)
         # One shift for the whole thread, by whole years from its first session date.
         shifts = {m.message.message_time - t.message.message_time for m, t in zip(mine, conversation.turns, strict=True)}
         first = min(conversation.session_dates.values())
         assert shifts <= {years_later(first, thread.years) - first}
+        assert set(thread.offsets.values()) == {(years_later(first, thread.years) - first).days}
         assert {t.message.thread_id for t in mine} <= {thread.root}
         assert [t.message.reply_to for t in mine] == [None, *[thread.root] * (len(mine) - 1)][: len(mine)]
         assert thread.root == (mine[0].dia_id if mine else None)
     dates = channel.conversation.session_dates
     assert sorted(dates) == list(range(1, sum(len(c.session_dates) for c in originals) + 1))
-    assert [dates[n] for n in sorted(dates)] == sorted(dates.values())
-    assert all(t.message.message_time >= dates[t.session] for t in turns)
 
 
-def check_evidence_names_the_same_turns(originals: Sequence[Conversation], channel: Channel) -> None:
+def _day(anchors: Sequence[datetime], k: int) -> date:
+    """The channel's day k: conversation 0's session k, then every 14 days."""
+    return anchors[k].date() if k < len(anchors) else anchors[-1].date() + timedelta(days=14 * (k - len(anchors) + 1))
+
+
+def check_interleaved(originals: Sequence[Conversation], channel: Channel) -> None:
+    """Session k of every conversation on day k; turn j of conversation i at the day's
+    start + j minutes + i seconds; no threads; times strictly increasing."""
+    turns = channel.conversation.turns
+    assert all(t.message.thread_id is None and t.message.reply_to is None for t in turns)
+    times = [t.message.message_time for t in turns]
+    assert all(a < b for a, b in zip(times, times[1:], strict=False))
+    dates = channel.conversation.session_dates
+    days = max(len(c.session_dates) for c in originals)
+    assert sorted(dates) == list(range(1, days + 1))
+    anchors = [originals[0].session_dates[n] for n in _in_date_order(originals[0])]
+    earliest: dict[int, datetime] = {}
+    longest = dict.fromkeys(range(days), 0)
+    for i, (conversation, thread) in enumerate(zip(originals, channel.threads, strict=True)):
+        assert (thread.root, thread.years) == (None, 0)
+        placed = {t.dia_id: t for t in _thread_turns(channel, conversation.name)}
+        for k, number in enumerate(_in_date_order(conversation)):
+            moved = conversation.session_dates[number] + timedelta(days=thread.offsets[number])
+            assert moved.date() == _day(anchors, k)
+            earliest[k] = min(earliest.get(k, moved), moved)
+            mine = [t for t in conversation.turns if t.session == number]
+            longest[k] = max(longest[k], len(mine))
+            for j, turn in enumerate(mine):
+                there = placed[f"{conversation.name}:{turn.dia_id}"]
+                message = there.message
+                assert there.session == k + 1
+                assert message.message_time == dates[k + 1] + timedelta(minutes=j, seconds=i)
+                if turn.message.edited_at:
+                    assert message.edited_at == turn.message.edited_at + (message.message_time - turn.message.message_time)
+    assert all(offset == 0 for offset in channel.threads[0].offsets.values())
+    # A day starts at its earliest moved session, unless the day before still runs then.
+    for k in range(days):
+        assert dates[k + 1] == max(earliest[k], dates[k] + timedelta(minutes=longest[k - 1]) if k else earliest[k])
+
+
+def check_evidence_names_the_same_turns(originals: Sequence[Conversation], channel: Channel, layout: str) -> None:
     by_id = {t.dia_id: t for t in channel.conversation.turns}
     asked = iter(channel.conversation.questions)
     for conversation, thread in zip(originals, channel.threads, strict=True):
@@ -109,10 +178,13 @@ def check_evidence_names_the_same_turns(originals: Sequence[Conversation], chann
             moved = next(asked)
             assert moved.category == question.category
             assert moved.evidence == tuple(f"{conversation.name}:{e}" for e in question.evidence)
+            assert (moved.question, moved.answer) == tuple(
+                _written(conversation, thread, text, layout) for text in (question.question, question.answer)
+            )
             for original, renamed in zip(question.evidence, moved.evidence, strict=True):
                 if original in turns:
                     message = turns[original].message
-                    assert by_id[renamed].message.text == rewrite(message.text, thread.names, thread.years)
+                    assert by_id[renamed].message.text == _written(conversation, thread, message.text, layout)
                     assert by_id[renamed].message.speaker_name == thread.names[message.speaker_name]
                 else:
                     assert renamed not in by_id  # still a miss
@@ -149,19 +221,20 @@ def check_no_renamed_name_left(originals: Sequence[Conversation], channel: Chann
                 assert not [text for text in texts if left.search(text)], old
 
 
-def check_all(originals: Sequence[Conversation], channel: Channel) -> None:
+def check_all(originals: Sequence[Conversation], channel: Channel, layout: str) -> None:
     check_every_turn_once_in_time_order(originals, channel)
-    check_evidence_names_the_same_turns(originals, channel)
+    (check_threads if layout == "threads" else check_interleaved)(originals, channel)
+    check_evidence_names_the_same_turns(originals, channel, layout)
     check_cast(originals, channel)
     check_no_renamed_name_left(originals, channel)
-    assert build_channel(originals) == channel
+    assert build_channel(originals, layout=layout) == channel
 
 
 @settings(max_examples=150, deadline=None)
 @given(conversations())
-def test_a_channel_of_generated_conversations_keeps_every_turn_and_question(originals: list[Conversation]) -> None:
-    channel = build_channel(originals)
-    check_all(originals, channel)
+def test_a_threads_channel_of_generated_conversations_keeps_every_turn_and_question(originals: list[Conversation]) -> None:
+    channel = build_channel(originals, layout="threads")
+    check_all(originals, channel, "threads")
     assert channel.conversation.name == "group-" + "-".join(c.name for c in originals)
     anchor = min(originals[0].session_dates.values())
     for conversation, thread in zip(originals, channel.threads, strict=True):
@@ -169,7 +242,28 @@ def test_a_channel_of_generated_conversations_keeps_every_turn_and_question(orig
         assert abs(moved - anchor) <= timedelta(days=185)  # the nearest whole year
         for turn in _thread_turns(channel, conversation.name):
             original = next(t for t in conversation.turns if f"{conversation.name}:{t.dia_id}" == turn.dia_id)
-            assert turn.message.text == expected_text(original.message.text, thread.names, thread.years)
+            assert turn.message.text == expected_text(original.message.text, thread.names, lambda y, k=thread.years: y + k)
+
+
+def _year_alone(offsets: dict[int, int]) -> Callable[[int], int]:
+    """A year alone moves where every session's offset takes its middle, 2 July."""
+
+    def moved(year: int) -> int:
+        into = {(date(year, 7, 2) + timedelta(days=offset)).year for offset in offsets.values()}
+        return into.pop() if len(into) == 1 else year
+
+    return moved
+
+
+@settings(max_examples=150, deadline=None)
+@given(conversations())
+def test_an_interleaved_channel_of_generated_conversations_keeps_every_turn_and_question(originals: list[Conversation]) -> None:
+    channel = build_channel(originals)
+    check_all(originals, channel, "interleaved")
+    for conversation, thread in zip(originals, channel.threads, strict=True):
+        for turn in _thread_turns(channel, conversation.name):
+            original = next(t for t in conversation.turns if f"{conversation.name}:{t.dia_id}" == turn.dia_id)
+            assert turn.message.text == expected_text(original.message.text, thread.names, _year_alone(thread.offsets))
 
 
 def test_names_are_whole_words_in_any_case_and_years_move() -> None:
@@ -193,13 +287,14 @@ def test_three_conversations_form_a_ring_in_one_overlapping_channel() -> None:
     one = _conversation("1", ("Ann", "Bob"), datetime(2023, 5, 8, 13, tzinfo=UTC), ["Hi Bob", "Hi Ann, it is 2023"])
     two = _conversation("2", ("Cleo", "Dan"), datetime(2022, 1, 21, 9, tzinfo=UTC), ["Hey Dan", "Hey Cleo"])
     three = _conversation("3", ("Eve", "Ann"), datetime(2023, 5, 8, 13, tzinfo=UTC), ["Yo Ann", "Yo Eve"])
-    channel = build_channel([one, two, three])
+    channel = build_channel([one, two, three], layout="threads")
     assert channel.conversation.speakers == ("Ann", "Cleo", "Eve")
     assert [(t.source, t.names, t.years) for t in channel.threads] == [
         ("1", {"Ann": "Ann", "Bob": "Cleo"}, 0),
         ("2", {"Cleo": "Cleo", "Dan": "Eve"}, 1),
         ("3", {"Eve": "Eve", "Ann": "Ann"}, 0),
     ]
+    assert [t.offsets for t in channel.threads] == [{1: 0}, {1: 365}, {1: 0}]
     # Same start: the earlier thread first; conversation 2 moved to 21 January 2023.
     assert [(t.dia_id, t.message.speaker_name, t.message.text) for t in channel.conversation.turns] == [
         ("2:D1:1", "Cleo", "Hey Eve"),
@@ -220,7 +315,143 @@ def test_three_conversations_form_a_ring_in_one_overlapping_channel() -> None:
         ("What did Eve say in 2024?", "Eve's hello", ("2:D1:2", "2:D7:1")),
         ("What did Ann say in 2023?", "Ann's hello", ("3:D1:2", "3:D7:1")),
     ]
-    check_all([one, two, three], channel)
+    check_all([one, two, three], channel, "threads")
+
+
+def _sessions(
+    name: str, speakers: tuple[str, str], starts: Sequence[datetime], turns: int, asked: Sequence[str] = ()
+) -> Conversation:
+    """A conversation of ``turns`` turns per session, one session per start, each session a
+    thread whose second turn was edited; each text of ``asked`` a question (and its answer)."""
+    made = [
+        Turn(
+            f"D{n}:{j + 1}",
+            n,
+            Message(
+                f"D{n}:{j + 1}",
+                speakers[j % 2],
+                speakers[j % 2],
+                f"hi {n}.{j}",
+                start + timedelta(seconds=j),
+                reply_to=f"D{n}:1" if j else None,
+                thread_id=f"D{n}:1",
+                edited_at=start + timedelta(minutes=5) if j == 1 else None,
+            ),
+        )
+        for n, start in enumerate(starts, start=1)
+        for j in range(turns)
+    ]
+    questions = [Question(text, text, ("D1:1",), 2) for text in asked]
+    return Conversation(name, speakers, made, questions, dict(enumerate(starts, start=1)))
+
+
+def _at(day: str, hour: int, minute: int = 0) -> datetime:
+    return datetime.fromisoformat(day).replace(hour=hour, minute=minute, tzinfo=UTC)
+
+
+def test_an_interleaved_channel_alternates_turn_by_turn_on_aligned_days() -> None:
+    one = _sessions("1", ("Ann", "Bob"), [_at("2023-05-08", 13), _at("2023-05-20", 18, 30)], 3)
+    two = _sessions("2", ("Cleo", "Dan"), [_at("2022-01-21", 9), _at("2022-02-03", 20), _at("2022-03-01", 10)], 2)
+    three = _sessions("3", ("Eve", "Ann"), [_at("2023-06-10", 11), _at("2023-07-01", 12)], 3)
+    channel = build_channel([one, two, three])
+    check_all([one, two, three], channel, "interleaved")
+    # Day 0 is one's first session's date, day 1 its second's, day 2 fourteen days later;
+    # each day starts at the earliest moved session (two's at 9:00, three's at 12:00).
+    assert channel.conversation.session_dates == {1: _at("2023-05-08", 9), 2: _at("2023-05-20", 12), 3: _at("2023-06-03", 10)}
+    assert [t.offsets for t in channel.threads] == [{1: 0, 2: 0}, {1: 472, 2: 471, 3: 459}, {1: -33, 2: -42}]
+    turns = channel.conversation.turns
+    assert [(t.dia_id, t.session, t.message.message_time.strftime("%H:%M:%S")) for t in turns[:8]] == [
+        ("1:D1:1", 1, "09:00:00"),
+        ("2:D1:1", 1, "09:00:01"),
+        ("3:D1:1", 1, "09:00:02"),
+        ("1:D1:2", 1, "09:01:00"),
+        ("2:D1:2", 1, "09:01:01"),
+        ("3:D1:2", 1, "09:01:02"),
+        ("1:D1:3", 1, "09:02:00"),
+        ("3:D1:3", 1, "09:02:02"),
+    ]
+    assert [t.dia_id for t in turns[16:]] == ["2:D3:1", "2:D3:2"]
+    assert all(t.message.thread_id is None and t.message.reply_to is None for t in turns)
+    assert turns[3].message.edited_at == _at("2023-05-08", 9, 1) + timedelta(minutes=5, seconds=-1)  # 1:D1:2, edited 4:59 later
+    # 16 switches over 3 days; the same conversations as threads switch twice.
+    assert _switches(channel) == 16
+    assert _switches(build_channel([one, two, three], layout="threads")) == 2
+
+
+def test_dates_written_in_questions_move_with_their_nearest_session_in_their_format() -> None:
+    one = _sessions(
+        "1", ("Ann", "Bob"), [_at("2023-05-08", 13), _at("2023-05-20", 18, 30)], 1, ["What did Bob do on 8 May, 2023?"]
+    )
+    asked = [
+        "What did Dan do on 3 February, 2022?",  # session 2 moved 471 days
+        "The week before January 21, 2022",  # session 1, 472 days
+        "the 21st of January 2022",
+        "What did Dan do in February 2022?",  # the 15th is nearer session 2 (3 February) than 3 (1 March)
+        "Feb 3rd",  # no year: the one nearest a session
+        "When did Dan go camping in January?",
+        "Dan was away February 2-4, 2022",
+        "Was 2022 good for Dan?",  # every offset takes 2 July 2022 into 2023
+        "The Saturday before 1 March, 2022",  # weekdays stay
+        "31 June 2022, the 15th, 2022-02-03, Janury 5",  # no such date, and forms not read
+    ]
+    two = _sessions("2", ("Cleo", "Dan"), [_at("2022-01-21", 9), _at("2022-02-03", 20), _at("2022-03-01", 10)], 1, asked)
+    channel = build_channel([one, two])
+    check_all([one, two], channel, "interleaved")
+    assert [q.question for q in channel.conversation.questions] == [
+        "What did Cleo do on 8 May, 2023?",  # conversation 0 does not move
+        "What did Ann do on 20 May, 2023?",
+        "The week before May 8, 2023",
+        "the 8th of May 2023",
+        "What did Ann do in June 2023?",  # 15 February moved 471 days
+        "May 20th",
+        "When did Ann go camping in May?",
+        "Ann was away May 19-21, 2023",
+        "Was 2023 good for Ann?",
+        "The Saturday before 3 June, 2023",
+        "31 June 2022, the 15th, 2023-02-03, Janury 5",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("written", "moved"),
+    [
+        ("on 3 May, 2022", "on 11 August, 2022"),
+        ("on 3 May 2022", "on 11 August 2022"),
+        ("May 3, 2022", "August 11, 2022"),
+        ("October 13th, 2022", "February 10th, 2023"),  # across a year
+        ("the 3rd of May 2022", "the 11th of August 2022"),
+        ("July 2022", "November 2022"),  # the 15th is nearer 1 August: 120 days
+        ("April.2022", "July.2022"),
+        ("Jul 28th", "Nov 25th"),
+        ("Sept 3, 2022", "Jan 1, 2023"),
+        ("Aug. 1st", "Nov. 29th"),
+        ("in May, mid-May", "in August, mid-August"),
+        ("May 5-6, 2022", "August 13-14, 2022"),
+        ("May 20 to 25, 2022", "August 28 to September 2, 2022"),
+        ("between 26 April and 20 May 2022", "between 4 August and 28 August 2022"),
+        ("in 2022, in 1968", "in 2022, in 1968"),  # offsets keep 2 July in its year
+        ("31 June 2022, may 3, May I, 15/05", "31 June 2022, may 3, May I, 15/05"),
+    ],
+)
+def test_move_dates_keeps_each_format(written: str, moved: str) -> None:
+    assert move_dates(written, [(date(2022, 5, 1), 100), (date(2022, 8, 1), 120)]) == moved
+
+
+def test_a_year_alone_moves_only_when_every_offset_moves_it() -> None:
+    assert move_dates("in 2022, Cyberpunk 2077", [(date(2022, 5, 1), 400), (date(2022, 8, 1), 420)]) == "in 2023, Cyberpunk 2078"
+    assert move_dates("in 2022", [(date(2022, 5, 1), 100), (date(2022, 8, 1), 200)]) == "in 2022"
+    assert move_dates("in 2022", []) == "in 2022"
+
+
+def test_bad_input_is_one_validation_error() -> None:
+    one = _sessions("1", ("Ann", "Bob"), [_at("2023-05-08", 13)], 1)
+    with pytest.raises(ValidationError, match="layout: must be one of interleaved, threads"):
+        build_channel([one], layout="forum")
+    with pytest.raises(ValidationError, match="at least one conversation"):
+        build_channel([])
+    undated = Conversation("2", ("Cleo", "Dan"), one.turns, [], {2: _at("2023-05-08", 13)})
+    with pytest.raises(ValidationError, match=r"conversation 2 has turns in sessions without a date: \[1\]"):
+        build_channel([one, undated])
 
 
 def test_the_cast_needs_distinct_first_speakers() -> None:
@@ -243,11 +474,11 @@ def calibration() -> list[Conversation]:
     return [locomo.load(folder / f"{name}.json") for name in SPLITS["calibration"]]
 
 
-def test_the_calibration_channel(calibration: list[Conversation]) -> None:
-    channels = split_channels(calibration, SPLITS)
+def test_the_calibration_channel_in_threads(calibration: list[Conversation]) -> None:
+    channels = split_channels(calibration, SPLITS, layout="threads")
     assert list(channels) == ["calibration"]
     channel = channels["calibration"]
-    check_all(calibration, channel)
+    check_all(calibration, channel, "threads")
     assert channel.conversation.name == "group-26-30-41-42-43"
     assert channel.conversation.speakers == ("Caroline", "Jon", "John", "Joanna", "Tim")
     assert [t.years for t in channel.threads] == [0, 0, 0, 1, 0]  # 42 ran in 2022
@@ -260,3 +491,17 @@ def test_the_calibration_channel(calibration: list[Conversation]) -> None:
         if (times := [m.message.message_time for m in _thread_turns(channel, t.source)])
     }
     assert all(a[0] < b[1] and b[0] < a[1] for a in spans.values() for b in spans.values())
+
+
+def test_the_calibration_channel_interleaved(calibration: list[Conversation]) -> None:
+    channel = split_channels(calibration, SPLITS)["calibration"]
+    check_all(calibration, channel, "interleaved")
+    assert channel.conversation.speakers == ("Caroline", "Jon", "John", "Joanna", "Tim")
+    assert len(channel.conversation.session_dates) == max(len(c.session_dates) for c in calibration) == 32
+    # Turn by turn: thousands of switches over 32 days; as threads, about 90.
+    assert _switches(channel) > 50 * len(channel.conversation.session_dates)
+    assert _switches(split_channels(calibration, SPLITS, layout="threads")["calibration"]) < 100
+    # 42 ran in 2022: its dates and years move into 2023, written as they were.
+    asked = {q.question for q in channel.conversation.questions}
+    assert "What did Tim do for Joanna on 23 August, 2023?" in asked  # 25 May, 2022
+    assert "Where did Joanna travel to in October 2023?" in asked  # July 2022
