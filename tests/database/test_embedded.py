@@ -22,11 +22,14 @@ from memory import StashbirdError
 from memory.store.embedded import (
     HANDLE_LIST,
     POSTGRES_MAJOR,
+    SETTINGS_FILE,
     check_major_version,
     drop_embedded_database,
     prune_dead_handles,
+    shared_buffers_mb,
     socket_url,
     start_embedded,
+    write_settings,
 )
 
 # A process that joins (or starts) the server of the data folder given as its argument.
@@ -116,3 +119,39 @@ def test_a_data_folder_of_another_major_version_is_refused_before_anything_start
     assert "\n" not in message and str(data_dir) in message and "DATABASE_URL" in message, message
     assert (data_dir / "PG_VERSION").read_text().strip() == "18"
     assert sorted(p.name for p in data_dir.iterdir()) == before  # no postmaster.pid, no handle list
+
+
+@given(st.integers(min_value=0, max_value=2**42))
+def test_the_buffer_cache_is_an_eighth_of_memory_within_bounds(memory_bytes: int) -> None:
+    """Pure: never below Postgres's default, never above 1 GB, an eighth between."""
+    size = shared_buffers_mb(memory_bytes)
+    assert 128 <= size <= 1024
+    if 128 < size < 1024:
+        assert size == memory_bytes // 8 // 2**20
+
+
+async def test_the_embedded_server_runs_with_stashbirds_settings(pg_data_dir: Path, database_url: str) -> None:
+    """The session's server was started by ``start_embedded``: its buffer cache is the one
+    sized to this machine, and joining it again names the settings file once."""
+    import psutil
+
+    engine = create_async_engine(database_url)
+    try:
+        async with engine.connect() as connection:
+            blocks = (await connection.execute(text("SELECT setting FROM pg_settings WHERE name = 'shared_buffers'"))).scalar()
+    finally:
+        await engine.dispose()
+    assert int(blocks) * 8192 // 2**20 == shared_buffers_mb(psutil.virtual_memory().total)
+    included = (pg_data_dir / "postgresql.conf").read_text().splitlines()
+    assert included.count(f"include_if_exists = '{SETTINGS_FILE}'") == 1
+
+
+def test_settings_written_twice_are_included_once(tmp_path: Path) -> None:
+    """A server started again (each start writes them) keeps one include line and the
+    latest values."""
+    (tmp_path / "postgresql.conf").write_text("max_connections = 100\n")
+    write_settings(tmp_path, {"shared_buffers": "256MB"})
+    write_settings(tmp_path, {"shared_buffers": "512MB"})
+    lines = (tmp_path / "postgresql.conf").read_text().splitlines()
+    assert lines[0] == "max_connections = 100" and lines.count(f"include_if_exists = '{SETTINGS_FILE}'") == 1
+    assert (tmp_path / SETTINGS_FILE).read_text() == "shared_buffers = '512MB'\n"
