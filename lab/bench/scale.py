@@ -32,7 +32,9 @@ that scan against the exact scan of the same statement, and the server's plannin
 of the search's vector statements beside the search's time (``lab.probes.plan_check``).
 Before the timing the store's
 files are read once into the OS page cache (those of the nodes on this machine; not with
-``--cold``), as a server that has been running holds them, and the disk reads made while
+``--cold``), as a server that has been running holds them, and one untimed round of the
+same searches (other questions, other conversations drawn) fills the server's own buffer
+cache as serving does; the disk reads made while
 timing are printed beside the CPU steal: either one in the latencies says the machine,
 not the store, set them.
 
@@ -143,7 +145,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--cold",
         action="store_true",
-        help="time without reading the store into the page cache first (what a server sees just after it starts)",
+        help="time without reading the store into the page cache or warming the buffer cache first "
+        "(what a server sees just after it starts)",
     )
 
 
@@ -423,6 +426,8 @@ async def _step(
     state["real"] += ingested["messages"]
     size, stored = await store_size(memory)
     warmed = None if args.cold else warm_page_cache(await database_directories(memory))
+    if not args.cold:  # the server's own buffer cache, as serving fills it (module docstring)
+        await _searches(memory, refs, args.queries, state["words"], state["rng"])
     timed_from, read_from = cpu_times(), disk_reads_kb()
     searches = await _searches(memory, refs, args.queries, state["words"], state["rng"])
     deletions = await _deletions(memory, refs, have, args.deletes, state["deleted"], state["rng"])
