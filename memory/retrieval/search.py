@@ -168,21 +168,21 @@ class SearchResult:
 async def _plan(session: AsyncSession, conversation_id: int, kinds: Sequence[str], top: int) -> VectorPlan:
     """Count (capped) and, for a large kind, estimate; choose; set ``ef_search`` for HNSW."""
     # A kind with its own index is not counted (past 20K rows the count costs more than
-    # the search). Its own index is searched whatever its size, so only the messages'
-    # size is read (the planner's estimate, as a large kind's), for the full text's
-    # bounds: one EXPLAIN, not one per own kind, before the vector lists can start (each
-    # 2-8 ms at 1M messages). Any other own kind counts as own_index_rows(kind), the
-    # least it held when its index was built.
+    # the search). Its own index is searched whatever its size; its size, which the
+    # full text's bounds need for the messages, is the rows the catalogue says the index
+    # holds (read with its validity), else the planner's estimate (an EXPLAIN, 2-8 ms at
+    # 1M messages), else own_index_rows(kind), the least it held when it was built.
     indexes = await present(session, conversation_id, kinds)
     own = indexes.own
     sizes = await capped_counts(session, conversation_id, [k for k in kinds if k not in own], EXACT_SCAN_ROWS)
     table_rows = 0.0
     large = [kind for kind, size in sizes.items() if size >= EXACT_SCAN_ROWS]
-    if large or own:
-        estimated = [*large, *(kind for kind in own if kind == "episode")]
-        table_rows, planned = await sql.planned_sizes(session, conversation_id, estimated, indexes.shared)
+    unknown = [kind for kind in own if kind == "episode" and kind not in indexes.rows]
+    planned: dict[str, float] = {}
+    if large or unknown:
+        table_rows, planned = await sql.planned_sizes(session, conversation_id, [*large, *unknown], indexes.shared)
         sizes = {kind: estimate_size(size, planned.get(kind)) for kind, size in sizes.items()}
-        sizes |= {kind: int(planned.get(kind, own_index_rows(kind))) for kind in own}
+    sizes |= {kind: int(indexes.rows.get(kind, planned.get(kind, own_index_rows(kind)))) for kind in own}
     plan = choose_plan(sizes, int(table_rows), top, own, shared=indexes.shared)
     if plan.hnsw:
         await sql.set_hnsw_scan(session, plan.ef_search)

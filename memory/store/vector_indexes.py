@@ -88,8 +88,10 @@ SHARED_INDEX = "ix_search_documents_embedding"
 OPCLASS = "halfvec_cosine_ops"
 SHARED_INDEX_SQL = f"CREATE INDEX IF NOT EXISTS {SHARED_INDEX} ON search_documents USING hnsw (embedding {OPCLASS})"
 
+# An index's reltuples: its entries when it was built, counted again by each VACUUM
+# (pgvector's HNSW counts the ones it keeps); -1 before either.
 _STATE = text(
-    "SELECT c.relname, i.indisvalid FROM pg_class c JOIN pg_index i ON i.indexrelid = c.oid "
+    "SELECT c.relname, i.indisvalid, c.reltuples FROM pg_class c JOIN pg_index i ON i.indexrelid = c.oid "
     "WHERE c.relname = ANY(:names) AND c.relnamespace = CAST(current_schema() AS regnamespace)"
 )
 
@@ -177,15 +179,17 @@ class Present:
 
     own: frozenset[str]
     shared: bool
+    rows: dict[str, float] = field(default_factory=dict)  # each own index's entries, where the catalogue has them
 
 
 async def present(session: AsyncSession, conversation_id: int, kinds: Sequence[str]) -> Present:
     """Which of ``kinds`` have a valid own index in the conversation, and whether the
-    shared index is there (one catalogue read)."""
+    shared index is there (one catalogue read), with the rows each own index holds."""
     names = {index_name(conversation_id, kind): kind for kind in kinds}
     rows = await session.execute(_STATE, {"names": [*names, SHARED_INDEX]})
-    valid = {name for name, ok in rows.all() if ok}
-    return Present(frozenset(kind for name, kind in names.items() if name in valid), SHARED_INDEX in valid)
+    valid = {name: entries for name, ok, entries in rows.all() if ok}
+    own = {kind: valid[name] for name, kind in names.items() if name in valid}
+    return Present(frozenset(own), SHARED_INDEX in valid, {kind: entries for kind, entries in own.items() if entries >= 0})
 
 
 @dataclass
@@ -215,7 +219,8 @@ async def build(engine: AsyncEngine, conversation_id: int) -> IndexReport:
         counted = await capped_counts(connection, conversation_id, KINDS, max(map(own_index_rows, KINDS)))
         kinds = wanted(counted)
         names = {index_name(conversation_id, kind): kind for kind in kinds}
-        state: dict[str, bool] = dict((await connection.execute(_STATE, {"names": list(names)})).all()) if kinds else {}
+        found = (await connection.execute(_STATE, {"names": list(names)})).all() if kinds else []
+        state = {name: bool(valid) for name, valid, _ in found}
         table = await connection.scalar(_PARTITION, {"c": conversation_id}) if kinds else None
         await connection.rollback()
         report.present = [names[name] for name, valid in state.items() if valid]

@@ -174,6 +174,9 @@ async def test_a_large_conversation_gets_its_own_index_and_its_search_uses_it(ne
 
         after = await search_vector(memory, large, "what about kalo?", query)
         assert after.plan.hnsw == ("episode",) and after.plan.ef_search == 120
+        # Its size is the rows the catalogue says its own index holds (counted at the
+        # build), not an estimate: no EXPLAIN before the vector lists.
+        assert after.plan.episode_rows == OWN_INDEX_ROWS
         assert ("episode", target) in [(c.kind, c.ref_id) for c in after.candidates[:3]]  # found through the index
         # bench scale's check of an approximate plan: its recall against exact, and planning.
         kept, planning_ms = await plan_check(memory, large, query, after.plan)
