@@ -1,7 +1,8 @@
 """A large conversation's own vector index (memory.store.vector_indexes): built past
 ``OWN_INDEX_ROWS`` documents of a kind, by the scheduler after consolidation or by
 ``memory.index_conversation``; used by the search instead of an exact scan; an invalid
-one (a build that failed half-way) is not used and is built again."""
+one (a build that failed half-way) is not used and is built again, and so is one built
+with other settings than today's."""
 
 from __future__ import annotations
 
@@ -28,7 +29,17 @@ from memory.retrieval.pipeline import service_configs
 from memory.retrieval.search import QueryVariant, search
 from memory.store.database import create_engine, upgrade
 from memory.store.documents import KINDS
-from memory.store.vector_indexes import FACT_INDEX_ROWS, TEXT, create_sql, index_name, own_index_rows, wanted
+from memory.store.vector_indexes import (
+    FACT_EF_CONSTRUCTION,
+    FACT_INDEX_ROWS,
+    TEXT,
+    build,
+    create_sql,
+    index_name,
+    outdated,
+    own_index_rows,
+    wanted,
+)
 from tests.database.test_consolidation import messages
 
 JOB = api.Principal.job("test")
@@ -59,6 +70,47 @@ HOLDER = "SELECT CAST(tableoid AS regclass)::text FROM search_documents WHERE co
 VALID = text(
     "SELECT c.relname, i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid WHERE c.relname = ANY(:names)"
 )
+
+
+FACTS = """
+INSERT INTO search_documents (conversation_id, kind, ref_id, text, embedding)
+SELECT :c, 'entity', n, 'entity ' || n, CAST('[1,' || n || ',0]' AS halfvec) FROM generate_series(1, :n) n
+"""
+
+
+def test_only_a_fact_index_without_the_wider_graph_is_outdated() -> None:
+    wider = [f"ef_construction={FACT_EF_CONSTRUCTION}"]
+    for kind in ("entity", "relation"):
+        assert outdated(kind, []) and outdated(kind, ["ef_construction=64"]) and not outdated(kind, wider)
+        assert f"WITH (ef_construction={FACT_EF_CONSTRUCTION}) WHERE" in create_sql(7, kind, "search_documents_p5")
+    for kind in ("episode", "community", TEXT):
+        assert not outdated(kind, []) and " WITH " not in create_sql(7, kind, "search_documents_p5")
+
+
+async def test_an_entity_index_of_the_default_graph_is_built_again_once(new_database) -> None:
+    """An own entity index built before ``FACT_EF_CONSTRUCTION`` (pgvector's default graph)
+    is outdated: the next build drops it and makes it as ``create_sql`` does, the one
+    after leaves it."""
+    engine = create_engine(new_database())
+    try:
+        await upgrade(engine, 3)
+        async with engine.begin() as connection:
+            await connection.execute(text(CONVERSATIONS), {"c": 7})
+            await connection.execute(text(FACTS), {"c": 7, "n": FACT_INDEX_ROWS})
+            partition = await connection.scalar(text(HOLDER), {"c": 7})
+        default = create_sql(7, "entity", partition).replace(f" WITH (ef_construction={FACT_EF_CONSTRUCTION})", "")
+        async with engine.connect() as connection:
+            autocommit = await connection.execution_options(isolation_level="AUTOCOMMIT")
+            await autocommit.execute(text(default))
+        first = await build(engine, 7)
+        assert first.built == ["entity"] and first.present == []
+        async with engine.connect() as connection:
+            options = text("SELECT reloptions FROM pg_class WHERE relname = :n")
+            assert await connection.scalar(options, {"n": index_name(7, "entity")}) == [f"ef_construction={FACT_EF_CONSTRUCTION}"]
+        second = await build(engine, 7)
+        assert second.built == [] and second.present == ["entity"]
+    finally:
+        await engine.dispose()
 
 
 def _indexes_in(plan: object) -> set[str]:
