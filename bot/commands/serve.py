@@ -9,7 +9,7 @@ import signal
 from typing import Any
 
 from bot.logs import configure_json_logging
-from bot.runtime import memory_from_settings
+from bot.runtime import memory_from_settings, settle_heap
 from bot.service import running
 from bot.settings import Settings
 
@@ -26,6 +26,7 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     async with memory_from_settings(settings) as memory, running(memory, settings, args.host, args.port) as state:
+        settle_heap()
         print(f"stashbird serve: listening on port {state.port}", flush=True)
         await stop.wait()
         processed = state.service.processed

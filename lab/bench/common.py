@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, AsyncIterator
 
 from bot import locomo
-from bot.runtime import build_embedder
+from bot.runtime import build_embedder, settle_heap
 from bot.settings import Settings
 from lab.probes import drop_embedded_database
 from memory import (
@@ -121,6 +121,7 @@ async def bench_memory(
             drop_embedded_database(settings.database.data_dir, name)
         url = start_embedded(settings.database.data_dir, name)
     memory = await open_memory(url, embedder, **kwargs)
+    settle_heap()  # as `stashbird serve` does once it is ready
     try:
         yield memory
     finally:
