@@ -197,10 +197,15 @@ class _Search:
     variants: Sequence[QueryVariant]
     config: SearchConfig
     hints: SearchHints
-    rows: dict[Key, sql.Row] = field(default_factory=dict)
+    found: sql.Found = field(default_factory=sql.Found)
 
     def base_params(self) -> dict[str, Any]:
         return {"c": self.conversation_id, "n": self.config.top}
+
+    @property
+    def around(self) -> bool:
+        """Whether the ranked lists bring each episode's neighbours (the chain spread's)."""
+        return bool(self.config.chain_share) and "episode" in self.config.kinds
 
 
 async def _kind_lists(session: AsyncSession, run: _Search, statements: Statements) -> list[dict[str, list[Key]]]:
@@ -208,9 +213,9 @@ async def _kind_lists(session: AsyncSession, run: _Search, statements: Statement
     found = list[dict[str, list[Key]]]()
     for variant in run.variants if "vector" in run.config.methods else ():
         for kinds, exact in statements:
-            statement = sql.vector_sql(kinds, exact, own_vectors=not run.config.exchange_vectors)
+            statement = sql.vector_sql(kinds, exact, own_vectors=not run.config.exchange_vectors, around=run.around)
             params = {**run.base_params(), "q": list(variant.embedding), **sql.kind_params(kinds)}
-            found.append(await sql.ranked_lists(session, statement, params, run.rows, "similarity", True))
+            found.append(await sql.ranked_lists(session, statement, params, run.found, "similarity", True))
     return found
 
 
@@ -228,12 +233,13 @@ async def _vector_lists(
         ranges = run.hints.time_ranges
         bounds = {f"{edge}{i}": getattr(r, edge) for i, r in enumerate(ranges) for edge in ("start", "end")}
         params = {**run.base_params(), "cap": DATED_CAP, "q": list(run.variants[0].embedding), **bounds}
-        found.append(await sql.ranked_lists(session, sql.in_range_sql(len(ranges)), params, run.rows, "similarity", True))
+        statement = sql.in_range_sql(len(ranges), run.around)
+        found.append(await sql.ranked_lists(session, statement, params, run.found, "similarity", True))
     for name in run.hints.named_speakers if "episode" in config.kinds and run.variants else ():
         # The speaker is indexed apart from the text: each named person's own messages
         # are one more ranked list.
         params = {**run.base_params(), "cap": DATED_CAP, "q": list(run.variants[0].embedding), "name": name}
-        found.append(await sql.ranked_lists(session, sql.BY_SPEAKER_SQL, params, run.rows, "similarity", True))
+        found.append(await sql.ranked_lists(session, sql.by_speaker_sql(run.around), params, run.found, "similarity", True))
     return found + await _kind_lists(session, run, vector_statements(plan, two_connections)[0])
 
 
@@ -266,7 +272,8 @@ async def _text_lists(reader: AsyncSession, run: _Search, planned: Awaitable[Vec
                 "cap": TEXT_MATCH_ROWS if large else None,
                 **sql.kind_params(searchable),
             }
-            found.append(await sql.ranked_lists(reader, sql.text_sql(searchable), params, run.rows, "text_rank", False))
+            statement = sql.text_sql(searchable, run.around)
+            found.append(await sql.ranked_lists(reader, statement, params, run.found, "text_rank", False))
     return found
 
 
@@ -353,14 +360,14 @@ async def search(
         for lists in found
         for kind in lists
     ]
-    rows = run.rows
+    rows = run.found.rows
     about = await _about_speakers(session, conversation_id, hints.named_speakers, rows)
     fused = reciprocal_rank_fusion(rankings, config.rrf_k, weights)
     scores = weigh(fused, lambda key: _preference(rows[key], hints, key in about))
-    if config.chain_share and "episode" in config.kinds:
-        found = [ref_id for kind, ref_id in scores if kind == "episode"]
-        neighbours = await sql.chain_neighbours(session, conversation_id, found, rows)
-        scores = spread_to_neighbours(scores, neighbours, config.chain_share)
+    if run.around:
+        for key, row in run.found.around.items():
+            rows.setdefault(key, row)
+        scores = spread_to_neighbours(scores, run.found.neighbours, config.chain_share)
     candidates = [
         Candidate(
             kind=rows[key].kind,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -40,13 +40,33 @@ _COLUMNS = "kind, ref_id, text, message_time, is_current"
 # Documents are ranked by ``embedding`` (for an episode, its exchange: see
 # memory.episodes.exchange_vectors); the similarity reported is that of the message's own vector,
 # which is what says whether this message itself bears on the question. It is looked up
-# for the hits only, after the limit.
+# for the hits only, after the limit, in the episode's row.
 _HITS = "hits.kind, hits.ref_id, hits.text, hits.message_time, hits.is_current"
-_OWN_SIMILARITY = (
-    "1 - (coalesce((SELECT ep.embedding FROM episodes ep WHERE ep.conversation_id = :c AND hits.kind = 'episode' "
-    "AND ep.id = hits.ref_id), "
-    "hits.embedding) <=> :q)"
+_EPISODE = (
+    "LEFT JOIN LATERAL (SELECT e.embedding, e.prev_id, e.next_id FROM episodes e WHERE hits.kind = 'episode' "
+    "AND e.conversation_id = :c AND e.id = hits.ref_id) AS chain ON true"
 )
+_OWN_SIMILARITY = "1 - (coalesce(chain.embedding, hits.embedding) <=> :q)"
+# With ``around``, each episode found also brings the documents of the messages just
+# before and after it (memory.retrieval.fusion.spread_to_neighbours), read through that
+# same row: no statement of its own after the fusion (it took 3-4 ms of a search of the
+# largest conversation of 1M messages, one round trip and 200-odd lookups after the rest).
+_NEIGHBOURS = (
+    " LEFT JOIN search_documents pd ON pd.conversation_id = :c AND pd.kind = 'episode' AND pd.ref_id = chain.prev_id"
+    " LEFT JOIN search_documents nd ON nd.conversation_id = :c AND nd.kind = 'episode' AND nd.ref_id = chain.next_id"
+)
+_AROUND = "pd.ref_id, pd.text, pd.message_time, pd.is_current, nd.ref_id, nd.text, nd.message_time, nd.is_current"
+_NOT_AROUND = ", ".join(["CAST(NULL AS bigint), CAST(NULL AS text), CAST(NULL AS timestamptz), CAST(NULL AS boolean)"] * 2)
+
+
+@dataclass
+class Found:
+    """What the ranked lists found: each document with its best scores, and with
+    ``around``, each episode's neighbours in the chain and their documents."""
+
+    rows: dict[Key, Row] = field(default_factory=dict)
+    neighbours: dict[Key, list[Key]] = field(default_factory=dict)
+    around: dict[Key, Row] = field(default_factory=dict)
 
 
 def kind_params(kinds: Sequence[str]) -> dict[str, str]:
@@ -54,13 +74,21 @@ def kind_params(kinds: Sequence[str]) -> dict[str, str]:
     return {f"kind{i}": kind for i, kind in enumerate(kinds)}
 
 
-def _with_own_similarity(hits_sql: str) -> str:
+def _ranked(hits_sql: str, score: str, order: str, around: bool, episode_row: bool = True) -> str:
+    """``hits_sql``'s rows (_COLUMNS and what ``score`` and ``order`` read) with
+    ``score``, and the neighbours' columns (NULL without ``around``), in ``order``."""
+    joins = (_EPISODE if episode_row or around else "") + (_NEIGHBOURS if around else "")
+    chain = _AROUND if around else _NOT_AROUND
+    return f"(SELECT {_HITS}, {score} AS score, {chain} FROM ({hits_sql}) AS hits {joins} ORDER BY {order})"
+
+
+def _with_own_similarity(hits_sql: str, around: bool) -> str:
     """``hits_sql`` (rows of _COLUMNS, embedding and distance, nearest first) with the
     own similarity as score, in the same order."""
-    return f"(SELECT {_HITS}, {_OWN_SIMILARITY} AS score FROM ({hits_sql}) AS hits ORDER BY hits.distance)"
+    return _ranked(hits_sql, _OWN_SIMILARITY, "hits.distance", around)
 
 
-def vector_sql(kinds: Sequence[str], exact: bool, own_vectors: bool = False) -> str:
+def vector_sql(kinds: Sequence[str], exact: bool, own_vectors: bool = False, around: bool = True) -> str:
     """Nearest documents of each kind (``:kind0``...), ``:n`` each."""
     parts = []
     for i in range(len(kinds)):
@@ -77,44 +105,57 @@ def vector_sql(kinds: Sequence[str], exact: bool, own_vectors: bool = False) -> 
                 f"SELECT {_COLUMNS}, embedding, embedding <=> :q AS distance FROM search_documents "
                 f"WHERE conversation_id = :c AND kind = :kind{i} ORDER BY {order} LIMIT :n"
             )
-        parts.append(_with_own_similarity(hits))
+        parts.append(_with_own_similarity(hits, around))
     return " UNION ALL ".join(parts)
 
 
-def in_range_sql(ranges: int) -> str:
+def in_range_sql(ranges: int, around: bool = True) -> str:
     """Nearest messages among those sent in the asked-about time ranges (``:start0``,
     ``:end0``...; at most ``:cap`` of them compared, so a wide range stays cheap)."""
     inside = " OR ".join(f"(message_time >= :start{i} AND message_time < :end{i})" for i in range(ranges))
     return _with_own_similarity(
         f"SELECT {_COLUMNS}, embedding, embedding <=> :q AS distance FROM (SELECT {_COLUMNS}, embedding "
         f"FROM search_documents WHERE conversation_id = :c AND kind = 'episode' AND ({inside}) LIMIT :cap) AS dated "
-        "ORDER BY distance LIMIT :n"
+        "ORDER BY distance LIMIT :n",
+        around,
     )
 
 
-# Nearest messages among the named speaker's (``:name``) most recent ``:cap``.
-BY_SPEAKER_SQL = _with_own_similarity(
-    f"SELECT {_COLUMNS}, embedding, embedding <=> :q AS distance FROM (SELECT d.kind, d.ref_id, d.text, "
-    "d.message_time, d.is_current, d.embedding FROM search_documents d JOIN episodes e ON e.id = d.ref_id "
-    "AND e.conversation_id = :c JOIN speakers s ON s.conversation_id = :c AND s.id = e.speaker_id AND s.display_name = :name "
-    "WHERE d.conversation_id = :c AND d.kind = 'episode' ORDER BY d.message_time DESC LIMIT :cap) AS theirs "
-    "ORDER BY distance LIMIT :n"
-)
+def by_speaker_sql(around: bool = True) -> str:
+    """Nearest messages among the named speaker's (``:name``) most recent ``:cap``."""
+    return _with_own_similarity(
+        f"SELECT {_COLUMNS}, embedding, embedding <=> :q AS distance FROM (SELECT d.kind, d.ref_id, d.text, "
+        "d.message_time, d.is_current, d.embedding FROM search_documents d JOIN episodes e ON e.id = d.ref_id "
+        "AND e.conversation_id = :c JOIN speakers s ON s.conversation_id = :c AND s.id = e.speaker_id "
+        "AND s.display_name = :name "
+        "WHERE d.conversation_id = :c AND d.kind = 'episode' ORDER BY d.message_time DESC LIMIT :cap) AS theirs "
+        "ORDER BY distance LIMIT :n",
+        around,
+    )
 
 
-def text_sql(kinds: Sequence[str]) -> str:
+def text_sql(kinds: Sequence[str], around: bool = True) -> str:
     """Matches ranked by the summed weight of the query terms they hold, ties by
     ts_rank_cd (terms close together), which is the score returned. Ranks at most
     ``:cap`` matches per kind (NULL: all of them). A large conversation passes
     ``TEXT_MATCH_ROWS``, the number its terms were chosen to match: the sampled shares
     can underestimate a term, and ranking four times as many matches made the slowest
-    searches of 100K messages twice as slow (the vector side still sees everything)."""
+    searches of 100K messages twice as slow (the vector side still sees everything).
+    Each kind's ranking is numbered as it comes (``position``) and kept in that order
+    when the neighbours are joined to it."""
     parts = [
-        f"(SELECT {_COLUMNS}, ts_rank_cd(tsv, CAST(:t AS tsquery)) AS score FROM "
-        f"(SELECT {_COLUMNS}, tsv FROM search_documents WHERE conversation_id = :c AND kind = :kind{i} "
-        "AND tsv @@ CAST(:t AS tsquery) LIMIT :cap) AS matches "
-        "ORDER BY (SELECT sum(q.w) FROM unnest(CAST(:terms AS text[]), CAST(:weights AS float8[])) AS q(term, w) "
-        "WHERE q.term = ANY(tsvector_to_array(matches.tsv))) DESC, score DESC LIMIT :n)"
+        _ranked(
+            "SELECT ranked.*, row_number() OVER () AS position FROM ("
+            f"SELECT {_COLUMNS}, ts_rank_cd(tsv, CAST(:t AS tsquery)) AS score FROM "
+            f"(SELECT {_COLUMNS}, tsv FROM search_documents WHERE conversation_id = :c AND kind = :kind{i} "
+            "AND tsv @@ CAST(:t AS tsquery) LIMIT :cap) AS matches "
+            "ORDER BY (SELECT sum(q.w) FROM unnest(CAST(:terms AS text[]), CAST(:weights AS float8[])) AS q(term, w) "
+            "WHERE q.term = ANY(tsvector_to_array(matches.tsv))) DESC, score DESC LIMIT :n) AS ranked",
+            "hits.score",
+            "hits.position",
+            around,
+            episode_row=False,
+        )
         for i in range(len(kinds))
     ]
     return " UNION ALL ".join(parts)
@@ -139,12 +180,6 @@ _TERM_SHARES = text(
 _CONVERSATION_ROWS = text("EXPLAIN (FORMAT JSON) SELECT 1 FROM search_documents WHERE conversation_id = :c AND kind = :kind")
 _ALL_TASKS = text("SELECT set_config('citus.explain_all_tasks', 'on', true)")
 _INDEX_ROWS = text("/* multi-shard: search-index-rows */ EXPLAIN (FORMAT JSON) SELECT 1 FROM search_documents")
-_CHAIN_NEIGHBOURS = text(
-    "SELECT e.id, d.kind, d.ref_id, d.text, d.message_time, d.is_current FROM episodes e "
-    "CROSS JOIN LATERAL (VALUES (e.prev_id), (e.next_id)) AS nb(id) "
-    "JOIN search_documents d ON d.kind = 'episode' AND d.ref_id = nb.id AND d.conversation_id = :c "
-    "WHERE e.conversation_id = :c AND e.id = ANY(:ids)"
-)
 _BY_SPEAKER = text(
     "SELECT e.id FROM episodes e JOIN speakers s ON s.conversation_id = :c AND s.id = e.speaker_id "
     "WHERE e.conversation_id = :c AND e.id = ANY(:ids) AND s.display_name = :name"
@@ -212,34 +247,29 @@ async def set_hnsw_scan(session: AsyncSession, ef_search: int) -> None:
 
 
 async def ranked_lists(
-    session: AsyncSession, sql: str, params: dict[str, Any], rows: dict[Key, Row], field_name: str, vector: bool
+    session: AsyncSession, sql: str, params: dict[str, Any], found: Found, field_name: str, vector: bool
 ) -> dict[str, list[Key]]:
     """Run one ranking statement: its keys per kind in rank order; each document's best
-    score so far is kept in ``rows[key].<field_name>``."""
+    score so far is kept in ``found.rows[key].<field_name>``, and each episode's
+    neighbours the statement brings in ``found.neighbours`` and ``found.around``."""
     statement = text(sql)
     if vector:
         statement = statement.bindparams(bindparam("q", type_=HALFVEC()))
     lists: dict[str, list[Key]] = {}
-    for kind, ref_id, doc_text, message_time, is_current, score in await session.execute(statement, params):
+    for kind, ref_id, doc_text, message_time, is_current, score, *chain in await session.execute(statement, params):
         key = (kind, ref_id)
-        row = rows.setdefault(key, Row(kind, ref_id, doc_text, message_time, is_current))
+        row = found.rows.setdefault(key, Row(kind, ref_id, doc_text, message_time, is_current))
         setattr(row, field_name, max(getattr(row, field_name), float(score)))
         lists.setdefault(kind, []).append(key)
+        for neighbour_id, *document in (chain[:4], chain[4:]):
+            if neighbour_id is None:
+                continue
+            neighbour = ("episode", neighbour_id)
+            known = found.neighbours.setdefault(key, [])
+            if neighbour not in known:
+                known.append(neighbour)
+            found.around.setdefault(neighbour, Row("episode", neighbour_id, *document))
     return lists
-
-
-async def chain_neighbours(
-    session: AsyncSession, conversation_id: int, episode_ids: Sequence[int], rows: dict[Key, Row]
-) -> dict[Key, list[Key]]:
-    """The messages just before and after each of ``episode_ids`` in the chain (one
-    query through the primary key and the documents' unique ref index); their documents
-    are added to ``rows``."""
-    neighbours: dict[Key, list[Key]] = {}
-    result = await session.execute(_CHAIN_NEIGHBOURS, {"c": conversation_id, "ids": list(episode_ids)})
-    for episode_id, kind, ref_id, doc_text, message_time, is_current in result:
-        rows.setdefault((kind, ref_id), Row(kind, ref_id, doc_text, message_time, is_current))
-        neighbours.setdefault(("episode", episode_id), []).append((kind, ref_id))
-    return neighbours
 
 
 async def written_by(session: AsyncSession, conversation_id: int, episode_ids: Sequence[int], name: str) -> list[int]:
