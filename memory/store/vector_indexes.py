@@ -81,9 +81,11 @@ _FACT_KINDS = frozenset({"entity", "relation"})
 # their vectors crowd (a name, a short fact), and at ef_search 120 the default graph of
 # the largest conversation of a million messages found 0.89 of the exact top 30 of its
 # 27K entities (0.79 in one of 13K), 256 found 0.98 (0.99), at the same scan time and
-# size, for 8 s of build instead of 6 (bench scale's store, 30 questions). Messages gain
-# nothing measurable from it (0.991 and 0.993) and their build takes twice as long.
-FACT_EF_CONSTRUCTION = 256
+# size. Over 60 questions of the conversation of 134K messages, 400 found 0.967 of the
+# entities' top 30 and 0.986 of the relations' (256: 0.946 and 0.976), for 58 s of
+# building the fact indexes of a million messages instead of 42 (bench scale's store).
+# Messages gain nothing measurable from it (0.991 and 0.993) and their build takes twice as long.
+FACT_EF_CONSTRUCTION = 400
 # maintenance_work_mem of one build: pgvector builds the graph in memory while it fits
 # (about 2 KB per 384-dimension row of float4, less of halfvec) and much slower on disk
 # after; shared by the build's parallel workers, taken at once, so bounded for small servers.
