@@ -4,15 +4,22 @@ channel. LoCoMo only has two people talking alone; the channel scores retrieval 
 same names appear in unrelated conversations and other conversations' turns sit between
 one's. Pure: no database, no randomness.
 
-The rule (docs/benchmarks.md, "Group channels", says the same). Both layouts:
+The rule (docs/benchmarks.md, "Group channels", says the same). Both layouts and casts:
 
 - Channel: the conversations given, in their order (a split's, as ``SPLITS`` lists it);
   its name is ``group-`` and their names joined by ``-`` (``group-26-30-41-42-43``).
-- Cast: person i is named after conversation i's first speaker (the names must differ).
-  Conversation i's first speaker is person i, its second speaker person i + 1, the last
-  conversation's second speaker person 0: a ring, where with three conversations or more
-  each person talks in two conversations with two others. Two conversations: the same two
-  people talk in both. One conversation keeps its two speakers.
+- Cast ``ring`` (the default): person i is named after conversation i's first speaker
+  (the names must differ). Conversation i's first speaker is person i, its second speaker
+  person i + 1, the last conversation's second speaker person 0: a ring, where with three
+  conversations or more each person talks in two conversations with two others, so each
+  cast name carries two LoCoMo people's lives. Two conversations: the same two people talk
+  in both. One conversation keeps its two speakers.
+- Cast ``pairs``: every speaker keeps their name, so each person talks in one conversation
+  with one other and the channel only interleaves the conversations (what the ring costs
+  beyond it is one name carrying two lives). A speaker whose name a speaker of an earlier
+  conversation (in channel order) has is renamed to the first of ``FALLBACK_NAMES`` (Avery,
+  Blake, Casey, Devon, Emery, Finley, Harper, Jordan) that no speaker of the channel's
+  conversations has and no earlier speaker was given; none left is an error.
 - Renaming: in each conversation's turns, questions and answers, every whole-word
   occurrence of a speaker's name whose cast name differs, in any case, becomes the cast
   name, written all in capitals or all in lower case where the original was. Nicknames
@@ -84,6 +91,9 @@ from bot import locomo
 from memory import ValidationError
 
 LAYOUTS = ("interleaved", "threads")
+CASTS = ("ring", "pairs")
+# The pairs cast's names for a speaker whose name an earlier conversation's speaker has, in this order.
+FALLBACK_NAMES = ("Avery", "Blake", "Casey", "Devon", "Emery", "Finley", "Harper", "Jordan")
 STEP_DAYS = 14  # between the channel's days past conversation 0's last session
 
 _YEAR = re.compile(r"(?<!\w)(?:19|20)\d\d(?!\w)")
@@ -142,15 +152,46 @@ class _Placed:
     dated: list[list[Session]]  # the sessions written dates move with (none: they stay)
 
 
-def cast(conversations: Sequence[locomo.Conversation]) -> list[dict[str, str]]:
-    """Per conversation, its two speakers' names to their cast names (the ring of the
-    module docstring). Pure."""
+def cast_names(conversations: Sequence[locomo.Conversation], rule: str = "ring") -> list[dict[str, str]]:
+    """Per conversation, its two speakers' names to their cast names, by the cast ``rule``
+    (one of ``CASTS``, as the module docstring says). Pure."""
+    if rule not in _CASTS:
+        raise ValidationError("cast", f"must be one of {', '.join(CASTS)}, not {rule!r}")
+    return _CASTS[rule](conversations)
+
+
+def _ring(conversations: Sequence[locomo.Conversation]) -> list[dict[str, str]]:
+    """The ring: each person talks in two conversations with two others."""
     people = [c.speakers[0] for c in conversations]
     if len(set(people)) < len(people):
         raise ValidationError("speakers", f"the first speakers' names must differ to name the cast: {people}")
     if len(conversations) == 1:
         return [{name: name for name in conversations[0].speakers}]
     return [{c.speakers[0]: people[i], c.speakers[1]: people[(i + 1) % len(people)]} for i, c in enumerate(conversations)]
+
+
+def _pairs(conversations: Sequence[locomo.Conversation]) -> list[dict[str, str]]:
+    """Every speaker under their own name, a name taken earlier replaced by a free fallback
+    name, so that one name is one person."""
+    spoken = {name for c in conversations for name in c.speakers}
+    free = [name for name in FALLBACK_NAMES if name not in spoken]
+    taken: set[str] = set()
+    names = []
+    for conversation in conversations:
+        mine = {}
+        for name in conversation.speakers:
+            if name not in taken:
+                mine[name] = name
+            elif free:
+                mine[name] = free.pop(0)
+            else:
+                raise ValidationError("speakers", f"no fallback name left for {name} of conversation {conversation.name}")
+        taken.update(conversation.speakers)
+        names.append(mine)
+    return names
+
+
+_CASTS: dict[str, Callable[[Sequence[locomo.Conversation]], list[dict[str, str]]]] = {"ring": _ring, "pairs": _pairs}
 
 
 def years_apart(first: datetime, anchor: datetime) -> int:
@@ -312,13 +353,13 @@ def _interleaved(conversations: Sequence[locomo.Conversation]) -> _Placed:
 _PLACES: dict[str, Callable[[Sequence[locomo.Conversation]], _Placed]] = {"interleaved": _interleaved, "threads": _threads}
 
 
-def build_channel(conversations: Sequence[locomo.Conversation], *, layout: str = "interleaved") -> Channel:
-    """One channel of ``conversations`` in ``layout`` (one of ``LAYOUTS``), by the rule of
-    the module docstring. Pure."""
+def build_channel(conversations: Sequence[locomo.Conversation], *, layout: str = "interleaved", cast: str = "ring") -> Channel:
+    """One channel of ``conversations`` in ``layout`` (one of ``LAYOUTS``) with the ``cast``
+    rule (one of ``CASTS``), by the rule of the module docstring. Pure."""
     if layout not in _PLACES:
         raise ValidationError("layout", f"must be one of {', '.join(LAYOUTS)}, not {layout!r}")
+    names = cast_names(conversations, cast)
     _check(conversations)
-    names = cast(conversations)
     placed = _PLACES[layout](conversations)
 
     def moved(index: int, text: str) -> str:
@@ -379,10 +420,15 @@ def _check(conversations: Sequence[locomo.Conversation]) -> None:
 
 
 def split_channels(
-    conversations: Sequence[locomo.Conversation], splits: Mapping[str, Sequence[str]], *, layout: str = "interleaved"
+    conversations: Sequence[locomo.Conversation],
+    splits: Mapping[str, Sequence[str]],
+    *,
+    layout: str = "interleaved",
+    cast: str = "ring",
 ) -> dict[str, Channel]:
     """One channel per split of ``splits`` with a conversation among ``conversations``: the
-    split's conversations that are there, in the split's order, in ``layout``. Pure."""
+    split's conversations that are there, in the split's order, in ``layout`` with the
+    ``cast`` rule. Pure."""
     by_name = {c.name: c for c in conversations}
     chosen = {split: [by_name[n] for n in names if n in by_name] for split, names in splits.items()}
-    return {split: build_channel(present, layout=layout) for split, present in chosen.items() if present}
+    return {split: build_channel(present, layout=layout, cast=cast) for split, present in chosen.items() if present}

@@ -32,7 +32,8 @@ points over 125 questions may be chance. The rewordings are never fitted on
 
 With ``--group``, each split's conversations are also merged into one group channel
 (``lab.group_channels``; by default ``interleaved``, turns alternating message by message
-with no threads; ``--group threads``, each conversation a thread) and its questions
+with no threads; ``--group threads``, each conversation a thread; ``--cast pairs``, every
+speaker under their own name instead of the ring's cast) and its questions
 answered there: the split's figures in the channel beside alone, and their ratio (channel
 over alone). Channel answers are neither fitted on nor reworded.
 """
@@ -56,8 +57,10 @@ from lab.bench.common import (
     BENCH,
     REUSE_DATABASE,
     SPLITS,
+    add_cast_argument,
     add_locomo_argument,
     bench_memory,
+    channel_run_id,
     load_locomo,
     locomo_conversation,
     question_date,
@@ -68,7 +71,7 @@ from lab.bench.common import (
 from lab.bench.rewordings import Rewording, load_rewordings
 from lab.group_channels import LAYOUTS, build_channel
 from lab.probes import NOT_IN_MEMORY, AbstentionRule, Labelled, SelectionWeights, baseline_reply, calibrate, count_tokens
-from memory import Answer, ConversationRef, Memory, ask
+from memory import Answer, ConversationRef, Memory, ValidationError, ask
 
 ADVERSARIAL = 5
 DEFAULTS = SelectionWeights()  # the calibrated weights and abstention rule
@@ -113,6 +116,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "its questions answered there beside alone, with the ratio; the channel's layout: interleaved "
         "(the default, bare --group: turns alternating, no threads) or threads (each conversation a thread)",
     )
+    add_cast_argument(parser)
 
 
 def stem(word: str) -> str:
@@ -348,16 +352,17 @@ async def _split(
 
 
 async def _group(
-    memory: Memory, conversations: list[locomo.Conversation], run_id: str, alone: dict[str, Any], layout: str
+    memory: Memory, conversations: list[locomo.Conversation], run_id: str, alone: dict[str, Any], layout: str, cast: str
 ) -> dict[str, Any]:
-    """``--group``: the conversations' group channel in ``layout`` answered as ``_split``
-    answers them (no rewordings, nothing fitted on), beside their figures ``alone``."""
-    channel = build_channel(conversations, layout=layout).conversation
-    # Both layouts give the channel the same name and message ids: a kept database (--reuse) holds each apart.
-    found = (await _split(memory, [channel], f"{run_id}-{layout}", channel.name, [], {}))["system"]
+    """``--group``: the conversations' group channel in ``layout`` with the ``cast`` rule
+    answered as ``_split`` answers them (no rewordings, nothing fitted on), beside their
+    figures ``alone``."""
+    channel = build_channel(conversations, layout=layout, cast=cast).conversation
+    found = (await _split(memory, [channel], channel_run_id(run_id, layout, cast), channel.name, [], {}))["system"]
     return {
         "channel_name": channel.name,
         "layout": layout,
+        "cast_rule": cast,
         "cast": list(channel.speakers),
         "alone": alone,
         "channel": found,
@@ -366,6 +371,8 @@ async def _group(
 
 
 async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
+    if args.cast != "ring" and not args.group:
+        raise ValidationError("--cast", "names the cast of the group channel: add --group")
     conversations = {c.name: c for c in load_locomo(args.locomo)}
     split_name = "calibration" if args.fit else args.split
     names: dict[str, tuple[str, ...]] = dict(SPLITS) if split_name == "both" else {split_name: SPLITS[split_name]}
@@ -389,7 +396,9 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
                 result["splits"][split] = await _split(memory, chosen_conversations, run_id, split, labelled, rewordings)
                 if args.group:
                     alone = result["splits"][split]["system"]
-                    result.setdefault("group", {})[split] = await _group(memory, chosen_conversations, run_id, alone, args.group)
+                    result.setdefault("group", {})[split] = await _group(
+                        memory, chosen_conversations, run_id, alone, args.group, args.cast
+                    )
     if args.fit:
         result["fitted"] = dataclasses.asdict(calibrate(labelled))
     return result
@@ -433,7 +442,7 @@ def render(result: dict[str, Any]) -> str:
             lines += _reworded(figures["reworded"])
     for split, group in result.get("group", {}).items():
         lines.append(
-            f"{split} split in one group channel ({group['channel_name']}, {group['layout']} layout, "
+            f"{split} split in one group channel ({group['channel_name']}, {group['layout']} layout, {group['cast_rule']} cast, "
             f"cast {', '.join(group['cast'])}; "
             "lab/group_channels.py), the same questions; ratio is channel over alone:"
         )

@@ -18,6 +18,7 @@ from typing import Any, AsyncIterator
 from bot import locomo
 from bot.runtime import build_embedder, settle_heap
 from bot.settings import Settings
+from lab.group_channels import CASTS
 from lab.probes import drop_embedded_database
 from memory import (
     ConversationRef,
@@ -49,6 +50,16 @@ def add_locomo_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_cast_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--cast",
+        choices=CASTS,
+        default="ring",
+        help="with --group, the channel's cast: ring (the default: each name carries two LoCoMo people) or pairs "
+        "(every speaker keeps their name: the cost of interleaving alone)",
+    )
+
+
 def load_locomo(folder: Path) -> list[locomo.Conversation]:
     files = sorted(glob.glob(str(Path(folder) / "*.json")))
     if not files:
@@ -59,6 +70,13 @@ def load_locomo(folder: Path) -> list[locomo.Conversation]:
 def reuse_run_id(consolidated: bool) -> str:
     """A reused database keeps one copy of each conversation per graph setting."""
     return "reuse-graph" if consolidated else "reuse-raw"
+
+
+def channel_run_id(run_id: str, layout: str, cast: str) -> str:
+    """The run id a group channel is ingested under: every layout and cast gives it the same
+    name and message ids, so a kept database (--reuse) holds each apart by this id; the ring
+    keeps the id it had before casts, so that its kept rows are reused."""
+    return f"{run_id}-{layout}" if cast == "ring" else f"{run_id}-{layout}-{cast}"
 
 
 def question_date(conversation: locomo.Conversation) -> datetime:

@@ -35,10 +35,11 @@ With ``--group``, each split's conversations are also merged into one group chan
 (``lab.group_channels``: the same people talking with several others; by default
 ``interleaved``, sessions aligned on the same days and turns alternating message by
 message with no threads; ``--group threads``, each conversation a thread moved by whole
-years), ingested and consolidated as a conversation is, and the split's questions scored
-against it as above: each figure in the channel beside the same figure alone (the
-split's) and their ratio, channel over alone. A channel's questions are asked the day
-after its last session.
+years; ``--cast pairs``, every speaker under their own name instead of the ring's cast,
+where each name carries two LoCoMo people), ingested and consolidated as a conversation
+is, and the split's questions scored against it as above: each figure in the channel
+beside the same figure alone (the split's) and their ratio, channel over alone. A
+channel's questions are asked the day after its last session.
 """
 
 from __future__ import annotations
@@ -60,8 +61,10 @@ from bot.settings import Settings
 from lab.bench.common import (
     BENCH,
     SPLITS,
+    add_cast_argument,
     add_locomo_argument,
     bench_memory,
+    channel_run_id,
     load_locomo,
     locomo_conversation,
     median,
@@ -117,6 +120,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "the split's questions scored in it beside alone, with the ratio; the channel's layout: interleaved "
         "(the default, bare --group: turns alternating, no threads) or threads (each conversation a thread)",
     )
+    add_cast_argument(parser)
 
 
 @dataclass
@@ -224,16 +228,15 @@ async def _group(
     communities: bool,
     alone: dict[str, Any],
     layout: str,
+    cast: str,
 ) -> dict[str, Any]:
-    """``--group``: per split, its channel in ``layout`` and its questions scored as
-    ``_locomo`` scores the system's (no communities are built for it), beside the split's
-    figures ``alone``."""
+    """``--group``: per split, its channel in ``layout`` with the ``cast`` rule and its
+    questions scored as ``_locomo`` scores the system's (no communities are built for it),
+    beside the split's figures ``alone``."""
     group: dict[str, Any] = {}
-    for name, channel in split_channels(conversations, SPLITS, layout=layout).items():
+    for name, channel in split_channels(conversations, SPLITS, layout=layout, cast=cast).items():
         conversation = channel.conversation
-        # Both layouts give the channel the same name and message ids: a kept database
-        # (--reuse) holds each apart.
-        ref, _ = await locomo_conversation(memory, conversation, f"{run_id}-{layout}", graph)
+        ref, _ = await locomo_conversation(memory, conversation, channel_run_id(run_id, layout, cast), graph)
         asked = [q for q in conversation.questions if q.category in CATEGORIES and q.evidence]
         asked_on, scores = question_date(conversation), {k: Score() for k in KS}
         with progress(len(asked), f"retrieval {conversation.name}") as bar:
@@ -244,6 +247,7 @@ async def _group(
         group[name] = {
             "channel_name": conversation.name,
             "layout": layout,
+            "cast_rule": cast,
             "cast": list(conversation.speakers),
             "messages": len(conversation.turns),
             "alone": alone[name],
@@ -331,6 +335,8 @@ async def _halfvec_recall(memory: Memory, conversations: list[locomo.Conversatio
 async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     if args.reuse and args.synthetic:
         raise ValidationError("--reuse", "the synthetic latency conversation would pile up in a kept database; add --synthetic 0")
+    if args.cast != "ring" and not args.group:
+        raise ValidationError("--cast", "names the cast of the group channel: add --group")
     conversations = load_locomo(args.locomo)
     if args.only:
         wanted = {name.strip() for name in args.only.split(",")}
@@ -350,7 +356,9 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
             raise ValidationError("--communities", "communities are built from the graph: drop --no-consolidate")
         result = {"bench": "retrieval", **await _locomo(memory, conversations, graph, run_id, args.communities)}
         if args.group:
-            result["group"] = await _group(memory, conversations, graph, run_id, args.communities, result["splits"], args.group)
+            result["group"] = await _group(
+                memory, conversations, graph, run_id, args.communities, result["splits"], args.group, args.cast
+            )
         if args.synthetic:
             texts = [t.message.text for c in conversations for t in c.turns]
             asked = [q.question for c in conversations for q in c.questions]
@@ -374,7 +382,8 @@ def _group_lines(group: dict[str, Any]) -> list[str]:
     for name, split in group.items():
         questions = next(iter(split["channel"].values()))["questions"]
         lines.append(
-            f"  {name}: channel {split['channel_name']} ({split['layout']} layout), {split['messages']} messages, "
+            f"  {name}: channel {split['channel_name']} ({split['layout']} layout, {split['cast_rule']} cast), "
+            f"{split['messages']} messages, "
             f"cast {', '.join(split['cast'])}; "
             f"{questions} questions scored"
         )

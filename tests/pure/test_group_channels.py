@@ -1,12 +1,14 @@
 """Group channels built from LoCoMo conversations (lab/group_channels.py), in both layouts:
-every turn once and in time order, evidence that still names the same turns, a cast where
-each person talks with several others, no renamed name left, the same channel every time;
-threads that keep their days, or days aligned and turns alternating with dates written in
-the texts moved with their sessions; on small generated conversations and on the
-calibration split when the shared data is there."""
+every turn once and in time order, evidence that still names the same turns, a ring cast
+where each person talks with several others or a pairs cast where one name is one person,
+no renamed name left, the same channel every time; threads that keep their days, or days
+aligned and turns alternating with dates written in the texts moved with their sessions;
+on small generated conversations and on the calibration split when the shared data is
+there."""
 
 from __future__ import annotations
 
+import argparse
 import re
 from collections.abc import Callable, Sequence
 from datetime import UTC, date, datetime, timedelta
@@ -18,8 +20,19 @@ from hypothesis import strategies as st
 
 from bot import locomo
 from bot.locomo import Conversation, Question, Turn
-from lab.bench.common import SPLITS, ratios
-from lab.group_channels import Channel, Thread, build_channel, move_dates, rewrite, split_channels, years_later
+from lab.bench import answers, retrieval
+from lab.bench.common import SPLITS, channel_run_id, ratios
+from lab.group_channels import (
+    FALLBACK_NAMES,
+    LAYOUTS,
+    Channel,
+    Thread,
+    build_channel,
+    move_dates,
+    rewrite,
+    split_channels,
+    years_later,
+)
 from memory import Message, ValidationError
 from tests.shared_data import shared_file
 
@@ -33,11 +46,11 @@ def _forms(name: str) -> list[str]:
 
 
 @st.composite
-def conversations(draw: st.DrawFn) -> list[Conversation]:
-    """One to five small conversations, distinct first speakers, texts made of words,
-    names in several cases (theirs and others') and years; evidence ids that name turns,
-    and one that names none."""
-    firsts = draw(st.lists(st.sampled_from(POOL), min_size=1, max_size=5, unique=True))
+def conversations(draw: st.DrawFn, distinct_firsts: bool = True) -> list[Conversation]:
+    """One to five small conversations, distinct first speakers (unless told otherwise),
+    texts made of words, names in several cases (theirs and others') and years; evidence
+    ids that name turns, and one that names none."""
+    firsts = draw(st.lists(st.sampled_from(POOL), min_size=1, max_size=5, unique=distinct_firsts))
     word = st.one_of(st.sampled_from(WORDS), st.sampled_from(POOL).flatmap(lambda name: st.sampled_from(_forms(name))))
     text = st.lists(word, min_size=1, max_size=8).map(" ".join)
     made = []
@@ -209,6 +222,25 @@ def check_cast(originals: Sequence[Conversation], channel: Channel) -> None:
             assert len(set().union(*threads) - {person}) >= 2
 
 
+def check_pairs(originals: Sequence[Conversation], channel: Channel) -> None:
+    """Pairs: a speaker keeps their name unless an earlier conversation's speaker has it;
+    the later ones get the free fallback names in channel order; one name is one person."""
+    spoken = {name for c in originals for name in c.speakers}
+    free = iter(name for name in FALLBACK_NAMES if name not in spoken)
+    earlier: set[str] = set()
+    for conversation, thread in zip(originals, channel.threads, strict=True):
+        assert thread.source == conversation.name
+        assert list(thread.names) == list(conversation.speakers)
+        for name in conversation.speakers:
+            assert thread.names[name] == (next(free) if name in earlier else name)
+        earlier.update(conversation.speakers)
+        spoke = {t.message.speaker_name for t in _thread_turns(channel, conversation.name)}
+        assert spoke <= set(thread.names.values())
+    cast = [name for thread in channel.threads for name in thread.names.values()]
+    assert channel.conversation.speakers == tuple(cast)
+    assert len(set(cast)) == len(cast) == 2 * len(originals)
+
+
 def check_no_renamed_name_left(originals: Sequence[Conversation], channel: Channel) -> None:
     questions = iter(channel.conversation.questions)
     for conversation, thread in zip(originals, channel.threads, strict=True):
@@ -221,13 +253,13 @@ def check_no_renamed_name_left(originals: Sequence[Conversation], channel: Chann
                 assert not [text for text in texts if left.search(text)], old
 
 
-def check_all(originals: Sequence[Conversation], channel: Channel, layout: str) -> None:
+def check_all(originals: Sequence[Conversation], channel: Channel, layout: str, cast: str = "ring") -> None:
     check_every_turn_once_in_time_order(originals, channel)
     (check_threads if layout == "threads" else check_interleaved)(originals, channel)
     check_evidence_names_the_same_turns(originals, channel, layout)
-    check_cast(originals, channel)
+    (check_cast if cast == "ring" else check_pairs)(originals, channel)
     check_no_renamed_name_left(originals, channel)
-    assert build_channel(originals, layout=layout) == channel
+    assert build_channel(originals, layout=layout, cast=cast) == channel
 
 
 @settings(max_examples=150, deadline=None)
@@ -264,6 +296,34 @@ def test_an_interleaved_channel_of_generated_conversations_keeps_every_turn_and_
         for turn in _thread_turns(channel, conversation.name):
             original = next(t for t in conversation.turns if f"{conversation.name}:{t.dia_id}" == turn.dia_id)
             assert turn.message.text == expected_text(original.message.text, thread.names, _year_alone(thread.offsets))
+
+
+def _placement(channel: Channel) -> list[tuple[object, ...]]:
+    """Everything of a channel's turns but who speaks and what is written."""
+    return [
+        (t.dia_id, t.session, t.message.message_time, t.message.edited_at, t.message.thread_id, t.message.reply_to)
+        for t in channel.conversation.turns
+    ]
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@settings(max_examples=100, deadline=None)
+@given(originals=conversations(distinct_firsts=False))
+def test_a_pairs_channel_of_generated_conversations_gives_each_person_one_name(
+    layout: str, originals: list[Conversation]
+) -> None:
+    channel = build_channel(originals, layout=layout, cast="pairs")
+    check_all(originals, channel, layout, "pairs")
+    for conversation, thread in zip(originals, channel.threads, strict=True):
+        for turn in _thread_turns(channel, conversation.name):
+            original = next(t for t in conversation.turns if f"{conversation.name}:{t.dia_id}" == turn.dia_id)
+            years = (lambda y, k=thread.years: y + k) if layout == "threads" else _year_alone(thread.offsets)
+            assert turn.message.text == expected_text(original.message.text, thread.names, years)
+    # The cast changes names only: the ring (where it can be built) places every turn alike.
+    if len({c.speakers[0] for c in originals}) == len(originals):
+        ring = build_channel(originals, layout=layout)
+        assert _placement(ring) == _placement(channel)
+        assert [(t.years, t.offsets, t.root) for t in ring.threads] == [(t.years, t.offsets, t.root) for t in channel.threads]
 
 
 def test_names_are_whole_words_in_any_case_and_years_move() -> None:
@@ -460,6 +520,93 @@ def test_the_cast_needs_distinct_first_speakers() -> None:
         build_channel([_conversation("1", ("Ann", "Bob"), start, ["x"]), _conversation("2", ("Ann", "Cleo"), start, ["y"])])
 
 
+def test_the_pairs_cast_keeps_every_speaker_name_when_unique() -> None:
+    start = datetime(2023, 5, 8, 13, tzinfo=UTC)
+    one = _conversation("1", ("Ann", "Bob"), start, ["Hi Bob", "Hi Ann"])
+    two = _conversation("2", ("Cleo", "Dan"), start, ["Hey Dan, Ann says hi", "Hey Cleo"])
+    channel = build_channel([one, two], layout="threads", cast="pairs")
+    assert channel.conversation.speakers == ("Ann", "Bob", "Cleo", "Dan")
+    assert [t.names for t in channel.threads] == [{"Ann": "Ann", "Bob": "Bob"}, {"Cleo": "Cleo", "Dan": "Dan"}]
+    # Nobody renamed: the texts, questions and speakers are the originals (the ring would make Dan Ann).
+    assert [(t.message.speaker_name, t.message.text) for t in channel.conversation.turns] == [
+        ("Ann", "Hi Bob"),
+        ("Cleo", "Hey Dan, Ann says hi"),
+        ("Bob", "Hi Ann"),
+        ("Dan", "Hey Cleo"),
+    ]
+    assert [q.question for q in channel.conversation.questions] == ["What did Bob say in 2023?", "What did Dan say in 2023?"]
+    check_all([one, two], channel, "threads", "pairs")
+
+
+def test_the_pairs_cast_gives_a_later_duplicate_the_first_free_fallback_name() -> None:
+    start = datetime(2023, 5, 8, 13, tzinfo=UTC)
+    one = _conversation("1", ("Ann", "Bob"), start, ["Hi Bob", "Hi Ann"])
+    two = _conversation("2", ("Cleo", "Avery"), start, ["Hey Avery", "Hey Cleo"])  # Avery is a speaker: not free
+    three = _conversation("3", ("Dan", "Bob"), start, ["Hi BOB, bob's here", "Bobby, it is Bob"])
+    four = _conversation("4", ("Ann", "Eve"), start, ["Yo Eve", "Yo Ann"])  # a repeated first speaker too
+    channel = build_channel([one, two, three, four], layout="threads", cast="pairs")
+    assert [t.names for t in channel.threads] == [
+        {"Ann": "Ann", "Bob": "Bob"},
+        {"Cleo": "Cleo", "Avery": "Avery"},
+        {"Dan": "Dan", "Bob": "Blake"},
+        {"Ann": "Casey", "Eve": "Eve"},
+    ]
+    assert channel.conversation.speakers == ("Ann", "Bob", "Cleo", "Avery", "Dan", "Blake", "Casey", "Eve")
+    # The renaming reaches the later conversation's turns, questions and answers, case kept; the first keeps its Bob.
+    turns = {t.dia_id: (t.message.speaker_name, t.message.text) for t in channel.conversation.turns}
+    assert turns["1:D1:1"] == ("Ann", "Hi Bob")
+    assert turns["3:D1:1"] == ("Dan", "Hi BLAKE, blake's here")
+    assert turns["3:D1:2"] == ("Blake", "Bobby, it is Blake")
+    assert turns["4:D1:1"] == ("Casey", "Yo Eve")
+    assert turns["4:D1:2"] == ("Eve", "Yo Casey")
+    assert [(q.question, q.answer) for q in channel.conversation.questions] == [
+        ("What did Bob say in 2023?", "Bob's hello"),
+        ("What did Avery say in 2023?", "Avery's hello"),
+        ("What did Blake say in 2023?", "Blake's hello"),
+        ("What did Eve say in 2023?", "Eve's hello"),
+    ]
+    check_all([one, two, three, four], channel, "threads", "pairs")
+    check_all([one, two, three, four], build_channel([one, two, three, four], cast="pairs"), "interleaved", "pairs")
+
+
+def test_the_pairs_cast_refuses_more_repeated_names_than_fallback_names() -> None:
+    start = datetime(2023, 5, 8, 13, tzinfo=UTC)
+    # Four repeats of Ann and Bob take all eight fallback names; a fifth repeat has none left.
+    same = [_conversation(str(n), ("Ann", "Bob"), start, ["hi"]) for n in range(5)]
+    assert build_channel(same, cast="pairs").threads[-1].names == {"Ann": "Harper", "Bob": "Jordan"}
+    with pytest.raises(ValidationError, match="no fallback name left for Ann of conversation 5"):
+        build_channel([*same, _conversation("5", ("Ann", "Bob"), start, ["hi"])], cast="pairs")
+
+
+def test_the_ring_stays_the_default_cast_and_an_unknown_cast_is_one_validation_error() -> None:
+    one = _sessions("1", ("Ann", "Bob"), [_at("2023-05-08", 13)], 2, ["Did Bob call?"])
+    two = _sessions("2", ("Cleo", "Dan"), [_at("2023-06-01", 9)], 2, ["Did Dan call?"])
+    for layout in LAYOUTS:
+        ring = build_channel([one, two], layout=layout, cast="ring")
+        assert build_channel([one, two], layout=layout) == ring
+        assert [t.names for t in ring.threads] == [{"Ann": "Ann", "Bob": "Cleo"}, {"Cleo": "Cleo", "Dan": "Ann"}]
+        assert split_channels([one, two], {"s": ("1", "2")}, layout=layout) == {"s": ring}
+        assert split_channels([one, two], {"s": ("1", "2")}, layout=layout, cast="pairs") == {
+            "s": build_channel([one, two], layout=layout, cast="pairs")
+        }
+    with pytest.raises(ValidationError, match="cast: must be one of ring, pairs, not 'star'"):
+        build_channel([one, two], cast="star")
+    with pytest.raises(ValidationError, match="cast: must be one of ring, pairs"):
+        split_channels([one, two], {"s": ("1", "2")}, cast="star")
+
+
+def test_both_benches_take_the_cast_and_keep_the_ring_run_id() -> None:
+    for bench in (retrieval, answers):
+        parser = argparse.ArgumentParser()
+        bench.configure(parser)
+        assert (parser.parse_args([]).cast, parser.parse_args(["--group", "--cast", "pairs"]).cast) == ("ring", "pairs")
+        with pytest.raises(SystemExit):
+            parser.parse_args(["--cast", "star"])
+    # A kept database: ring channels keep the id they had before casts, a pairs channel has its own.
+    assert channel_run_id("reuse-graph", "interleaved", "ring") == "reuse-graph-interleaved"
+    assert channel_run_id("reuse-graph", "interleaved", "pairs") == "reuse-graph-interleaved-pairs"
+
+
 def test_ratios_divide_the_shares_not_the_counts() -> None:
     channel = {"10": {"questions": 4, "all_evidence": 0.25, "tokens_per_question": 300.0, "by_category": {"1": 0.5, "2": 0.0}}}
     alone = {"10": {"questions": 4, "all_evidence": 0.5, "tokens_per_question": 200.0, "by_category": {"1": 0.25, "2": 0.0}}}
@@ -491,6 +638,16 @@ def test_the_calibration_channel_in_threads(calibration: list[Conversation]) -> 
         if (times := [m.message.message_time for m in _thread_turns(channel, t.source)])
     }
     assert all(a[0] < b[1] and b[0] < a[1] for a in spans.values() for b in spans.values())
+
+
+def test_the_calibration_channel_with_the_pairs_cast(calibration: list[Conversation]) -> None:
+    channel = split_channels(calibration, SPLITS, cast="pairs")["calibration"]
+    check_all(calibration, channel, "interleaved", "pairs")
+    # 43's John is another person than 41's John, so he is Avery.
+    cast = ("Caroline", "Melanie", "Jon", "Gina", "John", "Maria", "Joanna", "Nate", "Tim", "Avery")
+    assert channel.conversation.speakers == cast
+    assert channel.threads[-1].names == {"Tim": "Tim", "John": "Avery"}
+    assert _placement(channel) == _placement(split_channels(calibration, SPLITS)["calibration"])
 
 
 def test_the_calibration_channel_interleaved(calibration: list[Conversation]) -> None:
