@@ -1,0 +1,60 @@
+"""The surroundings an episode hit brings: its exchange's, not the channel's."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from memory.retrieval.evidence import CONTEXT_SPAN, EpisodeRef, partners, pick_context
+
+T0 = datetime(2026, 3, 1, tzinfo=UTC)
+
+
+def ref(i: int, who: str, text: str = "") -> EpisodeRef:
+    return EpisodeRef(i, f"m{i}", who, "user", T0 + timedelta(minutes=i), text or f"text {i}")
+
+
+def test_partners_are_who_names_the_speaker_or_is_named_by_them() -> None:
+    seen = [
+        ref(1, "Caroline Park", "I went to the support group"),
+        ref(2, "Jon", "Gina, the studio opens Monday"),
+        ref(3, "Melanie", "How was it, caroline?"),
+        ref(4, "Gina", "Great news, Jon!"),
+        ref(5, "Caroline Park", "Thanks Melanie, it helped"),
+        ref(6, "Tim", "Caroline's talk was good"),
+        ref(7, "John", "Johnny is here"),
+    ]
+    assert partners("Caroline Park", seen) == {"Melanie", "Tim"}
+    assert partners("Jon", seen) == {"Gina"}
+    assert partners("John", seen) == frozenset()  # "Johnny" is another word, "Jon" another name
+
+
+def test_the_only_other_author_is_a_partner_without_being_named() -> None:
+    seen = [ref(1, "ann", "hello"), ref(2, "bob", "hi"), ref(3, "ann", "how are you")]
+    assert partners("ann", seen) == {"bob"}
+    assert partners("cat", seen) == frozenset()  # two others, neither names cat
+
+
+def test_a_busy_channel_shows_the_partners_reply_not_the_next_message() -> None:
+    # Two conversations alternating message by message: ann with bob, cat with dan.
+    before = [ref(4, "dan"), ref(3, "bob"), ref(2, "cat"), ref(1, "ann")]
+    after = [ref(6, "cat"), ref(7, "bob"), ref(8, "dan"), ref(9, "ann")]
+    assert [e.episode_id for e in pick_context("ann", before, after, frozenset({"bob"}))] == [1, 7, 9]
+
+
+SPEAKERS = st.sampled_from(["ann", "bob"])
+
+
+@given(st.lists(SPEAKERS, max_size=8), st.lists(SPEAKERS, max_size=8))
+def test_between_two_people_the_exchange_is_the_chain(before_speakers: list[str], after_speakers: list[str]) -> None:
+    """A direct conversation (the other person the only partner) keeps the rule it had:
+    the first message after the hit and the speaker's own, within CONTEXT_SPAN places."""
+    before = [ref(-i - 1, who) for i, who in enumerate(before_speakers)]
+    after = [ref(i + 1, who) for i, who in enumerate(after_speakers)]
+    near_before, near_after = before[:CONTEXT_SPAN], after[:CONTEXT_SPAN]
+    chain_rule = [e for e in near_before if e.speaker == "ann"][::-1] + [
+        e for i, e in enumerate(near_after) if i == 0 or e.speaker == "ann"
+    ]
+    assert pick_context("ann", before, after, partners("ann", [ref(0, "ann"), *before, *after])) == chain_rule
