@@ -75,6 +75,11 @@ Layout ``threads``, each conversation a thread that keeps its own days:
   message of it replies to that one, as a Slack thread reply does.
 - Sessions: each conversation's own, moved (ties of start: the conversation's place, then
   its session number).
+
+Layout ``threaded``, a busy channel whose conversations are threads: the ``interleaved``
+layout's days, times, sessions and written dates, with the ``threads`` layout's threads
+(each conversation a thread whose id is its first message's id, every other message of it
+a reply to that one).
 """
 
 from __future__ import annotations
@@ -90,7 +95,7 @@ from datetime import date, datetime, timedelta
 from bot import locomo
 from memory import ValidationError
 
-LAYOUTS = ("interleaved", "threads")
+LAYOUTS = ("interleaved", "threads", "threaded")
 CASTS = ("ring", "pairs")
 # The pairs cast's names for a speaker whose name an earlier conversation's speaker has, in this order.
 FALLBACK_NAMES = ("Avery", "Blake", "Casey", "Devon", "Emery", "Finley", "Harper", "Jordan")
@@ -350,7 +355,11 @@ def _interleaved(conversations: Sequence[locomo.Conversation]) -> _Placed:
     return placed
 
 
-_PLACES: dict[str, Callable[[Sequence[locomo.Conversation]], _Placed]] = {"interleaved": _interleaved, "threads": _threads}
+_PLACES: dict[str, Callable[[Sequence[locomo.Conversation]], _Placed]] = {
+    "interleaved": _interleaved,
+    "threads": _threads,
+    "threaded": _interleaved,
+}
 
 
 def build_channel(conversations: Sequence[locomo.Conversation], *, layout: str = "interleaved", cast: str = "ring") -> Channel:
@@ -385,7 +394,7 @@ def build_channel(conversations: Sequence[locomo.Conversation], *, layout: str =
     turns = []
     for _, index, _, turn in order:
         own = turn.message.platform_message_id
-        root = roots.setdefault(index, own) if layout == "threads" else None
+        root = roots.setdefault(index, own) if layout != "interleaved" else None
         message = dataclasses.replace(turn.message, thread_id=root, reply_to=None if root in (None, own) else root)
         turns.append(locomo.Turn(own, numbers[placed.sessions[index][turn.session]], message))
     questions = [

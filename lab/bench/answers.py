@@ -114,7 +114,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         choices=LAYOUTS,
         help="also: each split's conversations merged into one group channel (lab/group_channels.py), "
         "its questions answered there beside alone, with the ratio; the channel's layout: interleaved "
-        "(the default, bare --group: turns alternating, no threads) or threads (each conversation a thread)",
+        "(the default, bare --group: turns alternating, no threads), threads (each conversation a thread keeping its days) "
+        "or threaded (turns alternating, each conversation a thread)",
     )
     add_cast_argument(parser)
 

@@ -9,6 +9,7 @@ there."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import re
 from collections.abc import Callable, Sequence
 from datetime import UTC, date, datetime, timedelta
@@ -135,11 +136,18 @@ def check_threads(originals: Sequence[Conversation], channel: Channel) -> None:
         first = min(conversation.session_dates.values())
         assert shifts <= {years_later(first, thread.years) - first}
         assert set(thread.offsets.values()) == {(years_later(first, thread.years) - first).days}
+    check_thread_roots(originals, channel)
+    dates = channel.conversation.session_dates
+    assert sorted(dates) == list(range(1, sum(len(c.session_dates) for c in originals) + 1))
+
+
+def check_thread_roots(originals: Sequence[Conversation], channel: Channel) -> None:
+    """Each conversation a thread: its first message's id, every other message a reply to it."""
+    for conversation, thread in zip(originals, channel.threads, strict=True):
+        mine = _thread_turns(channel, conversation.name)
         assert {t.message.thread_id for t in mine} <= {thread.root}
         assert [t.message.reply_to for t in mine] == [None, *[thread.root] * (len(mine) - 1)][: len(mine)]
         assert thread.root == (mine[0].dia_id if mine else None)
-    dates = channel.conversation.session_dates
-    assert sorted(dates) == list(range(1, sum(len(c.session_dates) for c in originals) + 1))
 
 
 def _day(anchors: Sequence[datetime], k: int) -> date:
@@ -147,11 +155,15 @@ def _day(anchors: Sequence[datetime], k: int) -> date:
     return anchors[k].date() if k < len(anchors) else anchors[-1].date() + timedelta(days=14 * (k - len(anchors) + 1))
 
 
-def check_interleaved(originals: Sequence[Conversation], channel: Channel) -> None:
+def check_interleaved(originals: Sequence[Conversation], channel: Channel, threaded: bool = False) -> None:
     """Session k of every conversation on day k; turn j of conversation i at the day's
-    start + j minutes + i seconds; no threads; times strictly increasing."""
+    start + j minutes + i seconds; no threads (``threaded``: each conversation a thread);
+    times strictly increasing."""
     turns = channel.conversation.turns
-    assert all(t.message.thread_id is None and t.message.reply_to is None for t in turns)
+    if threaded:
+        check_thread_roots(originals, channel)
+    else:
+        assert all(t.message.thread_id is None and t.message.reply_to is None for t in turns)
     times = [t.message.message_time for t in turns]
     assert all(a < b for a, b in zip(times, times[1:], strict=False))
     dates = channel.conversation.session_dates
@@ -161,7 +173,7 @@ def check_interleaved(originals: Sequence[Conversation], channel: Channel) -> No
     earliest: dict[int, datetime] = {}
     longest = dict.fromkeys(range(days), 0)
     for i, (conversation, thread) in enumerate(zip(originals, channel.threads, strict=True)):
-        assert (thread.root, thread.years) == (None, 0)
+        assert thread.years == 0 and (threaded or thread.root is None)
         placed = {t.dia_id: t for t in _thread_turns(channel, conversation.name)}
         for k, number in enumerate(_in_date_order(conversation)):
             moved = conversation.session_dates[number] + timedelta(days=thread.offsets[number])
@@ -255,7 +267,10 @@ def check_no_renamed_name_left(originals: Sequence[Conversation], channel: Chann
 
 def check_all(originals: Sequence[Conversation], channel: Channel, layout: str, cast: str = "ring") -> None:
     check_every_turn_once_in_time_order(originals, channel)
-    (check_threads if layout == "threads" else check_interleaved)(originals, channel)
+    if layout == "threads":
+        check_threads(originals, channel)
+    else:
+        check_interleaved(originals, channel, threaded=layout == "threaded")
     check_evidence_names_the_same_turns(originals, channel, layout)
     (check_cast if cast == "ring" else check_pairs)(originals, channel)
     check_no_renamed_name_left(originals, channel)
@@ -662,3 +677,19 @@ def test_the_calibration_channel_interleaved(calibration: list[Conversation]) ->
     asked = {q.question for q in channel.conversation.questions}
     assert "What did Tim do for Joanna on 23 August, 2023?" in asked  # 25 May, 2022
     assert "Where did Joanna travel to in October 2023?" in asked  # July 2022
+
+
+def test_the_threaded_layout_is_the_interleaved_one_with_each_conversation_a_thread() -> None:
+    one = _sessions("1", ("Ann", "Bob"), [_at("2023-05-08", 13), _at("2023-05-20", 9)], 3, ["Did Bob call?"])
+    two = _sessions("2", ("Cleo", "Dan"), [_at("2023-06-01", 9)], 2, ["Did Dan call on 1 June, 2023?"])
+    interleaved = build_channel([one, two], layout="interleaved")
+    threaded = build_channel([one, two], layout="threaded")
+    check_all([one, two], threaded, "threaded")
+    roots = {t.source: t.root for t in threaded.threads}
+    assert roots == {"1": "1:D1:1", "2": "2:D1:1"}
+    without_threads = [
+        dataclasses.replace(t, message=dataclasses.replace(t.message, thread_id=None, reply_to=None))
+        for t in threaded.conversation.turns
+    ]
+    assert without_threads == interleaved.conversation.turns
+    assert threaded.conversation.questions == interleaved.conversation.questions
