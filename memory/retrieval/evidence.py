@@ -17,12 +17,12 @@ went to a support group yesterday" needs the reply's "how was it?" and the speak
 next message that says what happened. On the LoCoMo retrieval benchmark this finds
 more evidence per token than more hits do.
 
-The exchange is the hit's speaker and their partners (``partners``), not the channel:
-in a busy channel the message after a hit is most often another conversation's, and
-showing it costs the tokens and misses the reply. A partner is someone who names the
-speaker or whom the speaker names, in the messages around the hits (or the only other
-person there, as in a direct conversation); their messages are looked for up to
-``CONTEXT_WINDOW`` places either side. On the calibration group channel of pairs
+The exchange is the hit's thread, or for a message of the channel its speaker and their
+partners (``partners``), not the channel: in a busy channel the message after a hit is
+most often another conversation's, and showing it costs the tokens and misses the reply.
+A partner is someone who names the speaker or whom the speaker names, in the messages
+around the hits (or the only other person there, as in a direct conversation); the
+exchange's messages are looked for up to ``CONTEXT_WINDOW`` places either side. On the calibration group channel of pairs
 interleaved message by message (``bench retrieval --group --cast pairs``) the chain's
 surroundings kept 77.1% of questions' evidence at K = 30 where the pairs alone keep
 84.3%; surroundings taken from each message's own conversation (known to the benchmark
@@ -80,10 +80,16 @@ class EpisodeRef:
     role: str
     message_time: datetime
     text: str
+    thread_id: str | None = None  # the thread it replies in (its own id: a thread's first message)
 
     @property
     def is_bot(self) -> bool:
         return self.role == "bot"
+
+    @property
+    def reply_in(self) -> str | None:
+        """The thread this message is a reply in; None for a message of the channel itself."""
+        return self.thread_id if self.thread_id != self.platform_message_id else None
 
 
 @dataclass(frozen=True)
@@ -157,18 +163,28 @@ def _naming(name: str) -> re.Pattern[str]:
     return re.compile(rf"(?<!\w){re.escape(first)}(?!\w)", re.IGNORECASE)
 
 
+def in_exchange(hit: EpisodeRef, other: EpisodeRef, talks_with: frozenset[str]) -> bool:
+    """Whether ``other`` belongs to ``hit``'s exchange: for a reply in a thread, any
+    message of that thread (its first included); for a message of the channel, any reply
+    in its own thread and the channel's messages by its speaker or someone they talk
+    with. Pure."""
+    if hit.reply_in is not None:
+        return hit.reply_in in (other.reply_in, other.platform_message_id)
+    if other.reply_in is not None:
+        return other.reply_in == hit.platform_message_id
+    return other.speaker == hit.speaker or other.speaker in talks_with
+
+
 def pick_context(
-    speaker: str, before: Sequence[EpisodeRef], after: Sequence[EpisodeRef], talks_with: frozenset[str]
+    hit: EpisodeRef, before: Sequence[EpisodeRef], after: Sequence[EpisodeRef], talks_with: frozenset[str]
 ) -> list[EpisodeRef]:
     """From the messages just before and after a hit (nearest first): those of its
-    exchange (by ``speaker`` or someone they talk with), at most ``CONTEXT_SPAN`` on each
-    side, and of these the first one after it (the reply) and any by the hit's own
-    speaker. Pure."""
-    exchange = talks_with | {speaker}
-    before = [e for e in before if e.speaker in exchange][:CONTEXT_SPAN]
-    after = [e for e in after if e.speaker in exchange][:CONTEXT_SPAN]
-    chosen = [e for e in before if e.speaker == speaker][::-1]
-    chosen += [e for i, e in enumerate(after) if i == 0 or e.speaker == speaker]
+    exchange (``in_exchange``), at most ``CONTEXT_SPAN`` on each side, and of these the
+    first one after it (the reply) and any by the hit's own speaker. Pure."""
+    before = [e for e in before if in_exchange(hit, e, talks_with)][:CONTEXT_SPAN]
+    after = [e for e in after if in_exchange(hit, e, talks_with)][:CONTEXT_SPAN]
+    chosen = [e for e in before if e.speaker == hit.speaker][::-1]
+    chosen += [e for i, e in enumerate(after) if i == 0 or e.speaker == hit.speaker]
     return chosen
 
 
@@ -263,7 +279,7 @@ async def load_episodes(session: AsyncSession, conversation_id: int, episode_ids
         .join(Speaker, EPISODE_SPEAKER)
         .where(Episode.conversation_id == conversation_id, Episode.id.in_(list(set(episode_ids))), ~forgetting)
     )
-    return {e.id: EpisodeRef(e.id, e.platform_message_id, name, e.role, e.message_time, e.text) for e, name in rows}
+    return {e.id: EpisodeRef(e.id, e.platform_message_id, name, e.role, e.message_time, e.text, e.thread_id) for e, name in rows}
 
 
 async def assemble(
@@ -313,7 +329,7 @@ async def assemble(
         if episode is not None and candidate.ref_id in windows:
             before, after = windows[candidate.ref_id]
             nearby = pick_context(
-                episode.speaker,
+                episode,
                 [episodes[e] for e in before if e in episodes],
                 [episodes[e] for e in after if e in episodes],
                 talks_with.setdefault(episode.speaker, partners(episode.speaker, episodes.values())),

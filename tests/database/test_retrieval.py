@@ -174,8 +174,8 @@ def test_pick_context_takes_the_reply_and_the_speakers_own_messages() -> None:
 
     before = [ref(4, "bob"), ref(3, "ann")]  # nearest first
     after = [ref(6, "bob"), ref(7, "ann")]
-    assert [e.episode_id for e in pick_context("ann", before, after, frozenset({"bob"}))] == [3, 6, 7]
-    assert [e.episode_id for e in pick_context("cat", before, after, frozenset({"ann", "bob"}))] == [6]
+    assert [e.episode_id for e in pick_context(ref(5, "ann"), before, after, frozenset({"bob"}))] == [3, 6, 7]
+    assert [e.episode_id for e in pick_context(ref(5, "cat"), before, after, frozenset({"ann", "bob"}))] == [6]
 
 
 KIND = st.sampled_from(["episode", "relation", "entity", "community"])

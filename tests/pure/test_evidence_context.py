@@ -7,13 +7,13 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given
 from hypothesis import strategies as st
 
-from memory.retrieval.evidence import CONTEXT_SPAN, EpisodeRef, partners, pick_context
+from memory.retrieval.evidence import CONTEXT_SPAN, EpisodeRef, in_exchange, partners, pick_context
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
 
 
-def ref(i: int, who: str, text: str = "") -> EpisodeRef:
-    return EpisodeRef(i, f"m{i}", who, "user", T0 + timedelta(minutes=i), text or f"text {i}")
+def ref(i: int, who: str, text: str = "", thread: str | None = None) -> EpisodeRef:
+    return EpisodeRef(i, f"m{i}", who, "user", T0 + timedelta(minutes=i), text or f"text {i}", thread)
 
 
 def test_partners_are_who_names_the_speaker_or_is_named_by_them() -> None:
@@ -41,7 +41,25 @@ def test_a_busy_channel_shows_the_partners_reply_not_the_next_message() -> None:
     # Two conversations alternating message by message: ann with bob, cat with dan.
     before = [ref(4, "dan"), ref(3, "bob"), ref(2, "cat"), ref(1, "ann")]
     after = [ref(6, "cat"), ref(7, "bob"), ref(8, "dan"), ref(9, "ann")]
-    assert [e.episode_id for e in pick_context("ann", before, after, frozenset({"bob"}))] == [1, 7, 9]
+    assert [e.episode_id for e in pick_context(ref(5, "ann"), before, after, frozenset({"bob"}))] == [1, 7, 9]
+
+
+def test_a_reply_in_a_thread_shows_its_thread_whoever_writes() -> None:
+    # ann's reply in bob's thread m1; cat talks in the channel, dan in another thread.
+    hit = ref(5, "ann", thread="m1")
+    before = [ref(4, "cat"), ref(3, "eve", thread="m1"), ref(2, "dan", thread="m0"), ref(1, "bob", thread="m1")]
+    after = [ref(6, "dan", thread="m0"), ref(7, "cat"), ref(8, "bob", thread="m1"), ref(9, "ann", thread="m1")]
+    assert [e.episode_id for e in pick_context(hit, before, after, frozenset({"cat", "dan"}))] == [8, 9]
+    assert in_exchange(hit, ref(1, "bob", thread="m1"), frozenset())  # the thread's first message
+    assert not in_exchange(hit, ref(7, "bob"), frozenset({"bob"}))  # bob again, but in the channel
+
+
+def test_a_message_of_the_channel_shows_its_partners_and_its_own_thread() -> None:
+    hit = ref(5, "ann", thread="m5")  # its thread's first message: it is in the channel
+    assert in_exchange(hit, ref(6, "cat", thread="m5"), frozenset())  # a reply in its thread
+    assert in_exchange(hit, ref(7, "bob"), frozenset({"bob"}))
+    assert not in_exchange(hit, ref(8, "bob", thread="m2"), frozenset({"bob"}))  # a reply in another thread
+    assert not in_exchange(hit, ref(9, "cat"), frozenset({"bob"}))
 
 
 SPEAKERS = st.sampled_from(["ann", "bob"])
@@ -57,4 +75,4 @@ def test_between_two_people_the_exchange_is_the_chain(before_speakers: list[str]
     chain_rule = [e for e in near_before if e.speaker == "ann"][::-1] + [
         e for i, e in enumerate(near_after) if i == 0 or e.speaker == "ann"
     ]
-    assert pick_context("ann", before, after, partners("ann", [ref(0, "ann"), *before, *after])) == chain_rule
+    assert pick_context(ref(0, "ann"), before, after, partners("ann", [ref(0, "ann"), *before, *after])) == chain_rule
