@@ -14,7 +14,7 @@ import numpy as np
 from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from memory.retrieval.evidence import EpisodeRef, EvidenceItem, load_episodes
+from memory.retrieval.evidence import CONTEXT_WINDOW, EpisodeRef, EvidenceItem, in_exchange, load_episodes, partners
 from memory.retrieval.pipeline import named_speaker
 from memory.retrieval.search_plan import TERM_SAMPLE
 from memory.retrieval.search_sql import term_shares
@@ -202,8 +202,8 @@ async def corrections_of(
     return {e: (outdated, corrections.get(c) if c is not None else None) for e, (outdated, c) in result.items()}
 
 
-# Each message's chain neighbours up to EXCHANGE_SPAN steps on either side (side -1:
-# before, 1: after), nearest first, with speaker, time and lexemes.
+# Each message's chain neighbours up to CONTEXT_WINDOW steps on either side (side -1:
+# before, 1: after), nearest first, with speaker, time, thread and lexemes.
 _NEIGHBOURS = text(
     "WITH RECURSIVE walk(origin, side, step, id) AS ("
     " SELECT e.id, s.side, 0, e.id FROM episodes e CROSS JOIN (VALUES (-1), (1)) AS s(side)"
@@ -212,7 +212,8 @@ _NEIGHBOURS = text(
     " SELECT w.origin, w.side, w.step + 1, CASE WHEN w.side < 0 THEN e.prev_id ELSE e.next_id END"
     " FROM walk w JOIN episodes e ON e.conversation_id = :c AND e.id = w.id"
     " WHERE w.step < :span AND CASE WHEN w.side < 0 THEN e.prev_id ELSE e.next_id END IS NOT NULL)"
-    " SELECT w.origin, w.side, sp.display_name, e.message_time, tsvector_to_array(d.tsv)"
+    " SELECT w.origin, w.side, e.id, e.platform_message_id, e.thread_id, sp.display_name, e.message_time,"
+    " tsvector_to_array(d.tsv)"
     " FROM walk w JOIN episodes e ON e.conversation_id = :c AND e.id = w.id"
     " JOIN speakers sp ON sp.conversation_id = :c AND sp.id = e.speaker_id"
     " LEFT JOIN search_documents d ON d.conversation_id = :c AND d.kind = 'episode' AND d.ref_id = e.id"
@@ -220,12 +221,23 @@ _NEIGHBOURS = text(
 )
 
 
-async def _neighbours(session: AsyncSession, conversation_id: int, ids: Sequence[int]) -> dict[tuple[int, int], list[Turn]]:
-    """(message, side) -> its chain neighbours on that side, nearest first."""
+async def _neighbours(
+    session: AsyncSession, conversation_id: int, shown: dict[int, EpisodeRef]
+) -> dict[tuple[int, int], list[Turn]]:
+    """(message, side) -> the messages of its exchange on that side (``in_exchange``, the
+    evidence's surroundings' rule), nearest first, at most ``EXCHANGE_SPAN``."""
+    rows = await session.execute(_NEIGHBOURS, {"c": conversation_id, "ids": list(shown), "span": CONTEXT_WINDOW})
+    around = [
+        (origin, side, EpisodeRef(episode_id, message_id, who, "user", at, "", thread), Turn(who, at, frozenset(terms or ())))
+        for origin, side, episode_id, message_id, thread, who, at, terms in rows
+    ]
+    seen = [*shown.values(), *(other for _, _, other, _ in around)]
+    talks_with = {speaker: partners(speaker, seen) for speaker in {e.speaker for e in shown.values()}}
     found: dict[tuple[int, int], list[Turn]] = {}
-    rows = await session.execute(_NEIGHBOURS, {"c": conversation_id, "ids": list(ids), "span": EXCHANGE_SPAN})
-    for origin, side, speaker, message_time, terms in rows:
-        found.setdefault((origin, side), []).append(Turn(speaker, message_time, frozenset(terms or ())))
+    for origin, side, other, turn in around:
+        hit, turns = shown[origin], found.setdefault((origin, side), [])
+        if len(turns) < EXCHANGE_SPAN and in_exchange(hit, other, talks_with[hit.speaker]):
+            turns.append(turn)
     return found
 
 
@@ -279,7 +291,7 @@ async def read_seen(
         personals[episode_id] = _cosine(own, personal) if own else entry.similarity
         entry.exchange = _cosine(searched, query) if searched else entry.similarity
     corrections = await corrections_of(session, conversation_id, ids)
-    neighbours = await _neighbours(session, conversation_id, ids)
+    neighbours = await _neighbours(session, conversation_id, {e: entry.episode for e, entry in appearances.items()})
     seen = []
     for episode_id, entry in appearances.items():
         outdated, correction = corrections.get(episode_id, (False, None))

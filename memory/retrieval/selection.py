@@ -24,7 +24,8 @@ without a model:
   that one asks something (the answer follows the question it answers);
 - ``length``: its length in words (up to 60), a longer message says more;
 - ``lead`` and ``follow``: the question's coverage by the exchange the message ends or
-  opens: its own terms with those of the chain's messages back to (``lead``) or on to
+  opens: its own terms with those of its exchange's messages (in a channel, its thread's
+  or its speaker's and partners', ``evidence.in_exchange``) back to (``lead``) or on to
   (``follow``) the same speaker's previous or next message, when that is at most
   ``EXCHANGE_SPAN`` messages away with no lull over ``EXCHANGE_GAP`` (see
   ``exchange_terms``). One
@@ -189,7 +190,7 @@ class Seen:
     fact: float = 0.0  # the best relative score of a retrieved relation resting on it
     outdated: bool = False  # every relation it supports has been superseded
     correction: EpisodeRef | None = None  # a message that superseded it
-    before: tuple[Turn, ...] = ()  # the chain's messages before it, nearest first
+    before: tuple[Turn, ...] = ()  # its exchange's messages before it, nearest first (evidence.in_exchange)
     after: tuple[Turn, ...] = ()  # and after it
 
 
