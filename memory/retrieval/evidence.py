@@ -22,11 +22,11 @@ partners (``partners``), not the channel: in a busy channel the message after a 
 most often another conversation's, and showing it costs the tokens and misses the reply.
 A partner is someone who names the speaker or whom the speaker names, in the messages
 around the hits (or the only other person there, as in a direct conversation); the
-exchange's messages are looked for up to ``CONTEXT_WINDOW`` places either side. On the calibration group channel of pairs
-interleaved message by message (``bench retrieval --group --cast pairs``) the chain's
-surroundings kept 77.1% of questions' evidence at K = 30 where the pairs alone keep
-84.3%; surroundings taken from each message's own conversation (known to the benchmark
-only) kept 80.9%.
+exchange's messages are looked for up to ``CONTEXT_WINDOW`` places either side. On the
+calibration group channel of pairs interleaved message by message (``bench retrieval
+--group --cast pairs``) the chain's surroundings kept 77.1% of questions' evidence at
+K = 30 where the pairs alone keep 84.3%; surroundings taken from each message's own
+conversation (known to the benchmark only) kept 80.9%.
 """
 
 from __future__ import annotations
@@ -328,11 +328,13 @@ async def assemble(
         context: list[EpisodeRef] = []
         if episode is not None and candidate.ref_id in windows:
             before, after = windows[candidate.ref_id]
+            if episode.speaker not in talks_with:
+                talks_with[episode.speaker] = partners(episode.speaker, episodes.values())
             nearby = pick_context(
                 episode,
                 [episodes[e] for e in before if e in episodes],
                 [episodes[e] for e in after if e in episodes],
-                talks_with.setdefault(episode.speaker, partners(episode.speaker, episodes.values())),
+                talks_with[episode.speaker],
             )
             for e in nearby:
                 if e.episode_id in shown or not budget.take(_message_line("E0.0", e)):

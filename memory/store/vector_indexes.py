@@ -164,7 +164,7 @@ def create_sql(conversation_id: int, kind: str, table: str = "search_documents")
             f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON {table} USING gin (tsv) "
             f"WHERE conversation_id = {int(conversation_id)}"
         )
-    options = f" WITH ({_build_option(kind)})" if _build_option(kind) else ""
+    options = f" WITH ({option})" if (option := _build_option(kind)) else ""
     return (
         f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON {table} USING hnsw (embedding {OPCLASS}){options} "
         f"WHERE conversation_id = {int(conversation_id)} AND kind = '{kind}'"
@@ -178,7 +178,7 @@ def _build_option(kind: str) -> str:
 def outdated(kind: str, options: Sequence[str]) -> bool:
     """Whether a valid own index of ``kind`` with storage ``options`` (its reloptions)
     was built otherwise than ``create_sql`` builds it now, and is to be built again. Pure."""
-    return bool(_build_option(kind)) and _build_option(kind) not in options
+    return bool(option := _build_option(kind)) and option not in options
 
 
 def own_index_rows(kind: str) -> int:
