@@ -21,6 +21,8 @@ class MemoryParams:
     search_top: int = 60
     rrf_k: int = 60
     chain_share: float = 0.15  # a found message lends this share of its score to the ones next to it
+    anchor_entities: int = 5  # the entities nearest a question bring the messages that mention them
+    anchor_supports: int = 3  # ... this many each, the nearest the question
     rerank_top: int = 30
     evidence_k: int = 30
     max_subqueries: int = 4

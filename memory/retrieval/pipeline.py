@@ -37,7 +37,13 @@ ANCHOR_KINDS = ("episode", "relation")
 def service_configs(params: MemoryParams) -> tuple[SearchConfig, SearchConfig]:
     """The service's two searches: the hybrid search of every kind (with the chain
     spread), and the search for an anchor event's time (messages and facts)."""
-    hybrid = SearchConfig(top=params.search_top, rrf_k=params.rrf_k, chain_share=params.chain_share)
+    hybrid = SearchConfig(
+        top=params.search_top,
+        rrf_k=params.rrf_k,
+        chain_share=params.chain_share,
+        anchors=params.anchor_entities,
+        anchor_supports=params.anchor_supports,
+    )
     return hybrid, SearchConfig(top=params.search_top, kinds=ANCHOR_KINDS)
 
 

@@ -134,6 +134,28 @@ def by_speaker_sql(around: bool = True) -> str:
     )
 
 
+def anchored_sql(exact: bool, around: bool = True) -> str:
+    """The messages behind the ``:anchors`` entities nearest the question: of each
+    entity's ``:scan`` most recent mentions (a person named everywhere stays cheap), the
+    ``:supports`` nearest the question, ranked by their entity's distance first
+    (``position``). The entities are found exactly or by HNSW, as the plan searches them."""
+    order = "(embedding <=> :q) + 0" if exact else "embedding <=> :q"
+    return _ranked(
+        "SELECT m.kind, m.ref_id, m.text, m.message_time, m.is_current, m.embedding, "
+        "row_number() OVER (ORDER BY a.anchor, m.distance) AS position FROM "
+        f"(SELECT ref_id, embedding <=> :q AS anchor FROM search_documents WHERE conversation_id = :c AND kind = 'entity' "
+        f"ORDER BY {order} LIMIT :anchors) AS a "
+        "CROSS JOIN LATERAL (SELECT d.kind, d.ref_id, d.text, d.message_time, d.is_current, d.embedding, "
+        "d.embedding <=> :q AS distance FROM (SELECT p.episode_id FROM entity_provenance p WHERE p.conversation_id = :c "
+        "AND p.entity_id = a.ref_id ORDER BY p.episode_id DESC LIMIT :scan) AS mention JOIN search_documents d "
+        "ON d.conversation_id = :c AND d.kind = 'episode' AND d.ref_id = mention.episode_id "
+        "ORDER BY distance LIMIT :supports) AS m",
+        _OWN_SIMILARITY,
+        "hits.position",
+        around,
+    )
+
+
 def text_sql(kinds: Sequence[str], around: bool = True) -> str:
     """Matches ranked by the summed weight of the query terms they hold, ties by
     ts_rank_cd (terms close together), which is the score returned. Ranks at most
@@ -247,20 +269,24 @@ async def set_hnsw_scan(session: AsyncSession, ef_search: int) -> None:
 
 
 async def ranked_lists(
-    session: AsyncSession, sql: str, params: dict[str, Any], found: Found, field_name: str, vector: bool
+    session: AsyncSession, sql: str, params: dict[str, Any], found: Found, field_name: str, vector: bool, label: str = ""
 ) -> dict[str, list[Key]]:
-    """Run one ranking statement: its keys per kind in rank order; each document's best
-    score so far is kept in ``found.rows[key].<field_name>``, and each episode's
-    neighbours the statement brings in ``found.neighbours`` and ``found.around``."""
+    """Run one ranking statement: its keys per kind in rank order (all under ``label``
+    when given: a list weighed apart from its kind's); each document's best score so far
+    is kept in ``found.rows[key].<field_name>``, and each episode's neighbours the
+    statement brings in ``found.neighbours`` and ``found.around``."""
     statement = text(sql)
     if vector:
         statement = statement.bindparams(bindparam("q", type_=HALFVEC()))
     lists: dict[str, list[Key]] = {}
+    listed: set[Key] = set()  # a message the anchored list reaches through two entities counts at its first place
     for kind, ref_id, doc_text, message_time, is_current, score, *chain in await session.execute(statement, params):
         key = (kind, ref_id)
         row = found.rows.setdefault(key, Row(kind, ref_id, doc_text, message_time, is_current))
         setattr(row, field_name, max(getattr(row, field_name), float(score)))
-        lists.setdefault(kind, []).append(key)
+        if key not in listed:
+            listed.add(key)
+            lists.setdefault(label or kind, []).append(key)
         for neighbour_id, *document in (chain[:4], chain[4:]):
             if neighbour_id is None:
                 continue

@@ -3,6 +3,7 @@ assembly with supporting episodes."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
 from hypothesis import given
@@ -16,7 +17,7 @@ from memory.retrieval.evidence import assemble
 from memory.retrieval.pipeline import retrieve
 from memory.retrieval.search import QueryVariant, SearchConfig, SearchHints, search
 from memory.retrieval.search_plan import TERM_SAMPLE
-from memory.retrieval.search_sql import planned_sizes, term_shares
+from memory.retrieval.search_sql import Found, anchored_sql, planned_sizes, ranked_lists, term_shares
 from memory.retrieval.timeparse import TimeRange
 from memory.store.conversations import ConversationRef, ensure_conversation
 from memory.store.schema import SearchDocument
@@ -337,3 +338,40 @@ async def test_both_people_a_question_names_bring_their_own_messages(memory: Mem
     async with memory._sessions.begin() as session:
         plain = await search(session, conversation_id, [QueryVariant(question, vector)], SearchConfig(chain_share=0.15))
     assert not evidence <= {c.ref_id for c in plain.candidates[:3] if c.kind == "episode"}
+
+
+# Ann never says the word "instrument"; the entity the extractor found in her message does.
+LESSONS = [
+    ("ann", "Mrs Kim kept me late again tonight, same piece for an hour."),
+    ("bob", "Which instrument would you learn if you had the time?"),
+    ("cat", "I play in a band on Fridays, mostly covers."),
+    ("bob", "Music lessons for adults are expensive around here."),
+]
+
+
+async def test_the_entities_nearest_a_question_bring_the_messages_behind_them(memory: Memory, conversation_id: int) -> None:
+    """The anchored list: the message behind the entity nearest the question comes back
+    where the question's own lists (top 2 here) do not reach it; the statement gives the
+    same list whether the entities are scanned exactly or in index order."""
+    ids = await _store(memory, conversation_id, LESSONS)
+    question = "What instrument does Ann play?"
+    vector, violin, tonight = (await memory.embedder.embed([question, "violin", "tonight"])).vectors
+    async with memory._sessions.begin() as session:
+        for name, entity_vector, mentioned in (("violin", violin, ids[0]), ("tonight", tonight, ids[2])):
+            await create_entity(
+                session, conversation_id, name=name, type_="thing", summary="", embedding=entity_vector, episode_ids=[mentioned]
+            )
+    config = SearchConfig(top=2, kinds=("episode", "entity"), methods=("vector",))
+    variant = QueryVariant(question, vector)
+    async with memory._sessions.begin() as session:
+        plain = await search(session, conversation_id, [variant], config)
+        anchored = await search(session, conversation_id, [variant], replace(config, anchors=1, anchor_supports=1))
+        params = {"c": conversation_id, "n": 2, "q": list(vector), "anchors": 1, "supports": 1, "scan": 10}
+        orders = [
+            await ranked_lists(session, anchored_sql(exact), params, Found(), "similarity", True, label="anchored")
+            for exact in (True, False)
+        ]
+    assert ("episode", ids[0]) not in [c.key for c in plain.candidates]
+    assert ("episode", ids[0]) in [c.key for c in anchored.candidates]
+    assert anchored.lists == plain.lists + 1
+    assert orders[0] == orders[1] == {"anchored": [("episode", ids[0])]}
