@@ -27,8 +27,9 @@ evidence, answerable refused, category 5 "not in memory", and where the lost ans
 were lost: an evidence turn among the messages selection read (retrieval found it) and
 ranked first by selection before any refusal; then how many answerable questions
 changed each way (refused, first citation) with McNemar's exact p, since a gap of a few
-points over 125 questions may be chance. The rewordings are never fitted on
-(``--fit`` reads the questions as written only).
+points over 125 questions may be chance. ``--fit`` fits on the calibration split's
+questions both as written and reworded (a person asks in their own words); the held-out
+split's rewordings are never fitted on.
 
 With ``--group``, each split's conversations are also merged into one group channel
 (``lab.group_channels``; by default ``interleaved``, turns alternating message by message
@@ -337,6 +338,8 @@ async def _split(
                 if rewording is not None:
                     original.add(question.category, gold, question.answer, cited, refused, shown, ranked)
                     again, cited_reworded, refused_reworded, shown = await _answer(memory, ref, rewording.reworded, asked_on)
+                    if again.selection is not None:
+                        labelled.append(Labelled(again.selection, frozenset(gold), question.category == ADVERSARIAL))
                     reworded.add(
                         question.category, gold, question.answer, cited_reworded, refused_reworded, shown, ranked_ids(again)
                     )
