@@ -439,6 +439,7 @@ class ChatService:
                 event.question,
                 principal=Principal.user(author.id, author.role or "user"),
                 date=event.message.time,
+                thread=event.message.thread_id,
             )
             reply = answer_reply(event, answer)
         else:

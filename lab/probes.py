@@ -118,15 +118,16 @@ async def recall(
     k: int | None = None,
     search: str = "hybrid",
     kinds: Sequence[str] | None = None,
+    thread: str | None = None,
 ) -> Recall:
     """The evidence ``question`` brings back, without an answer: by the service's hybrid
-    retrieval (over ``kinds`` of documents, all by default), or by a named baseline
-    search (``full_text``, ``vector``: messages only)."""
+    retrieval (over ``kinds`` of documents, all by default; asked in ``thread`` if given),
+    or by a named baseline search (``full_text``, ``vector``: messages only)."""
     from memory.retrieval.recall import recall as _recall
 
     conversation_id = await resolve(memory, conversation)
     when, size = date or datetime.now(UTC), k or memory.params.evidence_k
-    return await _recall(memory, conversation_id, question, when, size, search, kinds)
+    return await _recall(memory, conversation_id, question, when, size, search, kinds, thread)
 
 
 async def search_vector(memory: Memory, conversation: ConversationRef, question: str, vector: list[float]) -> SearchResult:

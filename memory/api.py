@@ -139,19 +139,32 @@ async def ask(
     date: datetime | None = None,
     k: int | None = None,
     weights: SelectionWeights | None = None,
+    thread: str | None = None,
 ) -> Answer:
     """Answer from this conversation's memory only, citing messages; the trace is stored.
     ``weights``: the offline answer selection's weights and abstention thresholds (the
-    answers benchmark sweeps them; the service keeps the calibrated defaults)."""
+    answers benchmark sweeps them; the service keeps the calibrated defaults);
+    ``thread``: the thread the question was asked in (a platform's thread id), whose
+    messages are searched first."""
     from memory.retrieval.answering import answer
 
     check_text(question, "question")
+    if thread is not None:
+        thread = normalize_id(thread, "thread")
     if k is not None and not 1 <= k <= MAX_EVIDENCE_K:
         raise ValidationError("k", f"evidence items must be between 1 and {MAX_EVIDENCE_K}, got {k}")
     async with door(memory, "ask", principal, conversation) as call:
         assert call.conversation_id is not None
         result = await answer(
-            memory, call.conversation_id, conversation, question, principal=principal, date=date, k=k, weights=weights
+            memory,
+            call.conversation_id,
+            conversation,
+            question,
+            principal=principal,
+            date=date,
+            k=k,
+            weights=weights,
+            thread=thread,
         )
         call.note(mode=result.mode, in_memory=result.in_memory, citations=len(result.citations), answer_id=result.trace_id)
     return result

@@ -39,7 +39,9 @@ years; ``--cast pairs``, every speaker under their own name instead of the ring'
 where each name carries two LoCoMo people), ingested and consolidated as a conversation
 is, and the split's questions scored against it as above: each figure in the channel
 beside the same figure alone (the split's) and their ratio, channel over alone. A
-channel's questions are asked the day after its last session.
+channel's questions are asked the day after its last session. In a layout with threads
+(``threads``, ``threaded``) each question is also asked inside its conversation's
+thread, as someone there would ask it, and scored apart ("asked in thread").
 """
 
 from __future__ import annotations
@@ -166,10 +168,11 @@ async def _score(
     kinds: Sequence[str],
     scores: dict[int, Score],
     split: dict[int, Score] | None = None,
+    thread: str | None = None,
 ) -> float:
-    """Retrieve as ``ask`` does offline over ``kinds``, score the top K (also in the
-    conversation's ``split``); the latency (ms)."""
-    found = await recall(memory, ref, question.question, date=date, k=max(KS), kinds=kinds)
+    """Retrieve as ``ask`` does offline over ``kinds`` (asked in ``thread`` if given),
+    score the top K (also in the conversation's ``split``); the latency (ms)."""
+    found = await recall(memory, ref, question.question, date=date, k=max(KS), kinds=kinds, thread=thread)
     gold = list(question.evidence)  # an id that names no turn is never found: a miss
     for k in KS:
         for tally in (scores, split) if split else (scores,):
@@ -239,12 +242,18 @@ async def _group(
         conversation = channel.conversation
         ref, _ = await locomo_conversation(memory, conversation, channel_run_id(run_id, layout, cast), graph)
         asked = [q for q in conversation.questions if q.category in CATEGORIES and q.evidence]
-        asked_on, scores = question_date(conversation), {k: Score() for k in KS}
-        with progress(len(asked), f"retrieval {conversation.name}") as bar:
+        asked_on, scores, in_threads = question_date(conversation), {k: Score() for k in KS}, {k: Score() for k in KS}
+        roots = {thread.source: thread.root for thread in channel.threads if thread.root is not None}
+        with progress(len(asked) * (2 if roots else 1), f"retrieval {conversation.name}") as bar:
             for question in asked:
                 bar.update(1)
                 await _score(memory, ref, question, asked_on, _system_kinds(communities), scores)
+                if roots:  # asked again inside its conversation's thread, as a person there would
+                    bar.update(1)
+                    thread = roots[question.evidence[0].split(":", 1)[0]]
+                    await _score(memory, ref, question, asked_on, _system_kinds(communities), in_threads, thread=thread)
         figures = {str(k): score.figures() for k, score in scores.items()}
+        threaded = {str(k): score.figures() for k, score in in_threads.items()} if roots else None
         group[name] = {
             "channel_name": conversation.name,
             "layout": layout,
@@ -254,6 +263,7 @@ async def _group(
             "alone": alone[name],
             "channel": figures,
             "ratio": ratios(figures, alone[name]),
+            **({"in_thread": threaded, "in_thread_ratio": ratios(threaded, alone[name])} if threaded else {}),
         }
     return group
 
@@ -395,6 +405,9 @@ def _group_lines(group: dict[str, Any]) -> list[str]:
                 f"{times(ratio['evidence_turns']):>6}   tokens/question {times(ratio['tokens_per_question']):>7}   by category "
                 + " ".join(f"{c}:{times(v)}" for c, v in ratio["all_evidence_by_category"].items())
             )
+        for k, figures in split.get("in_thread", {}).items():
+            ratio = split["in_thread_ratio"][k]["all_evidence"]
+            lines.append(_line(f"  asked in thread K={k}", figures) + f"   ({times(ratio)} alone)")
     return lines
 
 

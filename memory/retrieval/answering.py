@@ -355,10 +355,12 @@ async def answer(
     date: datetime | None = None,
     k: int | None = None,
     weights: SelectionWeights | None = None,
+    thread: str | None = None,
 ) -> Answer:
     """Answer ``question`` from the memory of one conversation, resolved by the caller
     (its id and reference; the API checks the question and ``k``; see the module doc).
-    ``weights``: answer selection's, the calibrated ``DEFAULT_WEIGHTS`` by default."""
+    ``weights``: answer selection's, the calibrated ``DEFAULT_WEIGHTS`` by default;
+    ``thread``: the thread it was asked in, searched first."""
     k = k or memory.params.evidence_k
     question_date = date or datetime.now(timezone.utc)
     if question_date.tzinfo is None:
@@ -372,7 +374,7 @@ async def answer(
             await _guarded("decompose", notes, usages, decompose(llm, question, question_date, memory.params.max_subqueries))
             or []
         )
-    retrieval = await retrieve(memory, conversation_id, question, question_date, sub_queries)
+    retrieval = await retrieve(memory, conversation_id, question, question_date, sub_queries, thread=thread)
     usages += retrieval.usages
     candidates = retrieval.candidates
     if llm is not None and candidates:

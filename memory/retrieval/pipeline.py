@@ -109,9 +109,11 @@ async def retrieve(
     question_date: datetime,
     sub_queries: Sequence[str] = (),
     kinds: Sequence[str] = KINDS,
+    thread: str | None = None,
 ) -> Retrieval:
     """Fused candidates for the question and its sub-queries, in one conversation
-    (``kinds``: the document kinds searched, all by default)."""
+    (``kinds``: the document kinds searched, all by default; ``thread``: the thread it
+    was asked in, whose messages are searched apart)."""
     parsed = resolve_times(question, question_date)
     ranges = [r for r in parsed if isinstance(r, TimeRange)]
     anchors = [r for r in parsed if isinstance(r, AnchoredOffset)]
@@ -142,6 +144,7 @@ async def retrieve(
             prefer_current=prefer_current,
             asks_when=asks_when(question),
             named_speakers=tuple(speakers),
+            thread=thread,
         )
         result = await search(session, conversation_id, variants, hybrid, hints, text_session=text_session)
     return Retrieval(

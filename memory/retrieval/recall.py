@@ -50,12 +50,13 @@ async def recall(
     k: int,
     searched: str = "hybrid",
     kinds: Sequence[str] | None = None,
+    thread: str | None = None,
 ) -> Recall:
     """The first ``k`` evidence items for ``question`` by the ``searched`` search (the
-    hybrid one over ``kinds`` of documents, all by default)."""
+    hybrid one over ``kinds`` of documents, all by default, asked in ``thread`` if given)."""
     if searched == "hybrid":
         began = time.perf_counter()
-        retrieval = await retrieve(memory, conversation_id, question, question_date, kinds=kinds or KINDS)
+        retrieval = await retrieve(memory, conversation_id, question, question_date, kinds=kinds or KINDS, thread=thread)
         elapsed = (time.perf_counter() - began) * 1000
         async with memory._sessions() as session:
             items = await assemble(session, conversation_id, retrieval.candidates, k)

@@ -17,6 +17,9 @@ Named speakers. Documents hold a message's text alone; each speaker the question
 their own as one more ranked list (the speaker indexed apart from the text), and the
 messages by or naming any of them are weighted up after fusion.
 
+Threads. A question asked inside a thread has that thread's messages searched by vector
+on their own as one more ranked list (the thread first, then the channel).
+
 Anchored messages. The entities nearest the question (``anchors``), found by their own
 vectors, bring the messages that mention them (``anchor_supports`` each, the nearest the
 question) as one more ranked list, weighed at ``ANCHORED_WEIGHT``: a question asks for a
@@ -157,12 +160,14 @@ class SearchHints:
     """What the question itself says: the times it names (their messages are searched
     on their own and weighted up), whether it asks about the present (current facts
     weighted up), whether it asks when (documents that name a time weighted up), and
-    the speakers it names (display names: their messages searched apart and weighted up)."""
+    the speakers it names (display names: their messages searched apart and weighted up),
+    and the thread it was asked in (its messages searched apart)."""
 
     time_ranges: tuple[TimeRange, ...] = ()
     prefer_current: bool = True
     asks_when: bool = False
     named_speakers: tuple[str, ...] = ()
+    thread: str | None = None
 
 
 # Named configurations. The service's own search takes its sizes from MemoryParams
@@ -236,27 +241,36 @@ async def _kind_lists(session: AsyncSession, run: _Search, statements: Statement
     return found
 
 
+async def _messages_apart(session: AsyncSession, run: _Search, statement: str, **bounds: Any) -> dict[str, list[Key]]:
+    """One more ranked list of messages searched apart (a named time's, speaker's or
+    thread's, at most ``DATED_CAP`` compared) by the question's vector."""
+    params = {**run.base_params(), "cap": DATED_CAP, "q": list(run.variants[0].embedding), **bounds}
+    return await sql.ranked_lists(session, statement, params, run.found, "similarity", True)
+
+
 async def _vector_lists(
     session: AsyncSession, run: _Search, planned: Awaitable[VectorPlan], *, two_connections: bool = False
 ) -> list[dict[str, list[Key]]]:
     """The vector lists of the first connection (``vector_statements``)."""
     plan = await planned
-    config, found = run.config, list[dict[str, list[Key]]]()
+    config, hints, found = run.config, run.hints, list[dict[str, list[Key]]]()
     if "vector" not in config.methods:
         return found
-    if run.hints.time_ranges and "episode" in config.kinds and run.variants:
-        # A question about a named time brings that time's messages even when other
-        # times' messages say more of its words.
-        ranges = run.hints.time_ranges
-        bounds = {f"{edge}{i}": getattr(r, edge) for i, r in enumerate(ranges) for edge in ("start", "end")}
-        params = {**run.base_params(), "cap": DATED_CAP, "q": list(run.variants[0].embedding), **bounds}
-        statement = sql.in_range_sql(len(ranges), run.around)
-        found.append(await sql.ranked_lists(session, statement, params, run.found, "similarity", True))
-    for name in run.hints.named_speakers if "episode" in config.kinds and run.variants else ():
-        # The speaker is indexed apart from the text: each named person's own messages
-        # are one more ranked list.
-        params = {**run.base_params(), "cap": DATED_CAP, "q": list(run.variants[0].embedding), "name": name}
-        found.append(await sql.ranked_lists(session, sql.by_speaker_sql(run.around), params, run.found, "similarity", True))
+    if "episode" in config.kinds and run.variants:
+        if hints.time_ranges:
+            # A question about a named time brings that time's messages even when other
+            # times' messages say more of its words.
+            ranges = hints.time_ranges
+            bounds = {f"{edge}{i}": getattr(r, edge) for i, r in enumerate(ranges) for edge in ("start", "end")}
+            found.append(await _messages_apart(session, run, sql.in_range_sql(len(ranges), run.around), **bounds))
+        for name in hints.named_speakers:
+            # The speaker is indexed apart from the text: each named person's own messages
+            # are one more ranked list.
+            found.append(await _messages_apart(session, run, sql.by_speaker_sql(run.around), name=name))
+        if hints.thread is not None:
+            # A question asked in a thread looks at its thread first: its messages are one
+            # more ranked list, whatever the rest of the channel says.
+            found.append(await _messages_apart(session, run, sql.in_thread_sql(run.around), thread=hints.thread))
     return found + await _kind_lists(session, run, vector_statements(plan, two_connections)[0])
 
 

@@ -134,6 +134,19 @@ def by_speaker_sql(around: bool = True) -> str:
     )
 
 
+def in_thread_sql(around: bool = True) -> str:
+    """Nearest messages among the most recent ``:cap`` of the thread ``:thread`` (its
+    root, which a platform stores before any reply, and its replies)."""
+    return _with_own_similarity(
+        f"SELECT {_COLUMNS}, embedding, embedding <=> :q AS distance FROM (SELECT d.kind, d.ref_id, d.text, "
+        "d.message_time, d.is_current, d.embedding FROM episodes e JOIN search_documents d ON d.conversation_id = :c "
+        "AND d.kind = 'episode' AND d.ref_id = e.id WHERE e.conversation_id = :c "
+        "AND (e.thread_id = :thread OR e.platform_message_id = :thread) ORDER BY e.message_time DESC LIMIT :cap) AS thread "
+        "ORDER BY distance LIMIT :n",
+        around,
+    )
+
+
 def anchored_sql(exact: bool, around: bool = True) -> str:
     """The messages behind the ``:anchors`` entities nearest the question: of each
     entity's ``:scan`` most recent mentions (a person named everywhere stays cheap), the

@@ -104,6 +104,7 @@ class Episode(Base):
         Index("ix_episodes_chain_order", "conversation_id", "message_time", "id"),
         Index("ix_episodes_prev", "prev_id"),
         Index("ix_episodes_next", "next_id"),
+        Index("ix_episodes_thread", "conversation_id", "thread_id", postgresql_where=text("thread_id IS NOT NULL")),  # 0025
     )
 
     conversation_id: Mapped[int] = _conversation_fk()

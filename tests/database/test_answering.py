@@ -133,11 +133,15 @@ async def test_trace_usage_and_audit_are_stored(memory: Memory, conversation_ref
     assert trace.usage["embed_query"]["calls"] == 1
 
 
-async def test_unknown_conversation_and_empty_question_are_refused(memory: Memory, conversation_ref: ConversationRef) -> None:
+async def test_unknown_conversation_empty_question_and_bad_thread_are_refused(
+    memory: Memory, conversation_ref: ConversationRef
+) -> None:
     with pytest.raises(UnknownConversation):
         await api.ask(memory, ConversationRef.parse("no-such-conversation-anywhere"), "hello?", principal=OPERATOR)
     with pytest.raises(ValidationError, match="question"):
         await api.ask(memory, conversation_ref, "  ", principal=OPERATOR)
+    with pytest.raises(ValidationError, match="thread"):
+        await api.ask(memory, conversation_ref, "hello?", principal=OPERATOR, thread=["t1"])  # type: ignore[arg-type]
 
 
 async def test_llm_path_decomposes_reranks_answers_and_records_usage(

@@ -375,3 +375,43 @@ async def test_the_entities_nearest_a_question_bring_the_messages_behind_them(me
     assert ("episode", ids[0]) in [c.key for c in anchored.candidates]
     assert anchored.lists == plain.lists + 1
     assert orders[0] == orders[1] == {"anchored": [("episode", ids[0])]}
+
+
+# Two threads of one channel talk about a trip; the question is asked in the second.
+THREADS = [
+    ("t1", None, "ann", "Planning the Lisbon trip, who is in?"),
+    ("t1a", "t1", "bob", "Count me in for Lisbon, I booked the flights for the trip today."),
+    ("t2", None, "cat", "Road trip to the coast this weekend?"),
+    ("t2a", "t2", "dan", "Yes! I will drive, the van is ready."),
+]
+
+
+async def test_a_question_asked_in_a_thread_looks_at_its_thread_first(memory: Memory, conversation_id: int) -> None:
+    """The thread's messages are one more ranked list: asked in the road trip's thread,
+    the question brings that thread's best match beside the channel's (the top 1 here,
+    in the Lisbon thread); the root, stored before any reply (no thread id), is the
+    thread's too. A thread with no message changes nothing."""
+    messages = [
+        validate_message({"id": i, "author": who, "text": body, "thread_id": thread, "ts": T0 + timedelta(minutes=n)})
+        for n, (i, thread, who, body) in enumerate(THREADS)
+    ]
+    async with memory._sessions.begin() as session:
+        ids = {
+            m.platform_message_id: r.episode_id
+            for m, r in zip(messages, await append_messages(session, memory.embedder, conversation_id, messages), strict=True)
+        }
+    question = "Who booked the flights?"
+    vector = (await memory.embedder.embed([question])).vectors[0]
+    config = SearchConfig(top=1, kinds=("episode",), methods=("vector",))
+    async with memory._sessions.begin() as session:
+        channel = await search(session, conversation_id, [QueryVariant(question, vector)], config)
+        asked = [
+            await search(session, conversation_id, [QueryVariant(question, vector)], config, SearchHints(thread=thread))
+            for thread in ("t2", "t1", "elsewhere")
+        ]
+    in_road_trip, in_lisbon, nowhere = ({c.ref_id for c in found.candidates} for found in asked)
+    assert {c.ref_id for c in channel.candidates} == {ids["t1a"]}
+    assert ids["t2"] in in_road_trip or ids["t2a"] in in_road_trip
+    assert in_lisbon == {ids["t1a"]}
+    assert asked[0].lists == channel.lists + 1
+    assert nowhere == {ids["t1a"]} and asked[2].lists == channel.lists
