@@ -103,6 +103,26 @@ async def test_end_to_end_mentions_deletes_edits_redelivery(served: Running, sla
     assert await stored(memory, c) == slack.history(c)
 
 
+async def test_a_mention_in_a_thread_is_answered_from_its_thread_first(
+    served: Running, slack: SlackStandIn, memory: Memory
+) -> None:
+    """Two threads each name a venue in the same words; the same question asked in each
+    thread is answered from that thread."""
+    c = channel()
+    offsite = await slack.post(c, "U1", "Planning the team offsite, details in this thread.")
+    lisbon = await slack.post(c, "U1", "The venue is the Lisbon harbour hotel.", thread_ts=offsite)
+    party = await slack.post(c, "U2", "Planning the holiday party, details in this thread.")
+    porto = await slack.post(c, "U2", "The venue is the Porto river lodge.", thread_ts=party)
+    for thread in (offsite, party):
+        await slack.mention(c, "U3", "Where is the venue?", thread_ts=thread)
+    await settle(memory, served, [c])
+    replies = {reply["thread_ts"]: reply["text"] for reply in answers(slack, c)}
+    assert replies.keys() == {offsite, party}
+    for thread, venue, other in ((offsite, lisbon, porto), (party, porto, lisbon)):
+        first = replies[thread].splitlines()[0]
+        assert slack.history(c)[venue] in first and slack.history(c)[other] not in first, replies[thread]
+
+
 async def test_a_delete_before_its_create_leaves_it_unstored(served: Running, slack: SlackStandIn, memory: Memory) -> None:
     c = channel()
     message = slack.message(c, "U1", "Posted, then deleted; the events arrive the other way round.")
