@@ -18,7 +18,8 @@ their own as one more ranked list (the speaker indexed apart from the text), and
 messages by or naming any of them are weighted up after fusion.
 
 Threads. A question asked inside a thread has that thread's messages searched by vector
-on their own as one more ranked list (the thread first, then the channel).
+on their own as one more ranked list (the thread first, then the channel), and the
+speakers it names have their messages in that thread searched apart.
 
 Anchored messages. The entities nearest the question (``anchors``), found by their own
 vectors, bring the messages that mention them (``anchor_supports`` each, the nearest the
@@ -265,8 +266,13 @@ async def _vector_lists(
             found.append(await _messages_apart(session, run, sql.in_range_sql(len(ranges), run.around), **bounds))
         for name in hints.named_speakers:
             # The speaker is indexed apart from the text: each named person's own messages
-            # are one more ranked list.
-            found.append(await _messages_apart(session, run, sql.by_speaker_sql(run.around), name=name))
+            # are one more ranked list; asked in a thread, their messages in that thread
+            # (a name in a busy channel may talk in several threads about other things).
+            if hints.thread is None:
+                found.append(await _messages_apart(session, run, sql.by_speaker_sql(run.around), name=name))
+            else:
+                statement = sql.by_speaker_sql(run.around, in_thread=True)
+                found.append(await _messages_apart(session, run, statement, name=name, thread=hints.thread))
         if hints.thread is not None:
             # A question asked in a thread looks at its thread first: its messages are one
             # more ranked list, whatever the rest of the channel says.

@@ -121,14 +121,19 @@ def in_range_sql(ranges: int, around: bool = True) -> str:
     )
 
 
-def by_speaker_sql(around: bool = True) -> str:
-    """Nearest messages among the named speaker's (``:name``) most recent ``:cap``."""
+_IN_THREAD = "(e.thread_id = :thread OR e.platform_message_id = :thread)"  # a thread's root is stored without its id
+
+
+def by_speaker_sql(around: bool = True, in_thread: bool = False) -> str:
+    """Nearest messages among the named speaker's (``:name``) most recent ``:cap``, or
+    with ``in_thread`` among those in the thread ``:thread``."""
+    inside = f" AND {_IN_THREAD}" if in_thread else ""
     return _with_own_similarity(
         f"SELECT {_COLUMNS}, embedding, embedding <=> :q AS distance FROM (SELECT d.kind, d.ref_id, d.text, "
         "d.message_time, d.is_current, d.embedding FROM search_documents d JOIN episodes e ON e.id = d.ref_id "
         "AND e.conversation_id = :c JOIN speakers s ON s.conversation_id = :c AND s.id = e.speaker_id "
         "AND s.display_name = :name "
-        "WHERE d.conversation_id = :c AND d.kind = 'episode' ORDER BY d.message_time DESC LIMIT :cap) AS theirs "
+        f"WHERE d.conversation_id = :c AND d.kind = 'episode'{inside} ORDER BY d.message_time DESC LIMIT :cap) AS theirs "
         "ORDER BY distance LIMIT :n",
         around,
     )
@@ -140,8 +145,8 @@ def in_thread_sql(around: bool = True) -> str:
     return _with_own_similarity(
         f"SELECT {_COLUMNS}, embedding, embedding <=> :q AS distance FROM (SELECT d.kind, d.ref_id, d.text, "
         "d.message_time, d.is_current, d.embedding FROM episodes e JOIN search_documents d ON d.conversation_id = :c "
-        "AND d.kind = 'episode' AND d.ref_id = e.id WHERE e.conversation_id = :c "
-        "AND (e.thread_id = :thread OR e.platform_message_id = :thread) ORDER BY e.message_time DESC LIMIT :cap) AS thread "
+        f"AND d.kind = 'episode' AND d.ref_id = e.id WHERE e.conversation_id = :c AND {_IN_THREAD} "
+        "ORDER BY e.message_time DESC LIMIT :cap) AS thread "
         "ORDER BY distance LIMIT :n",
         around,
     )

@@ -17,7 +17,7 @@ from memory.retrieval.evidence import assemble
 from memory.retrieval.pipeline import retrieve
 from memory.retrieval.search import QueryVariant, SearchConfig, SearchHints, search
 from memory.retrieval.search_plan import TERM_SAMPLE
-from memory.retrieval.search_sql import Found, anchored_sql, planned_sizes, ranked_lists, term_shares
+from memory.retrieval.search_sql import Found, anchored_sql, by_speaker_sql, planned_sizes, ranked_lists, term_shares
 from memory.retrieval.timeparse import TimeRange
 from memory.store.conversations import ConversationRef, ensure_conversation
 from memory.store.schema import SearchDocument
@@ -415,3 +415,35 @@ async def test_a_question_asked_in_a_thread_looks_at_its_thread_first(memory: Me
     assert in_lisbon == {ids["t1a"]}
     assert asked[0].lists == channel.lists + 1
     assert nowhere == {ids["t1a"]} and asked[2].lists == channel.lists
+
+
+async def test_asked_in_a_thread_a_named_speakers_list_holds_their_messages_there(memory: Memory, conversation_id: int) -> None:
+    """Ann talks in both threads; asked in one, her list holds her messages in that thread
+    only (the root's included), where asked in the channel it holds both."""
+    messages = [
+        validate_message({"id": i, "author": who, "text": body, "thread_id": thread, "ts": T0 + timedelta(minutes=n)})
+        for n, (i, thread, who, body) in enumerate(
+            [
+                ("p1", None, "ann", "Trip thread: flights booked to Lisbon."),
+                ("p1a", "p1", "bob", "Great, I will book the hotel."),
+                ("p2", None, "cat", "Dinner thread."),
+                ("p2a", "p2", "ann", "I booked a table for Friday."),
+            ]
+        )
+    ]
+    async with memory._sessions.begin() as session:
+        stored = await append_messages(session, memory.embedder, conversation_id, messages)
+    ids = {m.platform_message_id: r.episode_id for m, r in zip(messages, stored, strict=True)}
+    vector = (await memory.embedder.embed(["What did Ann book?"])).vectors[0]
+    params = {"c": conversation_id, "n": 5, "cap": 100, "q": list(vector), "name": "ann"}
+    async with memory._sessions.begin() as session:
+        channel = await ranked_lists(session, by_speaker_sql(), params, Found(), "similarity", True)
+        threads = {
+            thread: await ranked_lists(
+                session, by_speaker_sql(in_thread=True), {**params, "thread": thread}, Found(), "similarity", True
+            )
+            for thread in ("p1", "p2")
+        }
+    assert set(channel["episode"]) == {("episode", ids["p1"]), ("episode", ids["p2a"])}
+    assert threads["p1"] == {"episode": [("episode", ids["p1"])]}
+    assert threads["p2"] == {"episode": [("episode", ids["p2a"])]}
