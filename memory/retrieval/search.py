@@ -83,16 +83,16 @@ from memory.store.documents import KINDS, capped_counts
 from memory.store.vector_indexes import OWN_INDEX_ROWS, own_index_rows, present
 
 METHODS = ("vector", "text")
-# Weight of each kind's ranked lists in the fusion. Facts and entities are views of the
-# messages (their supporting episodes are attached to them); a kind with a few dozen
-# documents puts every one of them in its top 60, so at full weight a weak fact would
-# rank with the best messages.
-KIND_WEIGHTS = {"episode": 1.0, "entity": 0.5, "relation": 0.5, "community": 0.5}
-METHOD_WEIGHTS = {"vector": 1.0, "text": 1.0}
-# The anchored list's weight (``anchored_sql``), and the entities and supports per entity
-# of the service's search (MemoryParams), chosen on the LoCoMo calibration split: all
+# Weight of each ranked list in the fusion, by what it lists: a kind of document, or the
+# anchored list (``anchored_sql``). Facts and entities are views of the messages (their
+# supporting episodes are attached to them); a kind with a few dozen documents puts every
+# one of them in its top 60, so at full weight a weak fact would rank with the best
+# messages. The anchored list's weight, and the entities and supports per entity of the
+# service's search (MemoryParams), were chosen on the LoCoMo calibration split: all
 # evidence at K = 30 84.3 -> 84.9% (inference questions 56.8 -> 63.6%); held-out 80.9 -> 81.6%.
 ANCHORED_WEIGHT = 0.3
+LIST_WEIGHTS = {"episode": 1.0, "entity": 0.5, "relation": 0.5, "community": 0.5, "anchored": ANCHORED_WEIGHT}
+METHOD_WEIGHTS = {"vector": 1.0, "text": 1.0}
 # An anchor's mentions ranked at most: its most recent ones (a person named in every
 # other message must not cost a scan of the conversation).
 ANCHOR_SCAN = 200
@@ -417,10 +417,10 @@ async def search(
     plan, by_vector, by_text = await _ranked(session, run, text_session)
     rankings = [keys for lists in (*by_vector, *by_text) for keys in lists.values()]
     weights = [
-        (ANCHORED_WEIGHT if kind == "anchored" else KIND_WEIGHTS[kind]) * METHOD_WEIGHTS[method]
+        LIST_WEIGHTS[listed] * METHOD_WEIGHTS[method]
         for method, found in (("vector", by_vector), ("text", by_text))
         for lists in found
-        for kind in lists
+        for listed in lists
     ]
     rows = run.found.rows
     about = await _about_speakers(session, conversation_id, hints.named_speakers, rows)
