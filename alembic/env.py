@@ -15,11 +15,10 @@ Numbering a new migration: alembic/versions/README.
 import asyncio
 import os
 
-from sqlalchemy import pool, text
-from sqlalchemy.ext.asyncio import create_async_engine
+from sqlalchemy import text
 
 from alembic import context
-from memory.store.database import async_url
+from memory.store.database import create_engine
 from memory.store.schema import Base
 from memory.store.vector_indexes import is_partition, made_at_run_time
 
@@ -45,7 +44,7 @@ def _run(connection) -> None:
 
 
 async def _run_from_url(url: str) -> None:
-    engine = create_async_engine(async_url(url), poolclass=pool.NullPool)
+    engine = create_engine(url, pool_size=None)
     async with engine.connect() as connection:
         await connection.run_sync(_run)
     await engine.dispose()

@@ -18,10 +18,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import and_, delete, desc, insert, or_, select, update
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
-from sqlalchemy.pool import NullPool
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from memory.store.database import async_url
+from memory.store.database import create_engine
 from memory.store.schema import SlackBot, SlackInstallation, SlackOAuthState
 
 Row = dict[str, Any]
@@ -53,7 +52,7 @@ class AppInstallations:
 
     def __init__(self, database_url: str, client_id: str) -> None:
         self.client_id = client_id
-        self.engine: AsyncEngine = create_async_engine(async_url(database_url), poolclass=NullPool)
+        self.engine: AsyncEngine = create_engine(database_url, pool_size=None)
 
     async def save(self, installation: Row, bot: Row | None) -> None:
         """An install (and its bot): its columns but ``client_id``, which is the app's."""

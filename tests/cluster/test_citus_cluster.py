@@ -15,6 +15,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import asyncpg
 import pytest
 from alembic.config import Config
 from clirun import stashbird
@@ -599,3 +600,37 @@ async def test_the_routing_check_reads_the_task_count_of_the_clusters_own_plans(
         spread = (await connection.execute(text(explain))).scalar()
     assert task_count(pinned) == 1
     assert (task_count(spread) or 0) > 1
+
+
+VISIBILITY = "SELECT current_setting('citus.override_table_visibility', true)"
+
+
+async def test_a_type_lookup_reads_the_catalogue_unfiltered_and_the_session_keeps_its_shards_hidden(
+    coordinator: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """asyncpg looks up the types it has no codec for (here bigint[] and name[]) in the
+    catalogue, once per connection: on a Citus node that lookup runs without the filter
+    that hides shards from pg_class (row by row, it made each lookup take 0.4 s), and the
+    session's own catalogue reads keep the filter afterwards."""
+    during: list[str | None] = []
+    lookup = asyncpg.Connection._introspect_types
+
+    async def spy(self: asyncpg.Connection, typeoids: object, timeout: object) -> object:
+        during.append(await self.fetchval(VISIBILITY))
+        return await lookup(self, typeoids, timeout)
+
+    monkeypatch.setattr(asyncpg.Connection, "_introspect_types", spy)
+    engine = create_engine(coordinator, pool_size=None)
+    try:
+        async with engine.connect() as connection:
+            before = (await connection.execute(text(VISIBILITY))).scalar()
+            found = await connection.execute(
+                text("SELECT CAST(:ids AS bigint[]), c.relname FROM pg_class c WHERE c.relname = ANY(:names)"),
+                {"ids": [1, 2], "names": ["pg_class"]},
+            )
+            assert found.all() == [([1, 2], "pg_class")]
+            after = (await connection.execute(text(VISIBILITY))).scalar()
+    finally:
+        await engine.dispose()
+    assert before == after == "on"
+    assert during and set(during) == {"off"}
