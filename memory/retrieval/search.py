@@ -221,6 +221,9 @@ class _Search:
     config: SearchConfig
     hints: SearchHints
     found: sql.Found = field(default_factory=sql.Found)
+    # The full text's connection is set once (custom plans, and the anchored list's
+    # ``ef_search`` in the same statement): each statement is a round trip.
+    reader_set: bool = False
 
     def base_params(self) -> dict[str, Any]:
         return {"c": self.conversation_id, "n": self.config.top}
@@ -280,13 +283,29 @@ async def _vector_lists(
     return found + await _kind_lists(session, run, vector_statements(plan, two_connections)[0])
 
 
+def _anchored(run: _Search, plan: VectorPlan) -> bool:
+    """Whether the search brings the anchored list: it looks at entities and messages by
+    vector and the conversation has entities."""
+    config = run.config
+    searched = "entity" in plan.exact or "entity" in plan.hnsw
+    return bool(config.anchors and searched and "episode" in config.kinds and "vector" in config.methods and run.variants)
+
+
+def _anchor_ef(run: _Search, plan: VectorPlan) -> int | None:
+    """The anchored list's ``ef_search`` when it scans the entities' index (None when it
+    does not): the plan's candidates scaled from ``top`` rows to ``anchors``. Set on the
+    connection that runs the list (it may be the second one)."""
+    if not _anchored(run, plan) or "entity" not in plan.hnsw:
+        return None
+    return max(40, math.ceil(plan.ef_search * run.config.anchors / run.config.top))
+
+
 async def _anchored_lists(session: AsyncSession, run: _Search, plan: VectorPlan) -> list[dict[str, list[Key]]]:
     """The messages behind the entities nearest the question (``anchored_sql``), when the
     search looks at entities and messages and the conversation has entities."""
-    config = run.config
-    searched = "entity" in plan.exact or "entity" in plan.hnsw
-    if not (config.anchors and searched and "episode" in config.kinds and "vector" in config.methods and run.variants):
+    if not _anchored(run, plan):
         return []
+    config = run.config
     params = {
         **run.base_params(),
         "q": list(run.variants[0].embedding),
@@ -294,12 +313,10 @@ async def _anchored_lists(session: AsyncSession, run: _Search, plan: VectorPlan)
         "supports": config.anchor_supports,
         "scan": ANCHOR_SCAN,
     }
-    exact = "entity" in plan.exact
-    if not exact:
-        # Set on this connection's transaction too (it may be the second one), for a
-        # few anchors: the plan's candidates scaled from ``top`` rows to ``anchors``.
-        await sql.set_hnsw_scan(session, max(40, math.ceil(plan.ef_search * config.anchors / config.top)))
-    statement = sql.anchored_sql(exact, run.around)
+    ef = _anchor_ef(run, plan)
+    if ef is not None and not run.reader_set:
+        await sql.set_hnsw_scan(session, ef)
+    statement = sql.anchored_sql(ef is None, run.around)
     return [await sql.ranked_lists(session, statement, params, run.found, "similarity", True, label="anchored")]
 
 
@@ -319,8 +336,10 @@ async def _text_lists(reader: AsyncSession, run: _Search, planned: Awaitable[Vec
         # The match bound is about cost, which only a large conversation has.
         large = plan.episode_rows if plan.episode_rows >= EXACT_SCAN_ROWS else 0
         terms = rare_terms(shares, large) if prune else sorted(shares)
-        if terms and plan.episode_rows >= OWN_INDEX_ROWS:  # it may have its own text index
-            await custom_plans(reader)
+        if terms and plan.episode_rows >= OWN_INDEX_ROWS and not run.reader_set:  # it may have its own text index
+            ef = _anchor_ef(run, plan)  # the anchored list's setting rides along
+            await (custom_plans(reader) if ef is None else sql.set_hnsw_scan(reader, ef))
+            run.reader_set = True
         if terms:
             # The plain baseline (common_terms) ranks by ts_rank_cd alone.
             weights = [0.0 if config.common_terms else term_weight(shares[t], sampled) for t in terms]

@@ -14,6 +14,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
 from pgvector.sqlalchemy import HALFVEC
@@ -286,6 +287,14 @@ async def set_hnsw_scan(session: AsyncSession, ef_search: int) -> None:
     await session.execute(_SET_HNSW_SCAN, {"ef": str(ef_search)})
 
 
+@lru_cache(maxsize=256)
+def _ranking(sql: str, vector: bool) -> TextClause:
+    """A ranking statement, built once per text (building one parses its text for
+    parameters: 0.1 ms, several times a search)."""
+    statement = text(sql)
+    return statement.bindparams(bindparam("q", type_=HALFVEC())) if vector else statement
+
+
 async def ranked_lists(
     session: AsyncSession, sql: str, params: dict[str, Any], found: Found, field_name: str, vector: bool, label: str = ""
 ) -> dict[str, list[Key]]:
@@ -293,9 +302,7 @@ async def ranked_lists(
     when given: a list weighed apart from its kind's); each document's best score so far
     is kept in ``found.rows[key].<field_name>``, and each episode's neighbours the
     statement brings in ``found.neighbours`` and ``found.around``."""
-    statement = text(sql)
-    if vector:
-        statement = statement.bindparams(bindparam("q", type_=HALFVEC()))
+    statement = _ranking(sql, vector)
     lists: dict[str, list[Key]] = {}
     listed: set[Key] = set()  # a message the anchored list reaches through two entities counts at its first place
     for kind, ref_id, doc_text, message_time, is_current, score, *chain in await session.execute(statement, params):
