@@ -46,7 +46,7 @@ from memory.retrieval.evidence import (
     labelled_episodes,
 )
 from memory.retrieval.llm_steps import decompose, needs_decomposition, rerank
-from memory.retrieval.pipeline import Retrieval, retrieve, speaker_names
+from memory.retrieval.pipeline import Retrieval, as_asked, retrieve, speaker_names
 from memory.retrieval.reading import corrections_of, question_cues, read_seen
 from memory.retrieval.selection import DEFAULT_WEIGHTS, Choice, SelectionWeights, choose
 from memory.store.answers import store_trace
@@ -369,6 +369,9 @@ async def answer(
     usages: list[Usage] = []
     notes: list[str] = []
     sub_queries: list[str] = []
+    # The answer is about what the person typed; everything that reads the question reads
+    # it with the asker named in place of "I" (``as_asked``).
+    typed, question = question, await as_asked(memory, conversation_id, question, principal)
     if llm is not None and needs_decomposition(question, question_date):
         sub_queries = (
             await _guarded("decompose", notes, usages, decompose(llm, question, question_date, memory.params.max_subqueries))
@@ -400,7 +403,7 @@ async def answer(
         drafted = draft_offline(choice, link)
         mode = "extractive"
     result = Answer(
-        question=question,
+        question=typed,
         question_date=question_date,
         answer=drafted.text,
         in_memory=drafted.in_memory,

@@ -17,6 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from memory.core import Memory
 from memory.params import MemoryParams
+from memory.principal import Principal
 from memory.retrieval.search import Candidate, QueryVariant, SearchConfig, SearchHints, search
 from memory.retrieval.search_plan import VectorPlan
 from memory.retrieval.timeparse import (
@@ -27,6 +28,7 @@ from memory.retrieval.timeparse import (
     resolve_anchor,
     resolve_times,
 )
+from memory.retrieval.wording import asks_about_asker, third_person
 from memory.store.documents import KINDS
 from memory.store.ledger import Usage
 from memory.store.schema import Speaker
@@ -100,6 +102,27 @@ def without_names(question: str, names: Sequence[str]) -> str:
 async def speaker_names(session: AsyncSession, conversation_id: int) -> list[str]:
     rows = await session.execute(select(Speaker.display_name).where(Speaker.conversation_id == conversation_id))
     return list(rows.scalars())
+
+
+async def speaker_name(session: AsyncSession, conversation_id: int, platform_user_id: str) -> str | None:
+    """The display name of the person with this platform id in the conversation (None
+    when they have written nothing there)."""
+    found = select(Speaker.display_name).where(
+        Speaker.conversation_id == conversation_id, Speaker.platform_user_id == platform_user_id
+    )
+    return (await session.execute(found)).scalar()
+
+
+async def as_asked(memory: Memory, conversation_id: int, question: str, principal: Principal) -> str:
+    """The question with its asker named where it says "I", "me" or "my" about them
+    (``wording.third_person``), when a person of the conversation asks it: "What did I
+    say about the launch?" is about the asker's messages, which say their name, not "I",
+    to the search and to a model reading the question. As it is otherwise."""
+    if principal.kind != "user" or not asks_about_asker(question):
+        return question
+    async with memory._sessions() as session:
+        name = await speaker_name(session, conversation_id, principal.id)
+    return third_person(question, name) if name else question
 
 
 async def retrieve(

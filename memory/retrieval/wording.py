@@ -100,6 +100,58 @@ def first_person(question: str, forms: Sequence[str]) -> str:
     return re.sub(r"\bI\s+(is|has|does)\b", lambda m: f"I {_AFTER_I[m.group(1)]}", rewritten)
 
 
+# "Tell me", "remind me": the asker asks the bot, not about themselves.
+_ASKED_OF_THE_BOT = re.compile(r"\b(?:tell|remind|show|give|send|let|help|get|find|ask|answer|update)\s+me\b", re.IGNORECASE)
+_ASKER = re.compile(r"(?<![\w'’])(i|me|my|mine|myself)(?![\w'’])|(?<![\w'’])i['’](m|ve|ll|d)\b", re.IGNORECASE)
+_ASKER_CONTRACTED = {"m": "is", "ve": "has", "ll": "will", "d": "had"}
+# Agreement with a name: "do I" -> "does Ann", "I have" -> "Ann has".
+_BEFORE_ASKER = {"am": "is", "do": "does", "have": "has", "was": "was"}
+_AFTER_ASKER = {"am": "is", "do": "does", "have": "has", "don't": "doesn't", "don’t": "doesn’t", "haven't": "hasn't"}
+
+
+def asks_about_asker(question: str) -> bool:
+    """Whether the question asks about the person asking it ("What did I say about the
+    launch?", "when is my flight?"), not only asks them something ("remind me what Bo
+    said"). Pure."""
+    return bool(_ASKER.search(_ASKED_OF_THE_BOT.sub(" ", question)))
+
+
+def third_person(question: str, name: str) -> str:
+    """The question the person called ``name`` asks about themselves, as anyone would ask
+    it about them ("What did I say about the launch?" asked by Ann becomes "What did Ann
+    say about the launch?"): messages say "Ann", the speakers' lists and selection look
+    for who a question names, and the bot is "I" to a model reading it. "Tell me" and
+    "remind me" stay (they ask the bot); the inverse of ``first_person``. Pure."""
+    kept: list[tuple[int, int]] = [m.span() for m in _ASKED_OF_THE_BOT.finditer(question)]
+
+    def person(match: re.Match[str]) -> str:
+        if any(start <= match.start() < end for start, end in kept):
+            return match.group(0)
+        word = (match.group(1) or "").lower()
+        if match.group(2):
+            return f"{name} {_ASKER_CONTRACTED[match.group(2).lower()]}"
+        return f"{name}'s" if word in ("my", "mine") else name
+
+    rewritten = _ASKER.sub(person, question)
+    forms = re.escape(name)
+    rewritten = re.sub(
+        rf"\b(am|do|have|was)\s+{forms}\b",
+        lambda m: f"{_match_case(_BEFORE_ASKER[m.group(1).lower()], m.group(1))} {name}",
+        rewritten,
+        flags=re.IGNORECASE,
+    )
+    return re.sub(
+        rf"\b{forms}\s+(am|do|have|don['’]t|haven't)\b",
+        lambda m: f"{name} {_AFTER_ASKER[m.group(1).lower()]}",
+        rewritten,
+        flags=re.IGNORECASE,
+    )
+
+
+def _match_case(word: str, like: str) -> str:
+    return word.capitalize() if like[:1].isupper() else word
+
+
 def is_question(text: str) -> bool:
     """Every sentence of the message asks something. Pure."""
     sentences = [s.strip() for s in _SENTENCE.findall(text) if s.strip()]

@@ -88,6 +88,37 @@ async def test_not_in_memory_when_nothing_relevant(
     assert result.evidence, "evidence is still shown and traced, it just does not answer"
 
 
+async def test_a_question_about_the_asker_is_answered_from_their_own_messages(
+    memory: Memory, conversation_ref: ConversationRef, conversation_id: int
+) -> None:
+    """ "Where did I move?" is about whoever asks it: each person gets their own message,
+    found by their name (messages say "Priya", never "I" for her); the answer and its
+    trace keep the question as typed."""
+    said = [
+        ("U1", "Priya Raman", "I moved to the Lisbon office in March, the view is great."),
+        ("U2", "Tom Berg", "I moved to the Berlin office last week, still unpacking."),
+        ("U3", "Marco Rossi", "Lunch on Wednesday at the Thai place?"),
+    ]
+    messages = [
+        validate_message({"id": f"m{i}", "author_id": uid, "author_name": name, "text": body, "ts": T0 + timedelta(minutes=i)})
+        for i, (uid, name, body) in enumerate(said)
+    ]
+    await api.ingest(memory, conversation_ref, messages, principal=OPERATOR)
+    asked = "where did i move?"
+    by = {}
+    for uid in ("U1", "U2"):
+        by[uid] = await api.ask(memory, conversation_ref, asked, principal=Principal.user(uid), date=T0 + timedelta(days=1))
+        assert by[uid].in_memory and by[uid].question == asked
+    assert by["U1"].citations[0].platform_message_id == "m0"
+    assert by["U2"].citations[0].platform_message_id == "m1"
+    # Someone who has written nothing here is asked as they typed; so is the operator.
+    stranger = await api.ask(memory, conversation_ref, asked, principal=Principal.user("U9"), date=T0 + timedelta(days=1))
+    assert stranger.question == asked
+    async with memory._sessions() as session:
+        stored = await session.execute(select(AnswerTrace.question).where(AnswerTrace.id == by["U1"].trace_id))
+        assert stored.scalar_one() == asked
+
+
 async def test_bot_messages_are_context_not_evidence(
     memory: Memory, conversation_ref: ConversationRef, conversation_id: int
 ) -> None:

@@ -27,7 +27,7 @@ from memory.retrieval.selection import (
     in_named_time,
 )
 from memory.retrieval.timeparse import TimeRange
-from memory.retrieval.wording import answer_type, first_person, has_answer_type, is_question
+from memory.retrieval.wording import answer_type, asks_about_asker, first_person, has_answer_type, is_question, third_person
 
 T0 = datetime(2026, 3, 2, 9, tzinfo=timezone.utc)
 SPEAKERS = ["Priya", "Tom", "Alice"]
@@ -303,6 +303,33 @@ def test_first_person_asks_as_the_named_speaker() -> None:
     assert first_person("What can't Priya eat?", ("Priya",)) == "What can't I eat?"
     assert first_person("Why did Melanie choose the agency?", ("Melanie",)) == "Why did I choose the agency?"
     assert first_person("Who looks after the budget?", ()) == "Who looks after the budget?"
+
+
+def test_third_person_names_the_asker_where_the_question_is_about_them() -> None:
+    assert third_person("What did I say about the launch?", "Ann") == "What did Ann say about the launch?"
+    assert third_person("when is my flight?", "Ann") == "when is Ann's flight?"
+    assert third_person("What do I like to cook?", "Ann Lee") == "What does Ann Lee like to cook?"
+    assert third_person("Am I on call this weekend?", "Ann") == "Is Ann on call this weekend?"
+    assert third_person("Have I paid Bo back?", "Ann") == "Has Ann paid Bo back?"
+    assert third_person("i'm flying where next week?", "Ann") == "Ann is flying where next week?"
+    assert third_person("Is the blue mug mine?", "Ann") == "Is the blue mug Ann's?"
+    # Asking the bot for something is not asking about oneself.
+    assert third_person("Can you tell me when I moved?", "Ann") == "Can you tell me when Ann moved?"
+    assert not asks_about_asker("remind me what Bo said about the launch")
+    assert asks_about_asker("what did Bo say about me?")
+
+
+@given(
+    st.sampled_from(["What did {} say?", "Where is {} based now?", "What does {} drive?", "Has {} camped?", "Who met {}?"]),
+    st.sampled_from(["Omar", "Dana Wu", "Li"]),
+)
+def test_a_question_asked_in_the_first_person_names_its_asker_again(template: str, name: str) -> None:
+    """``third_person`` undoes ``first_person``: the question names its asker again, and
+    says no "I", "me" or "my"."""
+    asked = first_person(template.format(name), (name, name.split()[0]))
+    assert asks_about_asker(asked)
+    again = third_person(asked, name)
+    assert again == template.format(name) and not asks_about_asker(again)
 
 
 @given(st.text(alphabet="abc XYZ?'", max_size=30))
