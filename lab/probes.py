@@ -31,10 +31,12 @@ from memory.models.llm import OPERATION_HEADER
 from memory.models.tokens import count_tokens
 from memory.retrieval.answering import NOT_IN_MEMORY, baseline_reply
 from memory.retrieval.calibration import Labelled, calibrate
+from memory.retrieval.pipeline import named_speaker
 from memory.retrieval.recall import Recall
 from memory.retrieval.search import SearchResult
 from memory.retrieval.search_plan import VectorPlan
 from memory.retrieval.selection import AbstentionRule, SelectionWeights
+from memory.retrieval.wording import first_person
 from memory.store.embedded import drop_embedded_database
 from memory.store.integrity import Integrity
 from memory.store.residue import WordResidue
@@ -67,6 +69,8 @@ __all__ = [
     "baseline_reply",
     "calibrate",
     "count_tokens",
+    "first_person",
+    "named_speaker",
     "backend_pid",
     "consolidated_messages",
     "consolidation_lags",

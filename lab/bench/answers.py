@@ -20,6 +20,11 @@ answerable ones wrongly refused (a question naming someone never mentioned, or w
 best message holds nothing of it, is refused throughout). ``--fit`` runs the calibration
 split alone and prints what ``memory.calibrate`` chooses on it beside the defaults.
 
+First person (``--first-person``): each question that names one speaker is also asked as
+that speaker would ask it ("What did I paint?"), once by them (a person of the
+conversation: the question is read with their name for "I") and once by the operator (no
+one to name), beside the same questions as written.
+
 Reworded questions: the questions that have a hand-written rewording in
 ``lab/data/locomo_paraphrases.json`` (the same meaning in other content words; see its
 note) are asked both ways, and the split prints the two side by side: first citation is
@@ -71,8 +76,18 @@ from lab.bench.common import (
 )
 from lab.bench.rewordings import Rewording, load_rewordings
 from lab.group_channels import LAYOUTS, build_channel
-from lab.probes import NOT_IN_MEMORY, AbstentionRule, Labelled, SelectionWeights, baseline_reply, calibrate, count_tokens
-from memory import Answer, ConversationRef, Memory, ValidationError, ask
+from lab.probes import (
+    NOT_IN_MEMORY,
+    AbstentionRule,
+    Labelled,
+    SelectionWeights,
+    baseline_reply,
+    calibrate,
+    count_tokens,
+    first_person,
+    named_speaker,
+)
+from memory import Answer, ConversationRef, Memory, Principal, ValidationError, ask, normalize_id
 
 ADVERSARIAL = 5
 DEFAULTS = SelectionWeights()  # the calibrated weights and abstention rule
@@ -117,6 +132,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "its questions answered there beside alone, with the ratio; the channel's layout: interleaved "
         "(the default, bare --group: turns alternating, no threads), threads (each conversation a thread keeping its days) "
         "or threaded (turns alternating, each conversation a thread)",
+    )
+    parser.add_argument(
+        "--first-person",
+        action="store_true",
+        help='also ask each question that names one speaker as that speaker would ask it ("What did I paint?"), '
+        "once by them and once by the operator (no one to name), printed beside the same questions as written",
     )
     add_cast_argument(parser)
 
@@ -296,10 +317,12 @@ def ranked_ids(result: Answer) -> list[str]:
     return [seen.episode.platform_message_id for seen, _ in result.selection.ranked] if result.selection else []
 
 
-async def _answer(memory: Memory, ref: ConversationRef, text: str, when: datetime) -> tuple[Answer, list[str], bool, str]:
+async def _answer(
+    memory: Memory, ref: ConversationRef, text: str, when: datetime, asker: Principal = BENCH
+) -> tuple[Answer, list[str], bool, str]:
     """The answer computed without the doubt threshold, then the default rule applied:
     the answer, its cited turns, whether it is refused, and the reply as shown."""
-    result = await ask(memory, ref, text, principal=BENCH, date=when, weights=OPEN_WEIGHTS)
+    result = await ask(memory, ref, text, principal=asker, date=when, weights=OPEN_WEIGHTS)
     refused = not result.in_memory or refusal(result, DEFAULTS.abstention)
     cited = [] if refused else [c.platform_message_id for c in result.citations]
     return result, cited, refused, NOT_IN_MEMORY if refused else reply_text(result)
@@ -312,10 +335,13 @@ async def _split(
     name: str,
     labelled: list[Labelled],
     rewordings: dict[tuple[str, int], Rewording],
+    first_persons: bool = False,
 ) -> dict[str, Any]:
     system, baseline, sweep = Tally(), Tally(), Sweep()
     # The questions that have a hand-written rewording, asked both ways.
     original, reworded, changes = Tally(), Tally(), Changes()
+    # The questions that name one speaker: as written, and in the first person by them and by no one named.
+    third, by_them, unnamed = Tally(), Tally(), Tally()
     rule = DEFAULTS.abstention
     with progress(sum(len(c.questions) for c in conversations), f"answers {name}") as bar:
         for conversation in conversations:
@@ -337,13 +363,20 @@ async def _split(
                 rewording = rewordings.get((conversation.name, index))
                 if rewording is not None:
                     original.add(question.category, gold, question.answer, cited, refused, shown, ranked)
-                    again, cited_reworded, refused_reworded, shown = await _answer(memory, ref, rewording.reworded, asked_on)
+                    again, cited_reworded, refused_reworded, said = await _answer(memory, ref, rewording.reworded, asked_on)
                     if again.selection is not None:
                         labelled.append(Labelled(again.selection, frozenset(gold), question.category == ADVERSARIAL))
                     reworded.add(
-                        question.category, gold, question.answer, cited_reworded, refused_reworded, shown, ranked_ids(again)
+                        question.category, gold, question.answer, cited_reworded, refused_reworded, said, ranked_ids(again)
                     )
                     changes.add(question.category, gold, (cited, refused), (cited_reworded, refused_reworded))
+                asked = first_person_of(question.question, conversation.speakers) if first_persons else None
+                if asked is not None:
+                    text, speaker = asked
+                    third.add(question.category, gold, question.answer, cited, refused, shown, ranked)
+                    for tally, asker in ((by_them, Principal.user(normalize_id(speaker, "author"))), (unnamed, BENCH)):
+                        again, cited_again, refused_again, reply = await _answer(memory, ref, text, asked_on, asker)
+                        tally.add(question.category, gold, question.answer, cited_again, refused_again, reply, ranked_ids(again))
     figures = {
         "conversations": [c.name for c in conversations],
         "system": system.figures(),
@@ -352,7 +385,20 @@ async def _split(
     }
     if original.answers:
         figures["reworded"] = {"original": original.figures(), "reworded": reworded.figures(), "changes": changes.figures()}
+    if third.answers:
+        figures["first_person"] = {"as_written": third.figures(), "by_them": by_them.figures(), "unnamed": unnamed.figures()}
     return figures
+
+
+def first_person_of(question: str, speakers: Sequence[str]) -> tuple[str, str] | None:
+    """The question as the one speaker it names would ask it ("What did Melanie paint?"
+    asked by Melanie: "What did I paint?"), with that speaker; None when it names none
+    or several, or says nothing a person would say of themselves. Pure."""
+    speaker = named_speaker(question, speakers)
+    if speaker is None:
+        return None
+    asked = first_person(question, (speaker, speaker.split()[0]))
+    return (asked, speaker) if asked != question else None
 
 
 async def _group(
@@ -397,7 +443,9 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
         for split, chosen in names.items():
             if chosen:
                 chosen_conversations = [conversations[n] for n in chosen]
-                result["splits"][split] = await _split(memory, chosen_conversations, run_id, split, labelled, rewordings)
+                result["splits"][split] = await _split(
+                    memory, chosen_conversations, run_id, split, labelled, rewordings, args.first_person
+                )
                 if args.group:
                     alone = result["splits"][split]["system"]
                     result.setdefault("group", {})[split] = await _group(
@@ -444,6 +492,8 @@ def render(result: dict[str, Any]) -> str:
         )
         if "reworded" in figures:
             lines += _reworded(figures["reworded"])
+        if "first_person" in figures:
+            lines += _first_person(figures["first_person"])
     for split, group in result.get("group", {}).items():
         lines.append(
             f"{split} split in one group channel ({group['channel_name']}, {group['layout']} layout, {group['cast_rule']} cast, "
@@ -471,6 +521,22 @@ def _fitted(fitted: dict[str, Any], defaults: dict[str, Any]) -> list[str]:
     same = all(value == default for _, value, default in rows)
     lines = [f"fitted on the calibration split ({'the defaults' if same else 'differs from the defaults'}):"]
     lines += [f"  {name} = {value}" + ("" if value == default else f"   (default {default})") for name, value, default in rows]
+    return lines
+
+
+def _first_person(asked: dict[str, dict[str, Any]]) -> list[str]:
+    """The questions that name one speaker, as written and as that speaker asks them."""
+    written = asked["as_written"]
+    lines = [
+        f"  asked in the first person by the one speaker they name (--first-person): {written['answerable']} answerable, "
+        f"{written['adversarial']} adversarial"
+    ]
+    for name, f in (("as written", written), ("by them", asked["by_them"]), ("unnamed", asked["unnamed"])):
+        lines.append(
+            f"    {name:<10} first citation is evidence {f['first_citation_evidence']:6.1%}   answerable refused "
+            f"{f['answerable_refused']:6.1%}   category 5 not in memory {f['adversarial_not_in_memory']:6.1%}   "
+            f"evidence read {f['evidence_read']:6.1%}"
+        )
     return lines
 
 

@@ -1,4 +1,5 @@
-"""The paired comparison of questions asked as written and reworded, and where answers are lost (bench answers)."""
+"""The paired comparisons of bench answers (questions as written against reworded, or asked in the
+first person) and where answers are lost."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import math
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lab.bench.answers import ADVERSARIAL, Changes, Tally, mcnemar_p
+from lab.bench.answers import ADVERSARIAL, Changes, Tally, _first_person, first_person_of, mcnemar_p
 
 counts = st.integers(min_value=0, max_value=60)
 
@@ -57,3 +58,21 @@ def test_tally_tells_retrieval_losses_from_selection_losses() -> None:
     tally.add(5, set(), "x", [], True, "r", ["D1:3"])  # adversarial: not counted
     figures = tally.figures()
     assert (figures["evidence_read"], figures["ranked_first_evidence"], figures["first_citation_evidence"]) == (0.75, 0.5, 0.25)
+
+
+def test_a_question_naming_one_speaker_is_asked_as_they_would_ask_it() -> None:
+    speakers = ("Melanie", "Caroline")
+    assert first_person_of("What did Melanie paint?", speakers) == ("What did I paint?", "Melanie")
+    assert first_person_of("Where did Caroline's family go?", speakers) == ("Where did my family go?", "Caroline")
+    assert first_person_of("What do Melanie and Caroline both like?", speakers) is None  # two people
+    assert first_person_of("When is the parade?", speakers) is None  # nobody
+
+
+def test_the_first_person_figures_are_printed_beside_the_questions_as_written() -> None:
+    tally = Tally()
+    tally.add(1, {"D1:1"}, "a cat", ["D1:1"], False, "a cat", ["D1:1"])
+    figures = {"as_written": tally.figures(), "by_them": tally.figures(), "unnamed": Tally().figures()}
+    lines = _first_person(figures)
+    assert "1 answerable" in lines[0]
+    assert [line.split()[0] for line in lines[1:]] == ["as", "by", "unnamed"]
+    assert "100.0%" in lines[1] and "0.0%" in lines[3]
