@@ -123,6 +123,24 @@ async def test_a_mention_in_a_thread_is_answered_from_its_thread_first(
         assert slack.history(c)[venue] in first and slack.history(c)[other] not in first, replies[thread]
 
 
+async def test_a_mention_about_its_asker_is_answered_from_their_own_message(
+    served: Running, slack: SlackStandIn, memory: Memory
+) -> None:
+    """Two people said the same thing of themselves; each who asks "where did I move?"
+    gets their own message (the mention's author is who "I" is)."""
+    c = channel()
+    lisbon = await slack.post(c, "U1", "I moved to the Lisbon office in March.")
+    berlin = await slack.post(c, "U2", "I moved to the Berlin office last week.")
+    await settle(memory, served, [c])
+    for user in ("U1", "U2"):
+        await slack.mention(c, user, "where did I move?")
+        await settle(memory, served, [c])
+    first, second = (reply["text"].splitlines()[0] for reply in answers(slack, c))
+    texts = slack.history(c)
+    assert texts[lisbon] in first and texts[berlin] not in first, first
+    assert texts[berlin] in second and texts[lisbon] not in second, second
+
+
 async def test_a_delete_before_its_create_leaves_it_unstored(served: Running, slack: SlackStandIn, memory: Memory) -> None:
     c = channel()
     message = slack.message(c, "U1", "Posted, then deleted; the events arrive the other way round.")
