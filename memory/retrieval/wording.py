@@ -105,7 +105,7 @@ _ASKED_OF_THE_BOT = re.compile(r"\b(?:tell|remind|show|give|send|let|help|get|fi
 _ASKER = re.compile(r"(?<![\w'’])(i|me|my|mine|myself)(?![\w'’])|(?<![\w'’])i['’](m|ve|ll|d)\b", re.IGNORECASE)
 _ASKER_CONTRACTED = {"m": "is", "ve": "has", "ll": "will", "d": "had"}
 # Agreement with a name: "do I" -> "does Ann", "I have" -> "Ann has".
-_BEFORE_ASKER = {"am": "is", "do": "does", "have": "has", "was": "was"}
+_BEFORE_ASKER = {"am": "is", "do": "does", "have": "has"}
 _AFTER_ASKER = {"am": "is", "do": "does", "have": "has", "don't": "doesn't", "don’t": "doesn’t", "haven't": "hasn't"}
 
 
@@ -133,15 +133,15 @@ def third_person(question: str, name: str) -> str:
         return f"{name}'s" if word in ("my", "mine") else name
 
     rewritten = _ASKER.sub(person, question)
-    forms = re.escape(name)
+    named = re.escape(name)
     rewritten = re.sub(
-        rf"\b(am|do|have|was)\s+{forms}\b",
+        rf"\b(am|do|have)\s+{named}\b",
         lambda m: f"{_match_case(_BEFORE_ASKER[m.group(1).lower()], m.group(1))} {name}",
         rewritten,
         flags=re.IGNORECASE,
     )
     return re.sub(
-        rf"\b{forms}\s+(am|do|have|don['’]t|haven't)\b",
+        rf"\b{named}\s+(am|do|have|don['’]t|haven't)\b",
         lambda m: f"{name} {_AFTER_ASKER[m.group(1).lower()]}",
         rewritten,
         flags=re.IGNORECASE,
