@@ -68,7 +68,7 @@ class SlackStandIn:
     def __post_init__(self) -> None:
         self._runner: web.AppRunner | None = None
         self._session: aiohttp.ClientSession | None = None
-        self._last = 0.0
+        self._last = 0  # microseconds
         self._websocket: web.WebSocketResponse | None = None
         self._socket_request: web.Request | None = None
         self.socket_connections = 0
@@ -339,8 +339,10 @@ class SlackStandIn:
 
     def next_ts(self) -> str:
         """A new message time: now, and always after the last one (ts are unique)."""
-        self._last = max(time.time(), self._last + 0.000001)  # never far ahead of the clock (backfill reads up to now)
-        return f"{self._last:.6f}"
+        # Whole microseconds: a float of today's epoch seconds steps by about 0.24 µs, so
+        # "the last plus 1 µs" could print as the same ts (a message silently replaced).
+        self._last = max(time.time_ns() // 1000, self._last + 1)  # never far ahead of the clock (backfill reads up to now)
+        return f"{self._last // 1_000_000}.{self._last % 1_000_000:06d}"
 
     def _event_id(self) -> str:
         return f"Ev{next(self._events):08d}"
