@@ -23,6 +23,7 @@ from lab.probes import drop_embedded_database
 from memory import (
     ConversationRef,
     Embedder,
+    Extractor,
     Memory,
     OfflineExtractor,
     Principal,
@@ -104,12 +105,17 @@ def times(ratio: float | None) -> str:
 
 
 async def locomo_conversation(
-    memory: Memory, conversation: locomo.Conversation, run_id: str, consolidated: bool, communities: bool = False
+    memory: Memory,
+    conversation: locomo.Conversation,
+    run_id: str,
+    consolidated: bool,
+    communities: bool = False,
+    extractor: Extractor | None = None,
 ) -> tuple[ConversationRef, set[str]]:
-    """Ingest and consolidate offline (both skipped for what the database already
-    holds: the ingest when every turn is stored, the consolidation past its
-    checkpoint), and build communities when asked. Returns the conversation and the
-    LoCoMo turn ids it holds."""
+    """Ingest and consolidate, offline unless another ``extractor`` is given (both
+    skipped for what the database already holds: the ingest when every turn is stored,
+    the consolidation past its checkpoint), and build communities when asked. Returns
+    the conversation and the LoCoMo turn ids it holds."""
     ref = ConversationRef("bench", run_id, f"locomo-{conversation.name}")
     try:
         stored = len(await messages(memory, ref, principal=BENCH))
@@ -118,7 +124,7 @@ async def locomo_conversation(
     if stored < len(conversation.turns):
         await ingest(memory, ref, [t.message for t in conversation.turns], principal=BENCH)
     if consolidated:
-        await consolidate(memory, ref, principal=BENCH, extractor=OfflineExtractor())
+        await consolidate(memory, ref, principal=BENCH, extractor=extractor or OfflineExtractor())
     if communities:
         await build_communities(memory, ref, principal=BENCH)
     return ref, {str(m["message_id"]) for m in await messages(memory, ref, principal=BENCH)}

@@ -53,11 +53,13 @@ import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from bot import locomo
+from bot.files import read_json
 from bot.progress import progress
 from bot.settings import Settings
 from lab.bench.common import (
@@ -76,8 +78,9 @@ from lab.bench.common import (
     times,
 )
 from lab.group_channels import LAYOUTS, split_channels
+from lab.observations import observations, replay_records
 from lab.probes import halfvec_recall, load_bulk_messages, recall, search_vector
-from memory import ConversationRef, Memory, ValidationError, messages
+from memory import ConversationRef, Extractor, Memory, ReplayExtractor, ValidationError, messages
 
 KS = (10, 30)
 CATEGORIES = (1, 2, 3, 4)
@@ -123,7 +126,26 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "(the default, bare --group: turns alternating, no threads), threads (each conversation a thread keeping its days) "
         "or threaded (turns alternating, each conversation a thread)",
     )
+    parser.add_argument(
+        "--extractions",
+        choices=("offline", "observations"),
+        default="offline",
+        help="the graph's extractions: offline (the spaCy extractor, the default) or observations (LoCoMo's own "
+        "per-speaker observations replayed as facts, lab/observations.py: what better extractions would give)",
+    )
     add_cast_argument(parser)
+
+
+def _extractors(args: argparse.Namespace, conversations: list[locomo.Conversation]) -> dict[str, Extractor]:
+    """With ``--extractions observations``, each conversation's replayed observations."""
+    if args.extractions == "offline":
+        return {}
+    extractors: dict[str, Extractor] = {}
+    for conversation in conversations:
+        items = observations(read_json(Path(args.locomo) / f"{conversation.name}.json"))
+        records = replay_records(items, (turn.dia_id for turn in conversation.turns))
+        extractors[conversation.name] = ReplayExtractor.from_records(records)
+    return extractors
 
 
 @dataclass
@@ -181,7 +203,12 @@ async def _score(
 
 
 async def _locomo(
-    memory: Memory, conversations: list[locomo.Conversation], graph: bool, run_id: str, communities: bool = False
+    memory: Memory,
+    conversations: list[locomo.Conversation],
+    graph: bool,
+    run_id: str,
+    communities: bool = False,
+    extractors: dict[str, Extractor] | None = None,
 ) -> dict[str, Any]:
     system = {k: Score() for k in KS}
     # The same, per split: tuning is judged on the calibration split, reported on the held-out one.
@@ -194,7 +221,8 @@ async def _locomo(
     total = sum(1 for c in conversations for q in c.questions if q.category in CATEGORIES)
     with progress(total, "retrieval") as bar:
         for conversation in conversations:
-            ref, _ = await locomo_conversation(memory, conversation, run_id, graph, communities)
+            extractor = (extractors or {}).get(conversation.name)
+            ref, _ = await locomo_conversation(memory, conversation, run_id, graph, communities, extractor)
             asked_on = question_date(conversation)
             for question in conversation.questions:
                 if question.category not in CATEGORIES:
@@ -216,6 +244,7 @@ async def _locomo(
         "questions_scored": system[KS[0]].questions,
         "questions_without_evidence": unscored,
         "consolidated": graph,
+        "extractions": "observations" if extractors else "offline",
         "system": {str(k): score.figures() for k, score in system.items()},
         "splits": {name: {str(k): score.figures() for k, score in scores.items()} for name, scores in splits.items()},
         **({"system_with_communities": {str(k): s.figures() for k, s in with_communities.items()}} if communities else {}),
@@ -357,15 +386,19 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     if args.group and not any(c.name in chosen for c in conversations for chosen in SPLITS.values()):
         raise ValidationError("--group", "channels are built per split: run conversations of the calibration or held-out split")
     graph = not args.no_consolidate
+    if args.extractions != "offline" and (args.group or not graph):
+        raise ValidationError("--extractions", "observations are replayed on conversations alone: drop --group, --no-consolidate")
+    extractors = _extractors(args, conversations)
     # A reused database keeps one copy of each conversation per graph setting.
-    run_id = ("reuse-graph" if graph else "reuse-raw") if args.reuse else uuid.uuid4().hex[:6]
+    setting = ("reuse-observations" if extractors else "reuse-graph") if graph else "reuse-raw"
+    run_id = setting if args.reuse else uuid.uuid4().hex[:6]
     # A database of its own, so that a normal run (which starts from a fresh one) never
     # drops what --reuse keeps.
     database = "stashbird_bench_retrieval_reuse" if args.reuse else "stashbird_bench_retrieval"
     async with bench_memory(settings, database, keep=args.reuse) as memory:
         if args.communities and not graph:
             raise ValidationError("--communities", "communities are built from the graph: drop --no-consolidate")
-        result = {"bench": "retrieval", **await _locomo(memory, conversations, graph, run_id, args.communities)}
+        result = {"bench": "retrieval", **await _locomo(memory, conversations, graph, run_id, args.communities, extractors)}
         if args.group:
             result["group"] = await _group(
                 memory, conversations, graph, run_id, args.communities, result["splits"], args.group, args.cast
@@ -411,11 +444,19 @@ def _group_lines(group: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _graph(result: dict[str, Any]) -> str:
+    if not result["consolidated"]:
+        return "not built (raw turns only)"
+    if result.get("extractions") == "observations":
+        return "LoCoMo's observations replayed as facts (lab/observations.py)"
+    return "consolidated offline"
+
+
 def render(result: dict[str, Any]) -> str:
     lines = [
         f"LoCoMo: {result['conversations']} conversations, {result['questions_scored']} questions of categories 1-4 scored "
         f"({result['questions_without_evidence']} without evidence ids not scored); "
-        f"graph {'consolidated offline' if result['consolidated'] else 'not built (raw turns only)'}",
+        f"graph {_graph(result)}",
     ]
     lines += [_line(f"stashbird K={k}", figures) for k, figures in result["system"].items()]
     for name, scores in result.get("splits", {}).items():
