@@ -41,7 +41,8 @@ With ``--group``, each split's conversations are also merged into one group chan
 with no threads; ``--group threads``, each conversation a thread; ``--cast pairs``, every
 speaker under their own name instead of the ring's cast) and its questions
 answered there: the split's figures in the channel beside alone, and their ratio (channel
-over alone). Channel answers are neither fitted on nor reworded.
+over alone). Channel answers are neither fitted on nor reworded; with ``--first-person``
+they are also asked in the first person, by the cast name that asks.
 """
 
 from __future__ import annotations
@@ -402,13 +403,21 @@ def first_person_of(question: str, speakers: Sequence[str]) -> tuple[str, str] |
 
 
 async def _group(
-    memory: Memory, conversations: list[locomo.Conversation], run_id: str, alone: dict[str, Any], layout: str, cast: str
+    memory: Memory,
+    conversations: list[locomo.Conversation],
+    run_id: str,
+    alone: dict[str, Any],
+    layout: str,
+    cast: str,
+    first_persons: bool = False,
 ) -> dict[str, Any]:
     """``--group``: the conversations' group channel in ``layout`` with the ``cast`` rule
-    answered as ``_split`` answers them (no rewordings, nothing fitted on), beside their
-    figures ``alone``."""
+    answered as ``_split`` answers them (no rewordings, nothing fitted on; in the first
+    person too with ``first_persons``), beside their figures ``alone``."""
     channel = build_channel(conversations, layout=layout, cast=cast).conversation
-    found = (await _split(memory, [channel], channel_run_id(run_id, layout, cast), channel.name, [], {}))["system"]
+    run = channel_run_id(run_id, layout, cast)
+    figures = await _split(memory, [channel], run, channel.name, [], {}, first_persons)
+    found = figures["system"]
     return {
         "channel_name": channel.name,
         "layout": layout,
@@ -417,6 +426,7 @@ async def _group(
         "alone": alone,
         "channel": found,
         "ratio": ratios(found, alone),
+        **({"first_person": figures["first_person"]} if "first_person" in figures else {}),
     }
 
 
@@ -449,7 +459,7 @@ async def run(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
                 if args.group:
                     alone = result["splits"][split]["system"]
                     result.setdefault("group", {})[split] = await _group(
-                        memory, chosen_conversations, run_id, alone, args.group, args.cast
+                        memory, chosen_conversations, run_id, alone, args.group, args.cast, args.first_person
                     )
     if args.fit:
         result["fitted"] = dataclasses.asdict(calibrate(labelled))
@@ -508,6 +518,8 @@ def render(result: dict[str, Any]) -> str:
             f"answerable refused {times(r['answerable_refused']):>6}   category 5 not in memory "
             f"{times(r['adversarial_not_in_memory']):>6}   tokens/answer {times(r['tokens_per_answer']):>6}"
         )
+        if "first_person" in group:
+            lines += _first_person(group["first_person"])
     if "fitted" in result:
         lines += _fitted(result["fitted"], weights)
     return "\n".join(lines)

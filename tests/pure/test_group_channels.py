@@ -693,3 +693,34 @@ def test_the_threaded_layout_is_the_interleaved_one_with_each_conversation_a_thr
     ]
     assert without_threads == interleaved.conversation.turns
     assert threaded.conversation.questions == interleaved.conversation.questions
+
+
+def test_bench_answers_prints_a_channels_first_person_figures_beside_its_ratio() -> None:
+    figures = {
+        "first_citation_evidence": 0.5,
+        "citations_include_evidence": 0.75,
+        "answer_holds_gold_words": 0.25,
+        "answerable_refused": 0.125,
+        "adversarial_not_in_memory": 0.625,
+        "tokens_per_answer": 40.0,
+    }
+    asked = {**figures, "answerable": 8, "adversarial": 2, "evidence_read": 0.875}
+    group = {
+        "channel_name": "group-1-2",
+        "layout": "interleaved",
+        "cast_rule": "ring",
+        "cast": ["Ann", "Bob"],
+        "alone": figures,
+        "channel": figures,
+        "ratio": {name: 1.0 for name in figures},
+    }
+    result = {"weights": {"abstention": {"refuse_above": 0.5}}, "splits": {}, "group": {"calibration": group}}
+    assert "first person" not in answers.render(result)
+    group["first_person"] = {"as_written": asked, "by_them": {**asked, "first_citation_evidence": 0.375}, "unnamed": asked}
+    lines = answers.render(result).splitlines()
+    start = next(i for i, line in enumerate(lines) if "asked in the first person" in line)
+    assert lines[start].strip().startswith("asked in the first person by the one speaker they name")
+    assert "8 answerable, 2 adversarial" in lines[start]
+    rows = [line.split()[0:2] for line in lines[start + 1 : start + 4]]
+    assert rows == [["as", "written"], ["by", "them"], ["unnamed", "first"]]
+    assert "first citation is evidence  37.5%" in lines[start + 2]
