@@ -50,7 +50,7 @@ import argparse
 import random
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -79,7 +79,7 @@ from lab.bench.common import (
 )
 from lab.group_channels import LAYOUTS, split_channels
 from lab.observations import observations, replay_records
-from lab.probes import halfvec_recall, load_bulk_messages, recall, search_vector
+from lab.probes import Recall, halfvec_recall, load_bulk_messages, recall, search_vector
 from memory import ConversationRef, Extractor, Memory, ReplayExtractor, ValidationError, messages
 
 KS = (10, 30)
@@ -191,15 +191,30 @@ async def _score(
     scores: dict[int, Score],
     split: dict[int, Score] | None = None,
     thread: str | None = None,
-) -> float:
+) -> Recall:
     """Retrieve as ``ask`` does offline over ``kinds`` (asked in ``thread`` if given),
-    score the top K (also in the conversation's ``split``); the latency (ms)."""
+    score the top K (also in the conversation's ``split``); what was retrieved."""
     found = await recall(memory, ref, question.question, date=date, k=max(KS), kinds=kinds, thread=thread)
     gold = list(question.evidence)  # an id that names no turn is never found: a miss
     for k in KS:
         for tally in (scores, split) if split else (scores,):
             tally[k].add(question.category, gold, found.message_ids(k), found.tokens(k))
-    return found.search_ms
+    return found
+
+
+SOURCES = ("own", "same_names", "other")
+
+
+def context_sources(shown: Iterable[str], source: str, names: Mapping[str, frozenset[str]]) -> tuple[int, int, int]:
+    """How many channel messages ``shown`` (ids ``<conversation>:<turn>``) come from the
+    question's own conversation ``source``, from another whose cast ``names`` share a name
+    with it (in the ring cast, the other life of a person it asks about), and from any
+    other. Pure."""
+    counts = [0, 0, 0]
+    for message_id in shown:
+        origin = message_id.split(":", 1)[0]
+        counts[0 if origin == source else 1 if names.get(origin, frozenset()) & names.get(source, frozenset()) else 2] += 1
+    return counts[0], counts[1], counts[2]
 
 
 async def _locomo(
@@ -232,7 +247,7 @@ async def _locomo(
                     unscored += 1
                     continue
                 split = next((splits[name] for name, chosen in SPLITS.items() if conversation.name in chosen), None)
-                latencies.append(await _score(memory, ref, question, asked_on, without, system, split))
+                latencies.append((await _score(memory, ref, question, asked_on, without, system, split)).search_ms)
                 if communities:
                     await _score(memory, ref, question, asked_on, KINDS, with_communities)
                 gold = list(question.evidence)
@@ -273,10 +288,18 @@ async def _group(
         asked = [q for q in conversation.questions if q.category in CATEGORIES and q.evidence]
         asked_on, scores, in_threads = question_date(conversation), {k: Score() for k in KS}, {k: Score() for k in KS}
         roots = {thread.source: thread.root for thread in channel.threads if thread.root is not None}
+        names: dict[str, frozenset[str]] = {}
+        for turn in conversation.turns:
+            origin = turn.dia_id.split(":", 1)[0]
+            names[origin] = names.get(origin, frozenset()) | {turn.message.speaker_name}
+        sources = [0, 0, 0]
         with progress(len(asked) * (2 if roots else 1), f"retrieval {conversation.name}") as bar:
             for question in asked:
                 bar.update(1)
-                await _score(memory, ref, question, asked_on, _system_kinds(communities), scores)
+                found = await _score(memory, ref, question, asked_on, _system_kinds(communities), scores)
+                origin = question.evidence[0].split(":", 1)[0]
+                shown = context_sources(found.message_ids(max(KS)), origin, names)
+                sources = [total + count for total, count in zip(sources, shown, strict=True)]
                 if roots:  # asked again inside its conversation's thread, as a person there would
                     bar.update(1)
                     thread = roots[question.evidence[0].split(":", 1)[0]]
@@ -292,6 +315,9 @@ async def _group(
             "alone": alone[name],
             "channel": figures,
             "ratio": ratios(figures, alone[name]),
+            f"context_sources_k{max(KS)}": {
+                key: round(count / max(sum(sources), 1), 4) for key, count in zip(SOURCES, sources, strict=True)
+            },
             **({"in_thread": threaded, "in_thread_ratio": ratios(threaded, alone[name])} if threaded else {}),
         }
     return group
@@ -438,6 +464,11 @@ def _group_lines(group: dict[str, Any]) -> list[str]:
                 f"{times(ratio['evidence_turns']):>6}   tokens/question {times(ratio['tokens_per_question']):>7}   by category "
                 + " ".join(f"{c}:{times(v)}" for c, v in ratio["all_evidence_by_category"].items())
             )
+        shares = split[f"context_sources_k{max(KS)}"]
+        lines.append(
+            f"    messages of the channel's K={max(KS)} contexts: {shares['own']:.1%} from the question's conversation, "
+            f"{shares['same_names']:.1%} from others where one of its names talks too, {shares['other']:.1%} from the rest"
+        )
         for k, figures in split.get("in_thread", {}).items():
             ratio = split["in_thread_ratio"][k]["all_evidence"]
             lines.append(_line(f"  asked in thread K={k}", figures) + f"   ({times(ratio)} alone)")

@@ -724,3 +724,12 @@ def test_bench_answers_prints_a_channels_first_person_figures_beside_its_ratio()
     rows = [line.split()[0:2] for line in lines[start + 1 : start + 4]]
     assert rows == [["as", "written"], ["by", "them"], ["unnamed", "first"]]
     assert "first citation is evidence  37.5%" in lines[start + 2]
+
+
+def test_a_channels_context_is_told_apart_by_where_its_messages_come_from() -> None:
+    # Conversation 1 is Ann and Bob's, 2 Bob and Cleo's, 3 Cleo and Dan's.
+    names = {"1": frozenset({"Ann", "Bob"}), "2": frozenset({"Bob", "Cleo"}), "3": frozenset({"Cleo", "Dan"})}
+    shown = ["1:D1:1", "1:D2:4", "2:D1:1", "3:D1:2", "3:D1:3", "4:D1:1"]
+    assert retrieval.context_sources(shown, "1", names) == (2, 1, 3)  # 3 shares no name with 1; 4 is unknown
+    assert retrieval.context_sources(shown, "2", names) == (1, 4, 1)
+    assert retrieval.context_sources([], "1", names) == (0, 0, 0)
