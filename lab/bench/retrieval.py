@@ -302,7 +302,7 @@ async def _group(
                 sources = [total + count for total, count in zip(sources, shown, strict=True)]
                 if roots:  # asked again inside its conversation's thread, as a person there would
                     bar.update(1)
-                    thread = roots[question.evidence[0].split(":", 1)[0]]
+                    thread = roots[origin]
                     await _score(memory, ref, question, asked_on, _system_kinds(communities), in_threads, thread=thread)
         figures = {str(k): score.figures() for k, score in scores.items()}
         threaded = {str(k): score.figures() for k, score in in_threads.items()} if roots else None
