@@ -187,6 +187,17 @@ def steal_share(before: tuple[int, ...] | None, after: tuple[int, ...] | None) -
     return round((after[7] - before[7]) / total, 4) if total > 0 else 0.0
 
 
+def busy_ms(before: tuple[int, ...] | None, after: tuple[int, ...] | None, ticks: int | None = None) -> float | None:
+    """Milliseconds of CPU time the machine spent busy (user, nice, system, irq, softirq:
+    all cores together, idle, iowait and steal left out) between two ``cpu_times``
+    readings, whose unit is ``ticks`` a second (the clock's, by default); None without
+    both readings. Pure but for the clock's rate."""
+    if before is None or after is None or min(len(before), len(after)) < 8:
+        return None
+    busy = sum(after[i] - before[i] for i in (0, 1, 2, 5, 6))
+    return busy * 1000 / (ticks or os.sysconf("SC_CLK_TCK"))
+
+
 def warm_page_cache(folders: list[str]) -> dict[str, Any]:
     """Read every file of ``folders`` that is on this machine once, so that the OS page
     cache holds the store as it does on a server that has been running (a store reused

@@ -13,7 +13,7 @@ from sqlalchemy import text
 
 from bot.cli import build_parser
 from bot.settings import DatabaseSettings, Settings
-from lab.bench.common import cpu_times, disk_reads_kb, steal_share, warm_page_cache
+from lab.bench.common import busy_ms, cpu_times, disk_reads_kb, steal_share, warm_page_cache
 from lab.bench.scale import band_members, band_of, sizes, steps, vocabulary
 from lab.probes import byte_groups, grow_conversations, recall_at
 from memory import ConversationRef, Memory, Principal, ValidationError, ingest, resolve_conversation, validate_message
@@ -93,12 +93,18 @@ async def test_bench_scale_runs_and_its_figures_add_up(new_database) -> None:
             assert 0 < figures["median_ms"] <= figures["p99_ms"]
         assert step["shards"] is None  # the embedded server: no Citus
         assert step["steal"] is None or 0 <= step["steal"] <= 1
+        # Every timed search's CPU: this process's own is never zero, the machine's is
+        # counted in 10 ms ticks (0 for a handful of searches on an idle machine).
+        cpu = step["search"]["cpu_ms"]
+        assert set(cpu) == {"largest", "random"} and all(c["client"] > 0 and c["machine"] >= 0 for c in cpu.values())
         # The embedded server's files are on this machine: read before the timing.
         assert step["warmed"]["folders"] == step["warmed"]["read_here"] == 1 and step["warmed"]["mb"] > 0
         assert step["disk_read_mb"] is None or step["disk_read_mb"] >= 0
     assert "exact episode" in first["search"]["plan"]  # 60 messages: scanned exactly
     text = args.module.render(result)
     assert f"{last['messages']:>9}" in text and "targets p99 <= 25 ms at 1M" in text
+    largest = last["search"]["cpu_ms"]["largest"]
+    assert f"largest {largest['machine']} ms ({largest['client']})" in text
 
     # Measured again without loading: the same store, its last step only; a message the
     # first run deleted and the second draws again is not timed.
@@ -163,6 +169,14 @@ def test_steal_share_reads_the_steal_counter_of_the_interval() -> None:
     first, second = cpu_times(), cpu_times()
     if first is not None and second is not None:
         assert len(first) >= 8 and all(b >= a for a, b in zip(first, second, strict=True))
+
+
+def test_busy_time_is_the_machines_cpu_time_less_idle_iowait_and_steal() -> None:
+    before = (100, 0, 50, 800, 10, 0, 5, 35, 0, 0)
+    after = (160, 4, 70, 900, 30, 1, 7, 55, 7, 0)  # user 60, nice 4, system 20, irq 1, softirq 2
+    assert busy_ms(before, after, ticks=100) == pytest.approx(870.0)
+    assert busy_ms(before, before, ticks=100) == 0.0
+    assert busy_ms(None, after) is None and busy_ms(before[:4], after[:4]) is None
 
 
 def test_the_bytes_of_the_conversations_own_indexes_are_added_up_by_kind() -> None:
