@@ -434,7 +434,7 @@ async def plan_check(
     from sqlalchemy import bindparam
 
     from memory.retrieval.search_plan import vector_statements
-    from memory.retrieval.search_sql import kind_params, set_hnsw_scan, vector_sql
+    from memory.retrieval.search_sql import depth_params, kind_params, set_hnsw_scan, vector_sql
 
     conversation_id = await resolve(memory, conversation)
     query = bindparam("q", type_=HALFVEC())
@@ -453,7 +453,7 @@ async def plan_check(
         first, second = vector_statements(plan, two_connections=False)
         for kinds, exact in [*first, *second]:
             explain = text(f"EXPLAIN (SUMMARY, FORMAT JSON) {vector_sql(kinds, exact)}").bindparams(query)
-            values = {"c": conversation_id, "n": k, "q": list(vector), **kind_params(kinds)}
+            values = {"c": conversation_id, "q": list(vector), **kind_params(kinds), **depth_params(kinds, lambda _: k)}
             summary = (await session.execute(explain, values)).scalar_one()
             planning += float((json.loads(summary) if isinstance(summary, str) else summary)[0]["Planning Time"])
     return kept, planning

@@ -41,12 +41,13 @@ def service_configs(params: MemoryParams) -> tuple[SearchConfig, SearchConfig]:
     spread), and the search for an anchor event's time (messages and facts)."""
     hybrid = SearchConfig(
         top=params.search_top,
+        message_vector_top=params.message_vector_top,
         rrf_k=params.rrf_k,
         chain_share=params.chain_share,
         anchors=params.anchor_entities,
         anchor_supports=params.anchor_supports,
     )
-    return hybrid, SearchConfig(top=params.search_top, kinds=ANCHOR_KINDS)
+    return hybrid, SearchConfig(top=params.search_top, message_vector_top=params.message_vector_top, kinds=ANCHOR_KINDS)
 
 
 @dataclass

@@ -3,7 +3,8 @@
 For every query variant and every document kind: pgvector nearest neighbours (cosine,
 ``<=>``, between ``halfvec`` values: the stored vectors and the query, bound as one, are
 in half precision since migration 0023) and Postgres full-text search (the question's
-terms OR-ed, ranked by their idf), top ``search_top`` each. All the ranked lists are
+terms OR-ed, ranked by their idf), top ``search_top`` each (the messages' vector lists
+``message_vector_top``: MemoryParams). All the ranked lists are
 fused by reciprocal rank fusion, which also merges and de-duplicates across variants.
 Every statement filters on ``conversation_id``: nothing from another conversation can
 come back.
@@ -138,9 +139,13 @@ class SearchConfig:
     by an exact scan; with ``chain_share`` the messages next to a found message gain
     that share of its score (``spread_to_neighbours``); with ``anchors``, the messages
     behind that many entities nearest the question are one more ranked list
-    (``anchor_supports`` per entity)."""
+    (``anchor_supports`` per entity). Each ranked list holds ``top`` documents, the
+    messages' vector lists ``message_vector_top`` (None: ``top``); an HNSW scan's
+    ``ef_search`` is chosen for ``top`` and is at least twice it, so the deeper lists
+    come from the same candidates."""
 
     top: int = 60
+    message_vector_top: int | None = None
     rrf_k: int = 60
     kinds: tuple[str, ...] = KINDS
     methods: tuple[str, ...] = METHODS
@@ -154,6 +159,12 @@ class SearchConfig:
         unknown = (set(self.kinds) - set(KINDS)) | (set(self.methods) - set(METHODS))
         if unknown:
             raise ValueError(f"unknown document kinds or search methods: {sorted(unknown)}")
+        if self.message_vector_top is not None and not self.top <= self.message_vector_top <= 2 * self.top:
+            raise ValueError(f"message_vector_top must be between top and twice it, not {self.message_vector_top}")
+
+    def depth(self, kind: str) -> int:
+        """How many documents of ``kind`` a vector list holds."""
+        return (self.message_vector_top or self.top) if kind == "episode" else self.top
 
 
 @dataclass(frozen=True)
@@ -241,6 +252,7 @@ async def _kind_lists(session: AsyncSession, run: _Search, statements: Statement
         for kinds, exact in statements:
             statement = sql.vector_sql(kinds, exact, own_vectors=not run.config.exchange_vectors, around=run.around)
             params = {**run.base_params(), "q": list(variant.embedding), **sql.kind_params(kinds)}
+            params |= sql.depth_params(kinds, run.config.depth)
             found.append(await sql.ranked_lists(session, statement, params, run.found, "similarity", True))
     return found
 
@@ -248,7 +260,8 @@ async def _kind_lists(session: AsyncSession, run: _Search, statements: Statement
 async def _messages_apart(session: AsyncSession, run: _Search, statement: str, **bounds: Any) -> dict[str, list[Key]]:
     """One more ranked list of messages searched apart (a named time's, speaker's or
     thread's, at most ``DATED_CAP`` compared) by the question's vector."""
-    params = {**run.base_params(), "cap": DATED_CAP, "q": list(run.variants[0].embedding), **bounds}
+    params = {**run.base_params(), "n": run.config.depth("episode"), "cap": DATED_CAP, "q": list(run.variants[0].embedding)}
+    params |= bounds
     return await sql.ranked_lists(session, statement, params, run.found, "similarity", True)
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import lru_cache
@@ -75,6 +75,11 @@ def kind_params(kinds: Sequence[str]) -> dict[str, str]:
     return {f"kind{i}": kind for i, kind in enumerate(kinds)}
 
 
+def depth_params(kinds: Sequence[str], depth: Callable[[str], int]) -> dict[str, int]:
+    """The bound lengths of a ``vector_sql`` statement's lists: ``n0``, ``n1``, ..."""
+    return {f"n{i}": depth(kind) for i, kind in enumerate(kinds)}
+
+
 def _ranked(hits_sql: str, score: str, order: str, around: bool, episode_row: bool = True) -> str:
     """``hits_sql``'s rows (_COLUMNS and what ``score`` and ``order`` read) with
     ``score``, and the neighbours' columns (NULL without ``around``), in ``order``."""
@@ -90,7 +95,7 @@ def _with_own_similarity(hits_sql: str, around: bool) -> str:
 
 
 def vector_sql(kinds: Sequence[str], exact: bool, own_vectors: bool = False, around: bool = True) -> str:
-    """Nearest documents of each kind (``:kind0``...), ``:n`` each."""
+    """Nearest documents of each kind (``:kind0``...), ``:n0``... of each."""
     parts = []
     for i in range(len(kinds)):
         if own_vectors:
@@ -98,13 +103,13 @@ def vector_sql(kinds: Sequence[str], exact: bool, own_vectors: bool = False, aro
                 "SELECT d.kind, d.ref_id, d.text, d.message_time, d.is_current, d.embedding, "
                 "coalesce(ep.embedding, d.embedding) <=> :q AS distance FROM search_documents d "
                 "LEFT JOIN episodes ep ON ep.conversation_id = :c AND d.kind = 'episode' AND ep.id = d.ref_id "
-                f"WHERE d.conversation_id = :c AND d.kind = :kind{i} ORDER BY distance LIMIT :n"
+                f"WHERE d.conversation_id = :c AND d.kind = :kind{i} ORDER BY distance LIMIT :n{i}"
             )
         else:
             order = "(embedding <=> :q) + 0" if exact else "embedding <=> :q"
             hits = (
                 f"SELECT {_COLUMNS}, embedding, embedding <=> :q AS distance FROM search_documents "
-                f"WHERE conversation_id = :c AND kind = :kind{i} ORDER BY {order} LIMIT :n"
+                f"WHERE conversation_id = :c AND kind = :kind{i} ORDER BY {order} LIMIT :n{i}"
             )
         parts.append(_with_own_similarity(hits, around))
     return " UNION ALL ".join(parts)

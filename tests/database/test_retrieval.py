@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from sqlalchemy import select, text
@@ -281,6 +282,23 @@ async def test_messages_of_the_named_speaker_come_first(memory: Memory, conversa
     for question, first in (("Where did Ann go hiking?", ann), ("Where did Bob go hiking?", bob)):
         retrieval = await retrieve(memory, conversation_id, question, T0 + timedelta(days=1))
         assert retrieval.candidates[0].ref_id == first
+
+
+async def test_the_messages_vector_lists_read_deeper_than_the_others(memory: Memory, conversation_id: int) -> None:
+    chat = [(f"u{i % 3}", f"Note {i}: the {word} shipment arrived late.") for i, word in enumerate("abcdefghij")]
+    await _store(memory, conversation_id, chat)
+    question = "Which shipment arrived late?"
+    vector = (await memory.embedder.embed([question])).vectors[0]
+    async with memory._sessions.begin() as session:
+        found = {}
+        for deeper in (None, 4):
+            config = SearchConfig(top=2, message_vector_top=deeper, methods=("vector",), kinds=("episode",))
+            found[deeper] = (await search(session, conversation_id, [QueryVariant(question, vector)], config)).candidates
+    assert len(found[None]) == 2 and len(found[4]) == 4
+    assert [c.key for c in found[4][:2]] == [c.key for c in found[None]]  # the same list, read further
+    for wrong in (1, 5):
+        with pytest.raises(ValueError, match="between top and twice it"):
+            SearchConfig(top=2, message_vector_top=wrong)
 
 
 async def test_two_connections_find_what_one_finds(memory: Memory, conversation_id: int) -> None:
