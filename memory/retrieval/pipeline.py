@@ -100,6 +100,17 @@ def without_names(question: str, names: Sequence[str]) -> str:
     return rest if re.search(r"\w", rest) else question
 
 
+def chain_share(share: float, speakers: int) -> float:
+    """The share of a found message's score lent to the messages next to it in the
+    conversation: ``share`` where at most two people talk, none in a channel of more,
+    where the message before or after a hit is most often someone else's conversation
+    (its exchange is shown around the hit instead: memory.retrieval.evidence). On the
+    LoCoMo calibration split's ring channel, all evidence at K = 30 75.7 -> 76.8%, the
+    threaded channel's asked in their threads 82.2 -> 82.8%, pairs unchanged
+    (held-out 70.9 -> 71.3%, 76.9 -> 77.8%). Pure."""
+    return share if speakers <= 2 else 0.0
+
+
 async def speaker_names(session: AsyncSession, conversation_id: int) -> list[str]:
     rows = await session.execute(select(Speaker.display_name).where(Speaker.conversation_id == conversation_id))
     return list(rows.scalars())
@@ -146,7 +157,9 @@ async def retrieve(
     hybrid = replace(hybrid, kinds=tuple(kinds))
     # A second connection reads the full-text lists while the first reads the vector ones.
     async with memory._sessions.begin() as session, memory._sessions() as text_session:
-        speakers = named_speakers(question, await speaker_names(session, conversation_id))
+        everyone = await speaker_names(session, conversation_id)
+        hybrid = replace(hybrid, chain_share=chain_share(memory.params.chain_share, len(everyone)))
+        speakers = named_speakers(question, everyone)
         asked = without_names(question, speakers)
         # The question's own vector is kept for the answer steps; its name-free one is
         # what the question's variant searches with (its text still goes to full text).

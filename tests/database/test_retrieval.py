@@ -301,6 +301,27 @@ async def test_the_messages_vector_lists_read_deeper_than_the_others(memory: Mem
             SearchConfig(top=2, message_vector_top=wrong)
 
 
+async def test_a_found_messages_neighbours_gain_its_score_only_where_two_people_talk(
+    memory: Memory, conversation_id: int
+) -> None:
+    """The same messages, by two people and by three: in the chat of two each message
+    found next to another gains a share of its score (the chain is their exchange); in
+    the channel of three none does (the message next to a hit is most often another
+    conversation's)."""
+    texts = [body for _, body in TEXTS]
+    await _store(memory, conversation_id, [(("ann", "bob")[i % 2], body) for i, body in enumerate(texts)])
+    async with memory._sessions.begin() as session:
+        channel = await ensure_conversation(session, ConversationRef("test", "", f"three-{conversation_id}"))
+    await _store(memory, channel, [(("ann", "bob", "cat")[i % 3], body) for i, body in enumerate(texts)], prefix="t")
+    scores = {}
+    for where in (conversation_id, channel):
+        retrieval = await retrieve(memory, where, "What did the puppy chew?", T0 + timedelta(days=1))
+        scores[where] = {c.text: c.score for c in retrieval.candidates if c.kind == "episode"}
+    assert set(scores[conversation_id]) == set(scores[channel]) == set(texts)
+    assert all(scores[conversation_id][t] > scores[channel][t] for t in texts)
+    assert memory.params.chain_share > 0
+
+
 async def test_two_connections_find_what_one_finds(memory: Memory, conversation_id: int) -> None:
     """The full-text lists read on a second connection give the same fused order."""
     await _store(memory, conversation_id)
