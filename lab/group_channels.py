@@ -362,6 +362,12 @@ _PLACES: dict[str, Callable[[Sequence[locomo.Conversation]], _Placed]] = {
 }
 
 
+def source_of(message_id: str) -> str:
+    """The conversation a channel message or evidence id (``<conversation>:<turn>``)
+    comes from. Pure."""
+    return message_id.split(":", 1)[0]
+
+
 def build_channel(conversations: Sequence[locomo.Conversation], *, layout: str = "interleaved", cast: str = "ring") -> Channel:
     """One channel of ``conversations`` in ``layout`` (one of ``LAYOUTS``) with the ``cast``
     rule (one of ``CASTS``), by the rule of the module docstring. Pure."""

@@ -77,7 +77,7 @@ from lab.bench.common import (
     ratios,
     times,
 )
-from lab.group_channels import LAYOUTS, split_channels
+from lab.group_channels import LAYOUTS, source_of, split_channels
 from lab.observations import observations, replay_records
 from lab.probes import Recall, halfvec_recall, load_bulk_messages, recall, search_vector
 from memory import ConversationRef, Extractor, Memory, ReplayExtractor, ValidationError, messages
@@ -212,7 +212,7 @@ def context_sources(shown: Iterable[str], source: str, names: Mapping[str, froze
     other. Pure."""
     counts = [0, 0, 0]
     for message_id in shown:
-        origin = message_id.split(":", 1)[0]
+        origin = source_of(message_id)
         counts[0 if origin == source else 1 if names.get(origin, frozenset()) & names.get(source, frozenset()) else 2] += 1
     return counts[0], counts[1], counts[2]
 
@@ -290,14 +290,14 @@ async def _group(
         roots = {thread.source: thread.root for thread in channel.threads if thread.root is not None}
         names: dict[str, frozenset[str]] = {}
         for turn in conversation.turns:
-            origin = turn.dia_id.split(":", 1)[0]
+            origin = source_of(turn.dia_id)
             names[origin] = names.get(origin, frozenset()) | {turn.message.speaker_name}
         sources = [0, 0, 0]
         with progress(len(asked) * (2 if roots else 1), f"retrieval {conversation.name}") as bar:
             for question in asked:
                 bar.update(1)
                 found = await _score(memory, ref, question, asked_on, _system_kinds(communities), scores)
-                origin = question.evidence[0].split(":", 1)[0]
+                origin = source_of(question.evidence[0])
                 shown = context_sources(found.message_ids(max(KS)), origin, names)
                 sources = [total + count for total, count in zip(sources, shown, strict=True)]
                 if roots:  # asked again inside its conversation's thread, as a person there would

@@ -36,14 +36,15 @@ from memory.store.schema import Speaker
 ANCHOR_KINDS = ("episode", "relation")
 
 
-def service_configs(params: MemoryParams) -> tuple[SearchConfig, SearchConfig]:
-    """The service's two searches: the hybrid search of every kind (with the chain
-    spread), and the search for an anchor event's time (messages and facts)."""
+def service_configs(params: MemoryParams, speakers: int) -> tuple[SearchConfig, SearchConfig]:
+    """The service's two searches in a conversation where ``speakers`` people talk: the
+    hybrid search of every kind (with the chain spread ``chain_share`` allows), and the
+    search for an anchor event's time (messages and facts)."""
     hybrid = SearchConfig(
         top=params.search_top,
         message_vector_top=params.message_vector_top,
         rrf_k=params.rrf_k,
-        chain_share=params.chain_share,
+        chain_share=chain_share(params.chain_share, speakers),
         anchors=params.anchor_entities,
         anchor_supports=params.anchor_supports,
     )
@@ -153,12 +154,11 @@ async def retrieve(
     ranges = [r for r in parsed if isinstance(r, TimeRange)]
     anchors = [r for r in parsed if isinstance(r, AnchoredOffset)]
     texts = [question, *sub_queries, *(a.anchor for a in anchors)]
-    hybrid, anchor = service_configs(memory.params)
-    hybrid = replace(hybrid, kinds=tuple(kinds))
     # A second connection reads the full-text lists while the first reads the vector ones.
     async with memory._sessions.begin() as session, memory._sessions() as text_session:
         everyone = await speaker_names(session, conversation_id)
-        hybrid = replace(hybrid, chain_share=chain_share(memory.params.chain_share, len(everyone)))
+        hybrid, anchor = service_configs(memory.params, len(everyone))
+        hybrid = replace(hybrid, kinds=tuple(kinds))
         speakers = named_speakers(question, everyone)
         asked = without_names(question, speakers)
         # The question's own vector is kept for the answer steps; its name-free one is

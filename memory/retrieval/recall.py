@@ -16,7 +16,7 @@ from datetime import datetime
 from memory.core import Memory
 from memory.models.tokens import count_tokens
 from memory.retrieval.evidence import EvidenceItem, assemble, format_evidence, leading
-from memory.retrieval.pipeline import chain_share, retrieve, service_configs, speaker_names
+from memory.retrieval.pipeline import retrieve, service_configs, speaker_names
 from memory.retrieval.search import PRESETS, QueryVariant, SearchResult, search
 from memory.store.documents import KINDS
 
@@ -77,8 +77,6 @@ async def search_with_vector(memory: Memory, conversation_id: int, question: str
     the conversation's speakers allow, as ``retrieve`` reads them) for a query whose
     vector is given: what the retrieval benchmark times on its synthetic conversation,
     whose documents carry random vectors, and ``bench scale`` on its store."""
-    hybrid, _ = service_configs(memory.params)
     async with memory._sessions.begin() as session, memory._sessions() as text_session:
-        speakers = len(await speaker_names(session, conversation_id))
-        hybrid = replace(hybrid, chain_share=chain_share(hybrid.chain_share, speakers))
+        hybrid, _ = service_configs(memory.params, len(await speaker_names(session, conversation_id)))
         return await search(session, conversation_id, [QueryVariant(question, vector)], hybrid, text_session=text_session)

@@ -25,7 +25,7 @@ from lab.probes import (
     search_vector,
     vacuum_analyze,
 )
-from memory.retrieval.pipeline import service_configs
+from memory.retrieval.pipeline import service_configs, speaker_names
 from memory.retrieval.search import QueryVariant, SearchResult, search
 from memory.store.database import create_engine, upgrade
 from memory.store.documents import KINDS
@@ -245,7 +245,8 @@ async def test_a_large_conversation_gets_its_own_index_and_its_search_uses_it(ne
         assert after.plan.exact
         async with memory._sessions.begin() as session:
             variant = QueryVariant("what about kalo?", query)
-            alone = await search(session, conversation_id, [variant], service_configs(memory.params)[0])
+            speakers = len(await speaker_names(session, conversation_id))
+            alone = await search(session, conversation_id, [variant], service_configs(memory.params, speakers)[0])
         assert alone.plan == after.plan
         assert [c.key for c in after.candidates] == [c.key for c in alone.candidates]
         name = index_name(conversation_id, "episode")
