@@ -351,11 +351,12 @@ async def _split(
             for index, question in enumerate(conversation.questions):
                 bar.update(1)
                 gold = {e for e in question.evidence if e in stored}
-                if question.category != ADVERSARIAL and not gold:
+                adversarial = question.category == ADVERSARIAL
+                if not adversarial and not gold:
                     continue
                 result, cited, refused, shown = await _answer(memory, ref, question.question, asked_on)
                 if result.selection is not None:
-                    labelled.append(Labelled(result.selection, frozenset(gold), question.category == ADVERSARIAL))
+                    labelled.append(Labelled(result.selection, frozenset(gold), adversarial, conversation.name))
                 sweep.add(question.category, result, rule)
                 ranked = ranked_ids(result)
                 system.add(question.category, gold, question.answer, cited, refused, shown, ranked)
@@ -366,7 +367,7 @@ async def _split(
                     original.add(question.category, gold, question.answer, cited, refused, shown, ranked)
                     again, cited_reworded, refused_reworded, said = await _answer(memory, ref, rewording.reworded, asked_on)
                     if again.selection is not None:
-                        labelled.append(Labelled(again.selection, frozenset(gold), question.category == ADVERSARIAL))
+                        labelled.append(Labelled(again.selection, frozenset(gold), adversarial, conversation.name))
                     reworded.add(
                         question.category, gold, question.answer, cited_reworded, refused_reworded, said, ranked_ids(again)
                     )

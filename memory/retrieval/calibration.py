@@ -9,9 +9,12 @@ the data:
   maximising the probability of its evidence messages (L2 ``SELECTION_L2``);
 - the doubt's coefficients: a logistic fit of adversarial against answerable questions
   on the ``Doubt`` signals of the choice those weights make, without regularisation;
-  the threshold is the lowest that refuses at most ``REFUSE_SHARE`` of the answerable
-  questions, counting those refused before the doubt (someone never mentioned, nothing
-  related), on a grid of 0.01.
+  then the threshold (see ``threshold``): the one that clears both targets,
+  ``REFUSED_AT_MOST`` of the answerable questions refused and ``NOT_IN_MEMORY_AT_LEAST``
+  of the adversarial ones, by the same margin, counted in how much a split's figure
+  moves from one set of conversations to another, so that another split meets both as
+  surely. Questions refused before the doubt (someone never mentioned, nothing related)
+  count as refused.
 
 Pure.
 """
@@ -38,7 +41,10 @@ from memory.retrieval.selection import (
 SELECTION_L2 = 0.01
 SELECTION_STEPS = 1500
 ABSTENTION_STEPS = 8000
-REFUSE_SHARE = 0.08
+# The abstention targets: at most this share of answerable questions refused, at least
+# this share of adversarial ones ("not in memory").
+REFUSED_AT_MOST = 0.10
+NOT_IN_MEMORY_AT_LEAST = 0.50
 DOUBT_SIGNALS = ("mismatch", "exchange_gap", "personal_gap", "meaning_gap", "named")
 
 
@@ -50,6 +56,7 @@ class Labelled:
     choice: Choice
     evidence: frozenset[str]  # platform ids of the messages that answer it
     adversarial: bool = False
+    conversation: str = ""  # the conversation asked: the threshold reads how figures vary between them
 
 
 def _adam(gradient: Callable[[np.ndarray], np.ndarray], size: int, steps: int, rate: float = 0.05) -> np.ndarray:
@@ -113,7 +120,12 @@ def _refused_first(choice: Choice) -> bool:
     return not choice.ranked or choice.unknown or choice.unrelated
 
 
-def fit_abstention(questions: Sequence[Labelled], weights: SelectionWeights, share: float = REFUSE_SHARE) -> AbstentionRule:
+def fit_abstention(
+    questions: Sequence[Labelled],
+    weights: SelectionWeights,
+    refused_at_most: float = REFUSED_AT_MOST,
+    not_in_memory_at_least: float = NOT_IN_MEMORY_AT_LEAST,
+) -> AbstentionRule:
     """The doubt's coefficients and threshold for choices made with ``weights`` (see the
     module doc)."""
     choices = _rechosen(questions, weights)
@@ -138,22 +150,60 @@ def fit_abstention(questions: Sequence[Labelled], weights: SelectionWeights, sha
         bias=round(float(fitted[-1]), 3),
     )
     # The rule changes only the doubt's score, not what it is scored from.
-    answerable = [
-        dataclasses.replace(c, doubt=c.signals.score(rule)) if c.signals is not None else c
+    rated = [
+        Rated(q.conversation, q.adversarial, math.inf if _refused_first(c) or c.signals is None else c.signals.score(rule))
         for q, c in zip(questions, choices, strict=True)
-        if not q.adversarial
     ]
-    return dataclasses.replace(rule, refuse_above=threshold(answerable, share))
+    return dataclasses.replace(rule, refuse_above=threshold(rated, refused_at_most, not_in_memory_at_least))
 
 
-def threshold(answerable: Sequence[Choice], share: float) -> float:
-    """The lowest doubt threshold (on a grid of 0.01) above which at most ``share`` of
-    the answerable questions are refused, those refused before the doubt included."""
-    allowed = math.floor(share * len(answerable)) - sum(_refused_first(c) for c in answerable)
-    doubts = sorted((c.doubt for c in answerable if not _refused_first(c)), reverse=True)
-    if allowed >= len(doubts):
-        return round(doubts[-1] - 0.005, 2) if doubts else 0.0
-    return round(doubts[max(allowed, 0)] + 0.005, 2)
+@dataclass(frozen=True)
+class Rated:
+    """A question's doubt under a rule (infinite: refused before the doubt is read)."""
+
+    conversation: str
+    adversarial: bool
+    doubt: float
+
+
+def margins(rated: Sequence[Rated], at: float, refused_at_most: float, not_in_memory_at_least: float) -> tuple[float, float]:
+    """How far the figures at threshold ``at`` clear the two targets (answerable refused,
+    adversarial refused), each in standard errors of the difference between this split's
+    figure and another split's of as many conversations: the spread of the conversations'
+    own figures times sqrt(2 / n). Questions of one conversation vary together (its
+    people, its topics), so the spread is between conversations, not between questions.
+    Pure."""
+    conversations = sorted({r.conversation for r in rated})
+
+    def margin(adversarial: bool, cleared: Callable[[float], float]) -> float:
+        asked = [r for r in rated if r.adversarial == adversarial]
+        own = [
+            sum(r.doubt > at for r in mine) / len(mine)
+            for mine in ([r for r in asked if r.conversation == c] for c in conversations)
+            if mine
+        ]
+        if len(own) < 2:
+            raise ValueError("the abstention threshold needs questions of two conversations or more")
+        lead = cleared(sum(r.doubt > at for r in asked) / len(asked))
+        spread = float(np.std(own, ddof=1)) * math.sqrt(2 / len(own))
+        if not spread:  # every conversation alike: the target is met or missed for certain
+            return math.copysign(math.inf, lead) if lead else 0.0
+        return lead / spread
+
+    return (
+        margin(False, lambda refused: refused_at_most - refused),
+        margin(True, lambda refused: refused - not_in_memory_at_least),
+    )
+
+
+def threshold(rated: Sequence[Rated], refused_at_most: float, not_in_memory_at_least: float) -> float:
+    """The doubt threshold (on a grid of 0.01) whose smaller margin (see ``margins``) is
+    the largest; the lowest of equals. Pure."""
+    doubts = {r.doubt for r in rated if math.isfinite(r.doubt)}
+    if not doubts:
+        return 0.0
+    grid = sorted({round(d + side, 2) for d in doubts for side in (-0.005, 0.005)})
+    return max(grid, key=lambda at: (min(margins(rated, at, refused_at_most, not_in_memory_at_least)), -at))
 
 
 def calibrate(questions: Sequence[Labelled]) -> SelectionWeights:

@@ -82,14 +82,17 @@ EXCHANGE_GAP = timedelta(hours=1)
 class AbstentionRule:
     """The doubt's coefficients (an unregularised logistic fit, adversarial against answerable, on the
     LoCoMo calibration split: conversations 26, 30, 41, 42, 43) and the threshold above
-    which the answer is "not in memory": the lowest that refuses at most 8% of the
-    calibration split's answerable questions, unknown people and unrelated matches
-    included (there: 64.6% of adversarial questions refused, 7.8% of answerable ones; a
-    margin below the 10% target for conversations it was not chosen on). The meaning
+    which the answer is "not in memory": the one that clears both targets (at most 10% of
+    answerable questions refused, at least 50% of adversarial ones) by the same margin in
+    how much the figures differ between conversations (``calibration.threshold``). There:
+    58.8% of adversarial questions refused, 5.8% of answerable ones, unknown people and
+    unrelated matches included; the calibration conversations' own figures run 2.2-9.1%
+    and 53-65%, so a split of others moves by a few points. The meaning
     gap's negative weight offsets the similarities inside ``mismatch``, which alone also
     counts the question's words (see ``Doubt``): of 125 answerable calibration questions
-    asked in other words (``lab/data/locomo_paraphrases.json``), 8.0% are refused
-    against 7.2% as written (10.4% without the meaning gap). Fitted on the calibration
+    asked in other words (``lab/data/locomo_paraphrases.json``), 5.6% are refused
+    against 4.8% as written (at the earlier threshold, 8.0% against 7.2%, and 10.4%
+    without the meaning gap). Fitted on the calibration
     questions as written and reworded. ``stashbird bench answers`` reports the held-out
     split."""
 
@@ -99,7 +102,7 @@ class AbstentionRule:
     meaning_gap: float = -4.341
     named: float = 3.64
     bias: float = -3.85
-    refuse_above: float = -0.26
+    refuse_above: float = -0.02
 
 
 @dataclass(frozen=True)

@@ -5,10 +5,11 @@ from __future__ import annotations
 import math
 import random
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from memory.retrieval.calibration import Labelled, calibrate, fit_selection, threshold
+from memory.retrieval.calibration import Labelled, Rated, calibrate, fit_selection, margins, threshold
 from memory.retrieval.selection import FEATURES, AbstentionRule, Choice, Cues, SelectionWeights, choose
 from tests.pure.test_selection import SPEAKERS, seen
 
@@ -39,35 +40,51 @@ def test_the_fitted_weights_find_what_the_planted_ones_chose() -> None:
     assert sum(map(first, test)) / len(test) > 0.8
 
 
-def _rated(doubt: float, refused_first: bool = False) -> Choice:
-    return Choice(((seen(0, "Tom", "A message."), 0.0),), doubt=doubt, unknown=refused_first)
-
-
 @given(
-    st.lists(st.integers(-200, 200), min_size=1, max_size=60, unique=True),
-    st.integers(0, 5),
-    st.sampled_from([0.05, 0.08, 0.2]),
+    st.lists(
+        st.tuples(st.sampled_from(["a", "b", "c"]), st.booleans(), st.integers(-100, 100) | st.just(None)),
+        min_size=4,
+        max_size=80,
+    ).filter(lambda rows: all(len({c for c, adv, _ in rows if adv == side}) >= 2 for side in (True, False))),
+    st.sampled_from([0.05, 0.1, 0.3]),
+    st.sampled_from([0.3, 0.5, 0.7]),
 )
-def test_the_threshold_is_the_lowest_that_refuses_at_most_the_share(points, hard, share) -> None:
-    doubts = [p * 0.05 + 0.0123 for p in points]  # apart by more than the grid
-    answerable = [_rated(d) for d in doubts] + [_rated(0.0, refused_first=True) for _ in range(hard)]
-    value = threshold(answerable, share)
+def test_the_threshold_leaves_both_targets_the_largest_common_margin(rows, refused_at_most, not_in_memory) -> None:
+    """No threshold on the grid clears both targets by more; none lower clears them as far."""
+    rated = [Rated(c, adv, math.inf if d is None else d * 0.05 + 0.0123) for c, adv, d in rows]
+    value = threshold(rated, refused_at_most, not_in_memory)
+    best = min(margins(rated, value, refused_at_most, not_in_memory))
+    lowest = min((r.doubt for r in rated if math.isfinite(r.doubt)), default=math.inf)
+    for step in range(-120, 120):
+        at = step * 0.05 + 0.0123
+        other = min(margins(rated, at, refused_at_most, not_in_memory))
+        assert other <= best
+        if lowest <= at < value - 0.01:
+            assert other < best or best == -math.inf
 
-    def refused(at: float) -> int:
-        return hard + sum(d > at for d in doubts)
 
-    allowed = math.floor(share * len(answerable))
-    if hard <= allowed:
-        assert refused(value) <= allowed
-        assert refused(value - 0.05) > allowed or refused(value - 0.05) == len(answerable)
-    else:  # refused before the doubt already: the doubt refuses nobody
-        assert refused(value) == hard
+def test_the_margins_count_in_how_much_conversations_differ() -> None:
+    """Two conversations refusing 0% and 10% of answerable questions (5% pooled) clear a
+    10% target by 5 points over a spread of 7.07 points times one: 0.71. The adversarial
+    ones are all refused: +inf when they never differ."""
+    rated = [Rated("a", False, 0.0) for _ in range(10)]
+    rated += [Rated("b", False, 1.0)] + [Rated("b", False, 0.0) for _ in range(9)]
+    rated += [Rated(c, True, 2.0) for c in "ab"]
+    refused, not_in_memory = margins(rated, 0.5, 0.10, 0.50)
+    assert math.isclose(refused, 0.05 / (math.sqrt(0.005) * 1.0))
+    assert not_in_memory == math.inf
+
+
+def test_one_conversation_cannot_say_how_a_split_would_differ() -> None:
+    rated = [Rated("a", False, 0.0), Rated("a", True, 1.0)]
+    with pytest.raises(ValueError, match="two conversations or more"):
+        threshold(rated, 0.10, 0.50)
 
 
 def test_calibration_refuses_the_swapped_person_and_keeps_the_answerable_ones() -> None:
     """Questions in LoCoMo's adversarial form (Priya's race given to Tom) against the
     same questions asked of Priya, in chats that vary: the fitted rule refuses more of
-    the former, and at most its share of the latter."""
+    the former, and at most the target's share of the latter."""
     rng = random.Random(3)
     questions = []
     for i in range(60):
@@ -85,10 +102,11 @@ def test_calibration_refuses_the_swapped_person_and_keeps_the_answerable_ones() 
         ]
         named = "Tom" if i % 2 else "Priya"
         cues = Cues({"charity": 1.0, "race": 1.0}, named=named, name_forms=(named,))
-        questions.append(Labelled(choose(cues, chat, SPEAKERS, OPEN), frozenset({"m1"}), adversarial=named == "Tom"))
+        choice = choose(cues, chat, SPEAKERS, OPEN)
+        questions.append(Labelled(choice, frozenset({"m1"}), adversarial=named == "Tom", conversation=f"chat {i % 4}"))
     weights = calibrate(questions)
     chosen = [choose(q.choice.cues, [s for s, _ in q.choice.ranked], SPEAKERS, weights) for q in questions]
     adversarial = [not c.in_memory for q, c in zip(questions, chosen, strict=True) if q.adversarial]
     answerable = [not c.in_memory for q, c in zip(questions, chosen, strict=True) if not q.adversarial]
-    assert sum(answerable) <= math.floor(0.08 * len(answerable))
+    assert sum(answerable) <= math.floor(0.10 * len(answerable))
     assert sum(adversarial) > sum(answerable)
