@@ -24,6 +24,7 @@ from memory.retrieval.selection import (
     choose,
     exchange_terms,
     features,
+    first_told,
     in_named_time,
 )
 from memory.retrieval.timeparse import TimeRange
@@ -367,3 +368,19 @@ def test_only_a_close_message_by_or_about_the_named_person_makes_the_question_re
     assert not related.unrelated
     nobody = replace(cues, named=None, name_forms=())
     assert not choose(nobody, [alice, lunch], SPEAKERS + ["Marco"], OPEN).unrelated
+
+
+def test_a_question_asking_when_finds_the_message_that_first_told_it() -> None:
+    """Asked "When did Andrew adopt Toby?": the puppy is first named when he arrives and again
+    later; the first message naming him is the one asked about. The weightiest term any
+    message holds decides ("adopt" is held by none), and only for a question asking when."""
+    cues = Cues({"toby": 2.0, "adopt": 1.5, "andrew": 0.5}, answer_type="time")
+    arrived = seen(1, "Andrew", "Meet Toby, my puppy!", terms={"meet", "toby", "puppi"})
+    later = seen(5, "Andrew", "Toby loves the park, Andrew says.", terms={"toby", "love", "park", "andrew"})
+    other = seen(3, "Audrey", "Andrew, how was your week?", terms={"andrew", "week"})
+    shown = [arrived, other, later]
+    assert first_told(cues, shown) == ("toby", arrived.episode.message_time)
+    first = first_told(cues, shown)
+    assert [features(cues, s, SPEAKERS, first=first)["earliest"] for s in shown] == [1.0, 0.0, 0.0]
+    assert first_told(replace(cues, answer_type=None), shown) is None
+    assert first_told(cues, [other]) == ("andrew", other.episode.message_time)
