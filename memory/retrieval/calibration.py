@@ -173,26 +173,27 @@ def margins(rated: Sequence[Rated], at: float, refused_at_most: float, not_in_me
     own figures times sqrt(2 / n). Questions of one conversation vary together (its
     people, its topics), so the spread is between conversations, not between questions.
     Pure."""
-    conversations = sorted({r.conversation for r in rated})
+
+    def refused(rows: Sequence[Rated]) -> float:
+        return sum(r.doubt > at for r in rows) / len(rows)
 
     def margin(adversarial: bool, cleared: Callable[[float], float]) -> float:
         asked = [r for r in rated if r.adversarial == adversarial]
-        own = [
-            sum(r.doubt > at for r in mine) / len(mine)
-            for mine in ([r for r in asked if r.conversation == c] for c in conversations)
-            if mine
-        ]
-        if len(own) < 2:
+        by_conversation: dict[str, list[Rated]] = {}
+        for r in asked:
+            by_conversation.setdefault(r.conversation, []).append(r)
+        if len(by_conversation) < 2:
             raise ValueError("the abstention threshold needs questions of two conversations or more")
-        lead = cleared(sum(r.doubt > at for r in asked) / len(asked))
+        own = [refused(mine) for mine in by_conversation.values()]
+        lead = cleared(refused(asked))
         spread = float(np.std(own, ddof=1)) * math.sqrt(2 / len(own))
         if not spread:  # every conversation alike: the target is met or missed for certain
             return math.copysign(math.inf, lead) if lead else 0.0
         return lead / spread
 
     return (
-        margin(False, lambda refused: refused_at_most - refused),
-        margin(True, lambda refused: refused - not_in_memory_at_least),
+        margin(False, lambda share: refused_at_most - share),
+        margin(True, lambda share: share - not_in_memory_at_least),
     )
 
 
