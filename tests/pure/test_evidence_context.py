@@ -76,3 +76,41 @@ def test_between_two_people_the_exchange_is_the_chain(before_speakers: list[str]
         e for i, e in enumerate(near_after) if i == 0 or e.speaker == "ann"
     ]
     assert pick_context(ref(0, "ann"), before, after, partners("ann", [ref(0, "ann"), *before, *after])) == chain_rule
+
+
+def test_a_person_in_two_conversations_shows_the_reply_most_alike_not_the_next() -> None:
+    # ann talks with bob and with cat at once: cat's message comes first, bob's answers the hit.
+    hit = ref(5, "ann", "we went camping by the lake")
+    before = [ref(4, "cat", "my sister called"), ref(3, "bob", "how was your weekend, ann?")]
+    after = [ref(6, "cat", "ann, did you see the game?"), ref(7, "bob", "the lake sounds lovely"), ref(8, "ann", "new job news")]
+    likeness = {4: 0.05, 3: 0.55, 6: 0.10, 7: 0.70, 8: 0.15}
+    chosen = pick_context(hit, before, after, frozenset({"bob", "cat"}), likeness)
+    assert [e.episode_id for e in chosen] == [7, 8]  # bob's answer, and ann's own
+    assert [e.episode_id for e in pick_context(hit, before, after, frozenset({"bob", "cat"}))] == [6]  # the nearest
+
+
+def test_a_message_without_a_vector_comes_after_those_with_one() -> None:
+    hit = ref(5, "ann")
+    after = [ref(6, "cat"), ref(7, "bob"), ref(8, "ann")]
+    chosen = pick_context(hit, [], after, frozenset({"bob", "cat"}), {7: -0.2})
+    assert [e.episode_id for e in chosen] == [7]  # however unlike, before the nearer 6 and 8, which have none
+
+
+LIKENESS = st.dictionaries(st.integers(-9, 9), st.floats(-1, 1))
+
+
+@given(st.lists(SPEAKERS, max_size=8), st.lists(SPEAKERS, max_size=8), LIKENESS)
+def test_with_one_partner_or_in_a_thread_likeness_changes_nothing(
+    before_speakers: list[str], after_speakers: list[str], likeness: dict[int, float]
+) -> None:
+    before = [ref(-i - 1, who) for i, who in enumerate(before_speakers)]
+    after = [ref(i + 1, who) for i, who in enumerate(after_speakers)]
+    talks_with = partners("ann", [ref(0, "ann"), *before, *after])
+    assert pick_context(ref(0, "ann"), before, after, talks_with, likeness) == pick_context(
+        ref(0, "ann"), before, after, talks_with
+    )
+    threaded = [ref(i + 1, who, thread="m9") for i, who in enumerate(after_speakers)]
+    reply = ref(0, "ann", thread="m9")
+    assert pick_context(reply, [], threaded, frozenset({"bob", "cat"}), likeness) == pick_context(
+        reply, [], threaded, frozenset({"bob", "cat"})
+    )
