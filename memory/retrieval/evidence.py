@@ -27,7 +27,7 @@ calibration group channel of pairs interleaved message by message (``bench retri
 --group --cast pairs``) the chain's surroundings kept 77.1% of questions' evidence at
 K = 30 where the pairs alone keep 84.3%; surroundings taken from each message's own
 conversation (known to the benchmark only) kept 80.9%. Where the speaker talks with
-several people, the exchange is taken most alike first (``pick_context``): on the ring
+several people, its exchange is taken most alike first (``exchange_side``): on the ring
 channel, where each name talks in two conversations at once, 76.8% -> 79.1% on
 calibration (held-out 71.3% -> 74.2%); surroundings from the hit's own conversation
 (the benchmark's oracle) give 80.0%.
@@ -180,6 +180,22 @@ def in_exchange(hit: EpisodeRef, other: EpisodeRef, talks_with: frozenset[str]) 
     return other.speaker == hit.speaker or other.speaker in talks_with
 
 
+def exchange_side(
+    hit: EpisodeRef, side: Sequence[EpisodeRef], talks_with: frozenset[str], span: int, likeness: Mapping[int, float] | None
+) -> list[EpisodeRef]:
+    """The messages of the hit's exchange (``in_exchange``) on one side of it (``side``,
+    nearest first), at most ``span``: the nearest first, or when the hit's speaker talks
+    with more than one person and the hit is in the channel, not in a thread, the most
+    alike first (``likeness``: a message's cosine with the hit, by episode id; one
+    without comes last, ties nearest first). That person's conversations run side by
+    side, so the next message of their exchange is as likely the other conversation's as
+    the reply, and a reply is about what it answers. Pure."""
+    found = [e for e in side if in_exchange(hit, e, talks_with)]
+    if likeness is not None and len(talks_with) > 1 and hit.reply_in is None:
+        found.sort(key=lambda e: -likeness.get(e.episode_id, -2.0))
+    return found[:span]
+
+
 def pick_context(
     hit: EpisodeRef,
     before: Sequence[EpisodeRef],
@@ -187,20 +203,11 @@ def pick_context(
     talks_with: frozenset[str],
     likeness: Mapping[int, float] | None = None,
 ) -> list[EpisodeRef]:
-    """From the messages just before and after a hit (nearest first): those of its
-    exchange (``in_exchange``), at most ``CONTEXT_SPAN`` on each side, and of these the
-    first one after it (the reply) and any by the hit's own speaker.
-
-    When the hit's speaker talks with more than one person and the hit is in the
-    channel, not in a thread, its exchange is taken most alike first (``likeness``: a
-    message's cosine with the hit, by episode id; one without comes last): that person's
-    conversations run side by side, so the next message of the exchange is as likely the
-    other conversation's as the reply, and a reply is about what it answers. Pure."""
-    before = [e for e in before if in_exchange(hit, e, talks_with)]
-    after = [e for e in after if in_exchange(hit, e, talks_with)]
-    if likeness is not None and len(talks_with) > 1 and hit.reply_in is None:
-        before, after = (sorted(side, key=lambda e: -likeness.get(e.episode_id, -2.0)) for side in (before, after))
-    before, after = before[:CONTEXT_SPAN], after[:CONTEXT_SPAN]
+    """From the messages just before and after a hit (nearest first): its exchange's on
+    each side (``exchange_side``, at most ``CONTEXT_SPAN``), and of these the first one
+    after it (the reply) and any by the hit's own speaker. Pure."""
+    before = exchange_side(hit, before, talks_with, CONTEXT_SPAN, likeness)
+    after = exchange_side(hit, after, talks_with, CONTEXT_SPAN, likeness)
     chosen = [e for e in before if e.speaker == hit.speaker][::-1]
     chosen += [e for i, e in enumerate(after) if i == 0 or e.speaker == hit.speaker]
     return chosen

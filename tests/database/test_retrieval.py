@@ -228,6 +228,23 @@ async def test_best_hits_bring_their_surroundings_once(memory: Memory, conversat
     assert [e.episode_id for e in bounded.context] == [episodes[1]]
 
 
+async def test_a_person_talking_with_two_others_shows_the_reply_about_the_hit(memory: Memory, conversation_id: int) -> None:
+    # ann talks with bob and with cat at once: the message after hers is cat's, about something else.
+    chat = [
+        ("bob", "Ann, how was your weekend?"),
+        ("cat", "Ann, did you watch the football match?"),
+        ("ann", "I went to the pottery class and made a blue bowl."),
+        ("cat", "The striker scored twice in the second half."),
+        ("bob", "A blue bowl from your pottery class sounds lovely!"),
+    ]
+    episodes = await _store(memory, conversation_id, chat)
+    retrieval = await retrieve(memory, conversation_id, "What did Ann make at the pottery class?", T0 + timedelta(days=1))
+    hit = [c for c in retrieval.candidates if c.kind == "episode" and c.ref_id == episodes[2]]
+    async with memory._sessions() as session:
+        (item,) = await assemble(session, conversation_id, hit, 1)
+    assert [e.episode_id for e in item.context] == [episodes[4]]
+
+
 ATLAS = [
     ("priya", "Reminder that the Atlas launch review is on Thursday."),
     ("tom", "The rollback plan for Atlas is in the team wiki now."),

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given
 from hypothesis import strategies as st
 
-from memory.retrieval.evidence import CONTEXT_SPAN, EpisodeRef, in_exchange, partners, pick_context
+from memory.retrieval.evidence import CONTEXT_SPAN, EpisodeRef, exchange_side, in_exchange, partners, pick_context
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
 
@@ -91,9 +91,10 @@ def test_a_person_in_two_conversations_shows_the_reply_most_alike_not_the_next()
 
 def test_a_message_without_a_vector_comes_after_those_with_one() -> None:
     hit = ref(5, "ann")
-    after = [ref(6, "cat"), ref(7, "bob"), ref(8, "ann")]
-    chosen = pick_context(hit, [], after, frozenset({"bob", "cat"}), {7: -0.2})
-    assert [e.episode_id for e in chosen] == [7]  # however unlike, before the nearer 6 and 8, which have none
+    after = [ref(6, "cat"), ref(7, "bob"), ref(8, "ann"), ref(9, "bob")]
+    chosen = exchange_side(hit, after, frozenset({"bob", "cat"}), 3, {7: -0.2, 9: 0.1})
+    assert [e.episode_id for e in chosen] == [9, 7, 6]  # however unlike, 7 before 6 and 8, which have none
+    assert [e.episode_id for e in pick_context(hit, [], after, frozenset({"bob", "cat"}), {7: -0.2, 9: 0.1})] == [9]
 
 
 LIKENESS = st.dictionaries(st.integers(-9, 9), st.floats(-1, 1))
