@@ -16,7 +16,7 @@ from memory.episodes.append import append_messages, validate_message
 from memory.graph.writes import create_entity, create_relation, supersede_relation
 from memory.retrieval.evidence import assemble
 from memory.retrieval.pipeline import retrieve
-from memory.retrieval.search import QueryVariant, SearchConfig, SearchHints, search
+from memory.retrieval.search import Candidate, QueryVariant, SearchConfig, SearchHints, search
 from memory.retrieval.search_plan import TERM_SAMPLE
 from memory.retrieval.search_sql import Found, anchored_sql, by_speaker_sql, planned_sizes, ranked_lists, term_shares
 from memory.retrieval.timeparse import TimeRange
@@ -238,10 +238,9 @@ async def test_a_person_talking_with_two_others_shows_the_reply_about_the_hit(me
         ("bob", "A blue bowl from your pottery class sounds lovely!"),
     ]
     episodes = await _store(memory, conversation_id, chat)
-    retrieval = await retrieve(memory, conversation_id, "What did Ann make at the pottery class?", T0 + timedelta(days=1))
-    hit = [c for c in retrieval.candidates if c.kind == "episode" and c.ref_id == episodes[2]]
+    hit = Candidate("episode", episodes[2], chat[2][1], None, is_current=True, score=1.0, similarity=1.0, text_rank=0.0)
     async with memory._sessions() as session:
-        (item,) = await assemble(session, conversation_id, hit, 1)
+        (item,) = await assemble(session, conversation_id, [hit], 1)
     assert [e.episode_id for e in item.context] == [episodes[4]]
 
 
