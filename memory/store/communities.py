@@ -12,6 +12,7 @@ from sqlalchemy import DateTime, case, delete, func, insert, literal, text, upda
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memory.communities.use import BIRTH_USES, decayed_sql
+from memory.store.database import custom_plans
 from memory.store.locks import mark_due
 from memory.store.schema import Community, CommunityMember, CommunityState
 
@@ -71,6 +72,10 @@ async def record_use(
     if not any(ids.values()):
         return
     values = {"c": conversation_id, "now": datetime.now(timezone.utc), **ids}
+    # Planned with their values: run once an answer, the statements soon keep a generic
+    # plan, which costs the conversation as an average one (in the largest of 1M
+    # messages the two took 7.9 and 5.4 ms a question, 3.7 and 3.2 with their values).
+    await custom_plans(session)
     if (await session.execute(_DIRTY_USED, values)).first() is not None:
         await mark_due(session, conversation_id)
     await session.execute(_RECORD_USE, values)
