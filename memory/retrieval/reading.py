@@ -266,7 +266,7 @@ async def read_seen(
     # Planned with their values: a generic plan, kept after five runs, costs the
     # conversation as an average one and scanned all of the largest's relation provenance
     # for the messages' corrections (55 ms a question at 1M messages, 0.9 ms planned
-    # with its values; read_seen 77 -> 23 ms in all, bench scale's store, 2026-12-06).
+    # with its values; read_seen 77 -> 17.5 ms in all, bench scale's store, 2026-12-06).
     await custom_plans(session)
     rows = await session.execute(
         text(
