@@ -15,7 +15,7 @@
 A module whose tests are of several kinds sits with its heaviest (pure < database <
 service). ``citus`` and ``faults`` are left out of the default run (pyproject.toml);
 ``CLUSTER_MODULES`` below puts modules of the default run in the cluster suite too. The
-modules here beside this one (clirun, hostile, plugins, routing, servers, shared_data)
+modules here beside this one (clirun, hostile, plugins, routing, scratch, servers, shared_data)
 and data/ support the tests.
 
 Fixtures: a real embedded Postgres with pgvector (fresh data folder per test run),
@@ -35,7 +35,6 @@ import dataclasses
 import functools
 import json
 import os
-import tempfile
 import uuid
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -51,6 +50,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
 
 from clirun import stashbird  # noqa: E402
+from scratch import scratch_folder  # noqa: E402
 
 from bot.service import Running, running  # noqa: E402
 from connectors.discord.client import DiscordConnector  # noqa: E402
@@ -199,11 +199,11 @@ async def routing_check() -> AsyncIterator[None]:
 
 @pytest.fixture(scope="session")
 def pg_data_dir() -> Path:
-    """Outside pytest's rotating temp folders, which a concurrent pytest run may prune
-    while this run's server still uses them. Only the embedded server has one."""
+    """The embedded test server's folder (``scratch_folder``: a run leaves no 450 MB
+    folder behind). Only the embedded server has one."""
     if TEST_DATABASE_URL is not None:
         pytest.skip("reads the embedded server's files (STASHBIRD_TEST_DATABASE_URL names another server)")
-    return Path(tempfile.mkdtemp(prefix="stashbird-test-pg-"))
+    return scratch_folder("stashbird-test-pg-")
 
 
 @pytest.fixture(scope="session")

