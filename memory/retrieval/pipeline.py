@@ -16,6 +16,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memory.core import Memory
+from memory.episodes.exchange_vectors import EXCHANGE_SPEAKERS
 from memory.params import MemoryParams
 from memory.principal import Principal
 from memory.retrieval.search import Candidate, QueryVariant, SearchConfig, SearchHints, search
@@ -108,8 +109,9 @@ def chain_share(share: float, speakers: int) -> float:
     (its exchange is shown around the hit instead: memory.retrieval.evidence). On the
     LoCoMo calibration split's ring channel, all evidence at K = 30 75.7 -> 76.8%, the
     threaded channel's asked in their threads 82.2 -> 82.8%, pairs unchanged
-    (held-out 70.9 -> 71.3%, 76.9 -> 77.8%). Pure."""
-    return share if speakers <= 2 else 0.0
+    (held-out 70.9 -> 71.3%, 76.9 -> 77.8%). The same count decides whether a message
+    is searched with its predecessor's vector (memory.episodes.exchange_vectors). Pure."""
+    return share if speakers <= EXCHANGE_SPEAKERS else 0.0
 
 
 async def speaker_names(session: AsyncSession, conversation_id: int) -> list[str]:

@@ -17,11 +17,15 @@ from memory.store.schema import SearchDocument
 KINDS = ("episode", "entity", "relation", "community")
 # The sum is taken in float4 (``vector``) and rounded to the column's ``halfvec`` as it is
 # written, as memory.episodes.exchange_vectors does with the vector it computes in Python.
+# The predecessor is joined where it belongs to the exchange (``joins_predecessor`` there):
+# at most ``:pair`` speakers, or a reply in a thread after a message of that thread.
 _REFRESH_EXCHANGE = text(
     "UPDATE search_documents d SET embedding = CASE WHEN p.embedding IS NULL THEN e.embedding "
     "ELSE CAST(CAST(e.embedding AS vector) + CAST(p.embedding AS vector) * "
     "CAST(array_fill(CAST(:share AS real), ARRAY[vector_dims(p.embedding)]) AS vector) AS halfvec) END "
-    "FROM episodes e LEFT JOIN episodes p ON p.conversation_id = :c AND p.id = e.prev_id "
+    "FROM (SELECT count(*) AS n FROM speakers WHERE conversation_id = :c) k CROSS JOIN episodes e "
+    "LEFT JOIN episodes p ON p.conversation_id = :c AND p.id = e.prev_id AND (k.n <= :pair OR "
+    "(e.thread_id <> e.platform_message_id AND e.thread_id IN (p.thread_id, p.platform_message_id))) "
     "WHERE e.conversation_id = :c AND e.id = ANY(:ids) AND e.embedding IS NOT NULL "
     "AND d.conversation_id = :c AND d.kind = 'episode' AND d.ref_id = e.id"
 )
@@ -106,12 +110,16 @@ async def set_current(session: AsyncSession, conversation_id: int, kind: str, re
         )
 
 
-async def refresh_exchange_vectors(session: AsyncSession, conversation_id: int, episode_ids: Iterable[int], share: float) -> None:
+async def refresh_exchange_vectors(
+    session: AsyncSession, conversation_id: int, episode_ids: Iterable[int], share: float, pair: int
+) -> None:
     """Recompute the searched vector of these episodes' documents from their own vector
-    and ``share`` of their current predecessor's (memory.episodes.exchange_vectors)."""
+    and ``share`` of their current predecessor's where it joins: the conversation has at
+    most ``pair`` speakers, or the episode replies in the predecessor's thread
+    (memory.episodes.exchange_vectors)."""
     ids = sorted(set(episode_ids))
     if ids:
-        await session.execute(_REFRESH_EXCHANGE, {"c": conversation_id, "ids": ids, "share": share})
+        await session.execute(_REFRESH_EXCHANGE, {"c": conversation_id, "ids": ids, "share": share, "pair": pair})
 
 
 def episode_document_text(text: str) -> str:
