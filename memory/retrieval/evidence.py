@@ -379,7 +379,7 @@ async def assemble(
     episodes = await load_episodes(session, conversation_id, [*hits, *all_support, *around])
     recency = {e: ref.message_time for e, ref in episodes.items()}
     shown = set(hits)
-    talks_with = {episodes[e].speaker: partners(episodes[e].speaker, episodes.values()) for e in windows if e in episodes}
+    talks_with = {s: partners(s, episodes.values()) for s in {episodes[e].speaker for e in windows if e in episodes}}
     ordered = [e for e in windows if e in episodes and by_likeness(episodes[e], talks_with[episodes[e].speaker])]
     likeness = await _likeness(session, conversation_id, [(e, o) for e in ordered for o in windows[e][0] + windows[e][1]])
     budget = TokenBudget(context_tokens)
