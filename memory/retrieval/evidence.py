@@ -237,7 +237,7 @@ _LIKENESS = text(
 )
 
 
-async def _chain_window(
+async def chain_window(
     session: AsyncSession, conversation_id: int, episode_ids: Sequence[int], span: int
 ) -> dict[int, tuple[list[int], list[int]]]:
     """For each episode: the ids of up to ``span`` predecessors and successors in the
@@ -252,7 +252,9 @@ async def _chain_window(
     }
 
 
-async def _likeness(session: AsyncSession, conversation_id: int, pairs: Sequence[tuple[int, int]]) -> dict[int, dict[int, float]]:
+async def pair_likeness(
+    session: AsyncSession, conversation_id: int, pairs: Sequence[tuple[int, int]]
+) -> dict[int, dict[int, float]]:
     """Each (hit, message) pair's cosine, by hit (missing without vectors). Read only for
     the hits whose exchange is ordered by it (``by_likeness``): a two-person conversation,
     the largest at 1M messages among them, reads no vector (0.4 ms of its assembly)."""
@@ -327,6 +329,42 @@ _REF_COLUMNS = (
 )
 
 
+@dataclass(frozen=True)
+class Exchanges:
+    """Found messages with their chain windows: the messages loaded (``load_episodes``),
+    each window's speaker's partners among them, and where an exchange is ordered by it
+    (``by_likeness``) each window message's cosine with its hit."""
+
+    windows: dict[int, tuple[list[int], list[int]]]
+    episodes: dict[int, EpisodeRef]
+    talks_with: dict[str, frozenset[str]]
+    likeness: dict[int, dict[int, float]]
+
+    def sides(self, hit: int) -> tuple[list[EpisodeRef], list[EpisodeRef]]:
+        """The loaded messages before and after ``hit``, nearest first."""
+        before, after = self.windows[hit]
+        return [self.episodes[e] for e in before if e in self.episodes], [self.episodes[e] for e in after if e in self.episodes]
+
+    def ordering(self, hit: EpisodeRef) -> tuple[frozenset[str], dict[int, float]]:
+        """Whom the hit's speaker talks with, and the hit's window's likeness."""
+        return self.talks_with[hit.speaker], self.likeness.get(hit.episode_id, {})
+
+
+async def exchanges(
+    session: AsyncSession, conversation_id: int, hits: Sequence[int], span: int, also: Sequence[int] = ()
+) -> Exchanges:
+    """The chain windows of ``hits``, ``span`` places each side, with the messages
+    ``also`` loaded beside them (partners are looked for among all of them): three
+    statements, the last only where a speaker talks with several people."""
+    windows = await chain_window(session, conversation_id, hits, span) if hits else {}
+    around = {e for before, after in windows.values() for e in before + after}
+    episodes = await load_episodes(session, conversation_id, [*hits, *also, *around])
+    talks_with = {s: partners(s, episodes.values()) for s in {episodes[e].speaker for e in windows if e in episodes}}
+    ordered = [e for e in windows if e in episodes and by_likeness(episodes[e], talks_with[episodes[e].speaker])]
+    likeness = await pair_likeness(session, conversation_id, [(e, o) for e in ordered for o in windows[e][0] + windows[e][1]])
+    return Exchanges(windows, episodes, talks_with, likeness)
+
+
 async def load_episodes(session: AsyncSession, conversation_id: int, episode_ids: Sequence[int]) -> dict[int, EpisodeRef]:
     """The episodes an answer may show; one with a tombstone is being forgotten (a
     person's messages are hidden first, memory.privacy.person) and is left out."""
@@ -374,14 +412,10 @@ async def assemble(
     candidate_rank = {c.ref_id: rank for rank, c in enumerate(candidates) if c.kind == "episode"}
     all_support = {e for kind in provenance.values() for ids in kind.values() for e in ids}
     hits = by_kind.get("episode", [])
-    windows = await _chain_window(session, conversation_id, hits[:context_items], CONTEXT_WINDOW) if context_items else {}
-    around = {e for before, after in windows.values() for e in before + after}
-    episodes = await load_episodes(session, conversation_id, [*hits, *all_support, *around])
+    near = await exchanges(session, conversation_id, hits[:context_items], CONTEXT_WINDOW, [*hits, *all_support])
+    episodes = near.episodes
     recency = {e: ref.message_time for e, ref in episodes.items()}
     shown = set(hits)
-    talks_with = {s: partners(s, episodes.values()) for s in {episodes[e].speaker for e in windows if e in episodes}}
-    ordered = [e for e in windows if e in episodes and by_likeness(episodes[e], talks_with[episodes[e].speaker])]
-    likeness = await _likeness(session, conversation_id, [(e, o) for e in ordered for o in windows[e][0] + windows[e][1]])
     budget = TokenBudget(context_tokens)
     items: list[EvidenceItem] = []
     for candidate in chosen:
@@ -392,16 +426,8 @@ async def assemble(
             provenance.get(candidate.kind, {}).get(candidate.ref_id, []), candidate_rank, recency, supports_per_item
         )
         context: list[EpisodeRef] = []
-        if episode is not None and candidate.ref_id in windows:
-            before, after = windows[candidate.ref_id]
-            nearby = pick_context(
-                episode,
-                [episodes[e] for e in before if e in episodes],
-                [episodes[e] for e in after if e in episodes],
-                talks_with[episode.speaker],
-                likeness.get(candidate.ref_id, {}),
-            )
-            for e in nearby:
+        if episode is not None and candidate.ref_id in near.windows:
+            for e in pick_context(episode, *near.sides(candidate.ref_id), *near.ordering(episode)):
                 if e.episode_id in shown or not budget.take(_message_line("E0.0", e)):
                     continue
                 context.append(e)

@@ -19,6 +19,7 @@ from memory.core import Memory
 from memory.episodes.exchange_vectors import EXCHANGE_SPEAKERS
 from memory.params import MemoryParams
 from memory.principal import Principal
+from memory.retrieval.lending import lend_to_exchanges
 from memory.retrieval.search import Candidate, QueryVariant, SearchConfig, SearchHints, search
 from memory.retrieval.search_plan import VectorPlan
 from memory.retrieval.timeparse import (
@@ -186,12 +187,16 @@ async def retrieve(
             thread=thread,
         )
         result = await search(session, conversation_id, variants, hybrid, hints, text_session=text_session)
+        candidates = result.candidates
+        if len(everyone) > EXCHANGE_SPEAKERS:
+            share, lenders = memory.params.chain_share, memory.params.search_top
+            candidates = await lend_to_exchanges(session, conversation_id, candidates, share, lenders)
     return Retrieval(
         question,
         list(sub_queries),
         ranges,
         prefer_current,
-        result.candidates,
+        candidates,
         result.plan,
         [usage],
         list(batch.vectors[0]),

@@ -15,7 +15,8 @@ from memory.core import Memory
 from memory.episodes.append import append_messages, validate_message
 from memory.graph.writes import create_entity, create_relation, supersede_relation
 from memory.retrieval.evidence import assemble
-from memory.retrieval.pipeline import retrieve
+from memory.retrieval.lending import lend_to_exchanges
+from memory.retrieval.pipeline import retrieve, service_configs
 from memory.retrieval.search import Candidate, QueryVariant, SearchConfig, SearchHints, search
 from memory.retrieval.search_plan import TERM_SAMPLE
 from memory.retrieval.search_sql import Found, anchored_sql, by_speaker_sql, planned_sizes, ranked_lists, term_shares
@@ -244,6 +245,22 @@ async def test_a_person_talking_with_two_others_shows_the_reply_about_the_hit(me
     assert [e.episode_id for e in item.context] == [episodes[4]]
 
 
+async def test_a_found_message_lends_to_its_exchange_not_the_channels_next_messages(memory: Memory, conversation_id: int) -> None:
+    # ann talks with bob and with cat at once: the messages next to hers are cat's, about football.
+    chat = [
+        ("bob", "Ann, what did you make at the pottery class?"),
+        ("cat", "Ann, did you watch the football match?"),
+        ("ann", "I went to the pottery class and made a blue bowl."),
+        ("cat", "The striker scored twice in the second half."),
+        ("bob", "A blue bowl from your pottery class sounds lovely!"),
+    ]
+    episodes = await _store(memory, conversation_id, chat)
+    hit = Candidate("episode", episodes[2], chat[2][1], None, is_current=True, score=1.0, similarity=1.0, text_rank=0.0)
+    async with memory._sessions() as session:
+        ranked = await lend_to_exchanges(session, conversation_id, [hit], 0.25, 60)
+    assert [(c.ref_id, c.score) for c in ranked] == [(episodes[2], 1.0), (episodes[0], 0.25), (episodes[4], 0.25)]
+
+
 ATLAS = [
     ("priya", "Reminder that the Atlas launch review is on Thursday."),
     ("tom", "The rollback plan for Atlas is in the team wiki now."),
@@ -320,19 +337,23 @@ async def test_the_messages_vector_lists_read_deeper_than_the_others(memory: Mem
 async def test_a_found_messages_neighbours_gain_its_score_only_where_two_people_talk(
     memory: Memory, conversation_id: int
 ) -> None:
-    """The same messages, by two people and by three: in the chat of two each message
-    found next to another gains a share of its score (the chain is their exchange); in
-    the channel of three none does (the message next to a hit is most often another
-    conversation's)."""
+    """The same messages, by two people and by three, searched as the service searches
+    each: in the chat of two each message found next to another gains a share of its
+    score (the chain is their exchange); in the channel of three the search lends nothing
+    (the message next to a hit is most often another conversation's; the exchange's
+    neighbours are lent to after the search, memory.retrieval.lending)."""
     texts = [body for _, body in TEXTS]
     await _store(memory, conversation_id, [(("ann", "bob")[i % 2], body) for i, body in enumerate(texts)])
     async with memory._sessions.begin() as session:
         channel = await ensure_conversation(session, ConversationRef("test", "", f"three-{conversation_id}"))
     await _store(memory, channel, [(("ann", "bob", "cat")[i % 3], body) for i, body in enumerate(texts)], prefix="t")
+    question = "What did the puppy chew?"
+    vector = (await memory.embedder.embed([question])).vectors[0]
     scores = {}
-    for where in (conversation_id, channel):
-        retrieval = await retrieve(memory, where, "What did the puppy chew?", T0 + timedelta(days=1))
-        scores[where] = {c.text: c.score for c in retrieval.candidates if c.kind == "episode"}
+    for where, speakers in ((conversation_id, 2), (channel, 3)):
+        async with memory._sessions.begin() as session:
+            found = await search(session, where, [QueryVariant(question, vector)], service_configs(memory.params, speakers)[0])
+        scores[where] = {c.text: c.score for c in found.candidates if c.kind == "episode"}
     assert set(scores[conversation_id]) == set(scores[channel]) == set(texts)
     assert all(scores[conversation_id][t] > scores[channel][t] for t in texts)
     assert memory.params.chain_share > 0
@@ -382,10 +403,14 @@ GROUP_CHAT = [
 async def test_both_people_a_question_names_bring_their_own_messages(memory: Memory, conversation_id: int) -> None:
     """A question that joins two people ("both") finds what each of them said, which
     the same search without the speakers named and with the question's own vector (the
-    names in it) misses: it brings the messages that greet them."""
+    names in it) misses: it brings the messages that greet them. Without the exchange's
+    loan (memory.retrieval.lending, tested apart): in these eight messages every list
+    finds every message, and each greeting next to the evidence gains a quarter of its
+    score, as much as naming the people gave the evidence."""
     ids = await _store(memory, conversation_id, GROUP_CHAT)
     evidence = {ids[1], ids[3]}
     question = "What instruments do Ann and Bob both play?"
+    memory.params = replace(memory.params, chain_share=0.0)
     retrieval = await retrieve(memory, conversation_id, question, T0 + timedelta(days=1))
     top = {c.ref_id for c in retrieval.candidates[:3] if c.kind == "episode"}
     assert evidence <= top
