@@ -36,16 +36,17 @@ calibration (held-out 71.3% -> 74.2%); surroundings from the hit's own conversat
 from __future__ import annotations
 
 import math
-import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from sqlalchemy import exists, select, text
+from sqlalchemy import BigInteger, any_, cast, exists, select, text
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import InstrumentedAttribute, aliased
 
 from memory.models.tokens import TokenBudget
+from memory.retrieval.exchange import by_likeness, exchange_side, talks_with
 from memory.retrieval.search import Candidate
 from memory.store.schema import (
     EPISODE_SPEAKER,
@@ -146,60 +147,6 @@ def choose_supports(
         reverse=True,
     )
     return (found + rest)[:limit]
-
-
-def partners(speaker: str, seen: Iterable[EpisodeRef]) -> frozenset[str]:
-    """Who ``speaker`` talks with among the authors of ``seen``: anyone whose message names
-    them, or whom one of theirs names (first name, whole word, any case), and the only
-    other author when there is one. Nicknames are other words and do not count. Pure."""
-    seen = list(seen)
-    others = {e.speaker for e in seen} - {speaker}
-    if len(others) <= 1:
-        return frozenset(others)
-    naming = _naming(speaker)
-    found = {e.speaker for e in seen if e.speaker != speaker and naming.search(e.text)}
-    theirs = [e.text for e in seen if e.speaker == speaker]
-    found |= {other for other in others - found if any(_naming(other).search(t) for t in theirs)}
-    return frozenset(found)
-
-
-def _naming(name: str) -> re.Pattern[str]:
-    first = name.split()[0] if name.split() else name
-    return re.compile(rf"(?<!\w){re.escape(first)}(?!\w)", re.IGNORECASE)
-
-
-def in_exchange(hit: EpisodeRef, other: EpisodeRef, talks_with: frozenset[str]) -> bool:
-    """Whether ``other`` belongs to ``hit``'s exchange: for a reply in a thread, any
-    message of that thread (its first included); for a message of the channel, any reply
-    in its own thread and the channel's messages by its speaker or someone they talk
-    with. Pure."""
-    if hit.reply_in is not None:
-        return hit.reply_in in (other.reply_in, other.platform_message_id)
-    if other.reply_in is not None:
-        return other.reply_in == hit.platform_message_id
-    return other.speaker == hit.speaker or other.speaker in talks_with
-
-
-def exchange_side(
-    hit: EpisodeRef, side: Sequence[EpisodeRef], talks_with: frozenset[str], span: int, likeness: Mapping[int, float] | None
-) -> list[EpisodeRef]:
-    """The messages of the hit's exchange (``in_exchange``) on one side of it (``side``,
-    nearest first), at most ``span``: the nearest first, or when the hit's speaker talks
-    with more than one person and the hit is in the channel, not in a thread, the most
-    alike first (``likeness``: a message's cosine with the hit, by episode id; one
-    without comes last, ties nearest first). That person's conversations run side by
-    side, so the next message of their exchange is as likely the other conversation's as
-    the reply, and a reply is about what it answers. Pure."""
-    found = [e for e in side if in_exchange(hit, e, talks_with)]
-    if likeness is not None and by_likeness(hit, talks_with):
-        found.sort(key=lambda e: -likeness.get(e.episode_id, -2.0))
-    return found[:span]
-
-
-def by_likeness(hit: EpisodeRef, talks_with: frozenset[str]) -> bool:
-    """Whether the hit's exchange is taken most alike first (``exchange_side``): its
-    speaker talks with more than one person, and it is in the channel, not in a thread. Pure."""
-    return len(talks_with) > 1 and hit.reply_in is None
 
 
 def pick_context(
@@ -359,10 +306,10 @@ async def exchanges(
     windows = await chain_window(session, conversation_id, hits, span) if hits else {}
     around = {e for before, after in windows.values() for e in before + after}
     episodes = await load_episodes(session, conversation_id, [*hits, *also, *around])
-    talks_with = {s: partners(s, episodes.values()) for s in {episodes[e].speaker for e in windows if e in episodes}}
-    ordered = [e for e in windows if e in episodes and by_likeness(episodes[e], talks_with[episodes[e].speaker])]
+    partnered = talks_with({episodes[e].speaker for e in windows if e in episodes}, episodes.values())
+    ordered = [e for e in windows if e in episodes and by_likeness(episodes[e], partnered[episodes[e].speaker])]
     likeness = await pair_likeness(session, conversation_id, [(e, o) for e in ordered for o in windows[e][0] + windows[e][1]])
-    return Exchanges(windows, episodes, talks_with, likeness)
+    return Exchanges(windows, episodes, partnered, likeness)
 
 
 async def load_episodes(session: AsyncSession, conversation_id: int, episode_ids: Sequence[int]) -> dict[int, EpisodeRef]:
@@ -379,7 +326,11 @@ async def load_episodes(session: AsyncSession, conversation_id: int, episode_ids
     rows = await session.execute(
         select(*_REF_COLUMNS)
         .join(Speaker, EPISODE_SPEAKER)
-        .where(Episode.conversation_id == conversation_id, Episode.id.in_(list(set(episode_ids))), ~forgetting)
+        .where(
+            Episode.conversation_id == conversation_id,
+            Episode.id == any_(cast(sorted(set(episode_ids)), ARRAY(BigInteger))),
+            ~forgetting,
+        )
     )
     return {row[0]: EpisodeRef(*row) for row in rows}
 

@@ -27,7 +27,8 @@ from dataclasses import replace
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from memory.retrieval.evidence import EpisodeRef, Exchanges, exchange_side, exchanges
+from memory.retrieval.evidence import EpisodeRef, Exchanges, exchanges
+from memory.retrieval.exchange import exchange_side
 from memory.retrieval.fusion import ranked, spread_to_neighbours
 from memory.retrieval.search import Candidate
 from memory.retrieval.search_sql import Key

@@ -14,7 +14,8 @@ import numpy as np
 from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from memory.retrieval.evidence import CONTEXT_WINDOW, EpisodeRef, EvidenceItem, in_exchange, load_episodes, partners
+from memory.retrieval.evidence import CONTEXT_WINDOW, EpisodeRef, EvidenceItem, load_episodes
+from memory.retrieval.exchange import in_exchange, talks_with
 from memory.retrieval.pipeline import named_speaker
 from memory.retrieval.search_plan import TERM_SAMPLE
 from memory.retrieval.search_sql import term_shares
@@ -233,11 +234,11 @@ async def _neighbours(
         for origin, side, episode_id, message_id, thread, who, at, terms in rows
     ]
     seen = [*shown.values(), *(other for _, _, other, _ in around)]
-    talks_with = {speaker: partners(speaker, seen) for speaker in {e.speaker for e in shown.values()}}
+    partnered = talks_with({e.speaker for e in shown.values()}, seen)
     found: dict[tuple[int, int], list[Turn]] = {}
     for origin, side, other, turn in around:
         hit, turns = shown[origin], found.setdefault((origin, side), [])
-        if len(turns) < EXCHANGE_SPAN and in_exchange(hit, other, talks_with[hit.speaker]):
+        if len(turns) < EXCHANGE_SPAN and in_exchange(hit, other, partnered[hit.speaker]):
             turns.append(turn)
     return found
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from memory.retrieval.evidence import CONTEXT_SPAN, EpisodeRef, exchange_side, in_exchange, partners, pick_context
+from memory.retrieval.evidence import CONTEXT_SPAN, EpisodeRef, pick_context
+from memory.retrieval.exchange import exchange_side, in_exchange, partners, talks_with
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
 
@@ -115,3 +117,26 @@ def test_with_one_partner_or_in_a_thread_likeness_changes_nothing(
     assert pick_context(reply, [], threaded, frozenset({"bob", "cat"}), likeness) == pick_context(
         reply, [], threaded, frozenset({"bob", "cat"})
     )
+
+
+def _partners_one_by_one(speaker: str, seen: list[EpisodeRef]) -> frozenset[str]:
+    # The rule as first written, a speaker at a time (one pattern per name, every message read per speaker).
+    def naming(name: str) -> re.Pattern[str]:
+        return re.compile(rf"(?<!\w){re.escape(name.split()[0] if name.split() else name)}(?!\w)", re.IGNORECASE)
+
+    others = {e.speaker for e in seen} - {speaker}
+    if len(others) <= 1:
+        return frozenset(others)
+    found = {e.speaker for e in seen if e.speaker != speaker and naming(speaker).search(e.text)}
+    theirs = [e.text for e in seen if e.speaker == speaker]
+    return frozenset(found | {other for other in others - found if any(naming(other).search(t) for t in theirs)})
+
+
+NAMES = ["Ann", "Ann Lee", "Anna", "Jo", "Jo-Ann", "Kate", "Mary-Kate", "Bob", "Émile"]
+WORDS = st.sampled_from([*NAMES, "ann", "ANNA", "jo-ann", "Joann", "kate's", "hi", "and", "-", ",", "Bobby", "émile"])
+
+
+@given(st.lists(st.tuples(st.sampled_from(NAMES), st.lists(WORDS, max_size=6)), max_size=12), st.sets(st.sampled_from(NAMES)))
+def test_everyones_partners_at_once_are_each_ones_partners(messages: list[tuple[str, list[str]]], speakers: set[str]) -> None:
+    seen = [ref(i, who, " ".join(words)) for i, (who, words) in enumerate(messages)]
+    assert talks_with(speakers, seen) == {s: _partners_one_by_one(s, seen) for s in speakers}
