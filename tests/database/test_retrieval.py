@@ -229,33 +229,32 @@ async def test_best_hits_bring_their_surroundings_once(memory: Memory, conversat
     assert [e.episode_id for e in bounded.context] == [episodes[1]]
 
 
+# ann talks with bob and with cat at once: the messages next to hers are cat's, about football.
+ANN_WITH_TWO = [
+    ("bob", "Ann, what did you make at the pottery class?"),
+    ("cat", "Ann, did you watch the football match?"),
+    ("ann", "I went to the pottery class and made a blue bowl."),
+    ("cat", "The striker scored twice in the second half."),
+    ("bob", "A blue bowl from your pottery class sounds lovely!"),
+]
+
+
+async def _ann_found(memory: Memory, conversation_id: int) -> tuple[list[int], Candidate]:
+    """ANN_WITH_TWO stored, and ann's message as the search would find it."""
+    episodes = await _store(memory, conversation_id, ANN_WITH_TWO)
+    text = ANN_WITH_TWO[2][1]
+    return episodes, Candidate("episode", episodes[2], text, None, is_current=True, score=1.0, similarity=1.0, text_rank=0.0)
+
+
 async def test_a_person_talking_with_two_others_shows_the_reply_about_the_hit(memory: Memory, conversation_id: int) -> None:
-    # ann talks with bob and with cat at once: the message after hers is cat's, about something else.
-    chat = [
-        ("bob", "Ann, how was your weekend?"),
-        ("cat", "Ann, did you watch the football match?"),
-        ("ann", "I went to the pottery class and made a blue bowl."),
-        ("cat", "The striker scored twice in the second half."),
-        ("bob", "A blue bowl from your pottery class sounds lovely!"),
-    ]
-    episodes = await _store(memory, conversation_id, chat)
-    hit = Candidate("episode", episodes[2], chat[2][1], None, is_current=True, score=1.0, similarity=1.0, text_rank=0.0)
+    episodes, hit = await _ann_found(memory, conversation_id)
     async with memory._sessions() as session:
         (item,) = await assemble(session, conversation_id, [hit], 1)
     assert [e.episode_id for e in item.context] == [episodes[4]]
 
 
 async def test_a_found_message_lends_to_its_exchange_not_the_channels_next_messages(memory: Memory, conversation_id: int) -> None:
-    # ann talks with bob and with cat at once: the messages next to hers are cat's, about football.
-    chat = [
-        ("bob", "Ann, what did you make at the pottery class?"),
-        ("cat", "Ann, did you watch the football match?"),
-        ("ann", "I went to the pottery class and made a blue bowl."),
-        ("cat", "The striker scored twice in the second half."),
-        ("bob", "A blue bowl from your pottery class sounds lovely!"),
-    ]
-    episodes = await _store(memory, conversation_id, chat)
-    hit = Candidate("episode", episodes[2], chat[2][1], None, is_current=True, score=1.0, similarity=1.0, text_rank=0.0)
+    episodes, hit = await _ann_found(memory, conversation_id)
     async with memory._sessions() as session:
         ranked = await lend_to_exchanges(session, conversation_id, [hit], 0.25, 60)
     assert [(c.ref_id, c.score) for c in ranked] == [(episodes[2], 1.0), (episodes[0], 0.25), (episodes[4], 0.25)]
