@@ -18,8 +18,9 @@ next message that says what happened. On the LoCoMo retrieval benchmark this fin
 more evidence per token than more hits do.
 
 The exchange is the hit's thread, or for a message of the channel its speaker and their
-partners (``partners``), not the channel: in a busy channel the message after a hit is
-most often another conversation's, and showing it costs the tokens and misses the reply.
+partners (``exchange.talks_with``), not the channel: in a busy channel the message after
+a hit is most often another conversation's, and showing it costs the tokens and misses
+the reply.
 A partner is someone who names the speaker or whom the speaker names, in the messages
 around the hits (or the only other person there, as in a direct conversation); the
 exchange's messages are looked for up to ``CONTEXT_WINDOW`` places either side. On the

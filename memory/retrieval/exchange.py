@@ -16,17 +16,13 @@ if TYPE_CHECKING:
     from memory.retrieval.evidence import EpisodeRef
 
 
-def partners(speaker: str, seen: Iterable[EpisodeRef]) -> frozenset[str]:
-    """Who ``speaker`` talks with among the authors of ``seen``: anyone whose message names
-    them, or whom one of theirs names (first name, whole word, any case), and the only
-    other author when there is one. Nicknames are other words and do not count. Pure."""
-    return talks_with([speaker], seen)[speaker]
-
-
 def talks_with(speakers: Iterable[str], seen: Iterable[EpisodeRef]) -> dict[str, frozenset[str]]:
-    """Each of ``speakers``' ``partners`` among ``seen``, reading each message once (one
-    pattern finds where any first name may start, each name's own pattern decides): the
-    answer assembles them for every speaker of a few hundred messages. Pure."""
+    """Whom each of ``speakers`` talks with among the authors of ``seen``: anyone whose
+    message names them, or whom one of theirs names (first name, whole word, any case),
+    and the only other author when there is one. Nicknames are other words and do not
+    count. Each message is read once (one pattern finds where any first name may start,
+    each name's own pattern decides there): an answer finds the partners of every
+    speaker of a few hundred messages. Pure."""
     seen = list(seen)
     authors = {e.speaker for e in seen}
     wanted = set(speakers)

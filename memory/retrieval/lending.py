@@ -7,7 +7,7 @@ exchange (the question it answers, the reply to it), and the search lends them
 a channel of more, the message next to a found one is most often another conversation's,
 so the search lends nothing there (``pipeline.chain_share``); this step lends instead to
 the nearest message of the found one's exchange on each side, as its surroundings are
-chosen (``evidence.exchange_side``: its thread, or its speaker and their partners, most
+chosen (``exchange.exchange_side``: its thread, or its speaker and their partners, most
 alike first where the speaker talks with several), within ``LENDING_REACH`` places.
 
 Chosen on the LoCoMo calibration split's ring channel (a probe, then ``bench retrieval

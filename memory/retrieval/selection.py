@@ -25,7 +25,7 @@ without a model:
 - ``length``: its length in words (up to 60), a longer message says more;
 - ``lead`` and ``follow``: the question's coverage by the exchange the message ends or
   opens: its own terms with those of its exchange's messages (in a channel, its thread's
-  or its speaker's and partners', ``evidence.in_exchange``) back to (``lead``) or on to
+  or its speaker's and partners', ``exchange.in_exchange``) back to (``lead``) or on to
   (``follow``) the same speaker's previous or next message, when that is at most
   ``EXCHANGE_SPAN`` messages away with no lull over ``EXCHANGE_GAP`` (see
   ``exchange_terms``). One

@@ -9,13 +9,17 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from memory.retrieval.evidence import CONTEXT_SPAN, EpisodeRef, pick_context
-from memory.retrieval.exchange import exchange_side, in_exchange, partners, talks_with
+from memory.retrieval.exchange import exchange_side, in_exchange, talks_with
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
 
 
 def ref(i: int, who: str, text: str = "", thread: str | None = None) -> EpisodeRef:
     return EpisodeRef(i, f"m{i}", who, "user", T0 + timedelta(minutes=i), text or f"text {i}", thread)
+
+
+def partners(speaker: str, seen: list[EpisodeRef]) -> frozenset[str]:
+    return talks_with([speaker], seen)[speaker]
 
 
 def test_partners_are_who_names_the_speaker_or_is_named_by_them() -> None:
