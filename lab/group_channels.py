@@ -48,20 +48,25 @@ by message, with no threads:
 - Written dates: in each conversation's turns, questions and answers (after the renaming),
   a date written "7 May 2023", "7 May, 2023", "7th of May 2023", "May 7, 2023", "May 7th
   2023", "May 2023", "May, 2023", "7 May", "May 7", or a month alone after in, during,
-  since, from, until, of, between, and, early, mid, late ("in May", "mid-August"), moves by
-  the offset of the conversation's session whose original date is nearest to it (ties: the
-  earlier session). A month stands for its 15th; a date without a year is read in the
-  year, next to one of its sessions' years, that brings it nearest to a session. It is
-  written back in its format: the same separators, an ordinal suffix recomputed, an
-  abbreviated month abbreviated, no year where there was none. A day range after a month
-  ("May 5-6, 2023", "April 3rd to 9th", "October 19 and 24") moves both days by the
-  first's offset, the second's month written when it differs. A year alone (a whole word,
-  1900-2099: "in 2022", "summer 2022", "Cyberpunk 2077") moves only when the conversation
-  moved by about whole years: to Y' when every session's offset takes its middle (2 July)
-  into year Y'; otherwise it stays. Month names count capitalised ("Sept" too); other
-  forms ("the 15th", "15/08", "2023-05-07", misspelt months) stay, and so do weekday names
-  although their dates move. Relative times ("last Saturday") are their session's and
-  need nothing.
+  since, from, until, of, between, and, early, mid, late ("in May", "mid-August"), moves
+  by the offset of the conversation's session whose original date is nearest to it (ties:
+  the earlier session). A month stands for its 15th; a date without a year is read in the
+  year, next to one of its sessions' years, that brings it nearest to a session. In a
+  question and its answer, the sessions are those of the question's evidence (all of them
+  when no evidence names a turn), and a month stands for the day of the evidence's first
+  turn in it, if any: a question is written from its evidence, and its date must still
+  name the evidence's time where neighbouring sessions moved by other offsets (with the
+  nearest session of all, 13 of the calibration split's 75 dated questions named another
+  month or week than their evidence's). It is written back in its format: the same
+  separators, an ordinal suffix recomputed, an abbreviated month abbreviated, no year
+  where there was none. A day range after a month ("May 5-6, 2023", "April 3rd to 9th",
+  "October 19 and 24") moves both days by the first's offset, the second's month written
+  when it differs. A year alone (a whole word, 1900-2099: "in 2022", "summer 2022",
+  "Cyberpunk 2077") moves only when the conversation moved by about whole years: to Y'
+  when every session's offset takes its middle (2 July) into year Y'; otherwise it stays.
+  Month names count capitalised ("Sept" too); other forms ("the 15th", "15/08",
+  "2023-05-07", misspelt months) stay, and so do weekday names although their dates move.
+  Relative times ("last Saturday") are their session's and need nothing.
 
 Layout ``threads``, each conversation a thread that keeps its own days:
 
@@ -230,21 +235,25 @@ def _cased(written: str, name: str) -> str:
     return name.lower() if written.islower() else name
 
 
-def move_dates(text: str, sessions: Sequence[Session]) -> str:
+def move_dates(text: str, sessions: Sequence[Session], days: Sequence[date] = ()) -> str:
     """``text`` with each date written in it moved as its nearest session moved, in its
-    own format (the interleaved layout's rule in the module docstring). Pure."""
-    return _DATE.sub(lambda match: _moved(match, sessions), text) if sessions else text
+    own format (the interleaved layout's rule in the module docstring); a month written
+    without a day stands for the first of ``days`` in it (a question's evidence), else
+    for its 15th. Pure."""
+    return _DATE.sub(lambda match: _moved(match, sessions, days), text) if sessions else text
 
 
-def _moved(match: re.Match[str], sessions: Sequence[Session]) -> str:
+def _moved(match: re.Match[str], sessions: Sequence[Session], days: Sequence[date]) -> str:
     form = next(form for form in _FORMS if match.group(form) is not None)
     parts = {name[len(form) + 1 :]: value for name, value in match.groupdict().items() if name.startswith(form + "_") and value}
     if form == "y":
         middle = date(int(parts["y"]), 7, 2)
         into = {(middle + timedelta(days=offset)).year for _, offset in sessions}
         return str(into.pop()) if len(into) == 1 else match.group(0)
-    month, day = _MONTHS[parts["m"]], int(parts.get("d", 15))
-    years = [int(parts["y"])] if "y" in parts else sorted({start.year + k for start, _ in sessions for k in (-1, 0, 1)})
+    month, year = _MONTHS[parts["m"]], int(parts["y"]) if "y" in parts else None
+    told = (d.day for d in days if d.month == month and year in (None, d.year))
+    day = int(parts["d"]) if "d" in parts else next(told, 15)
+    years = [year] if year is not None else sorted({start.year + k for start, _ in sessions for k in (-1, 0, 1)})
     nearest = min(
         (
             (abs((written - start).days), index, written, offset)
@@ -266,6 +275,18 @@ def _moved(match: re.Match[str], sessions: Sequence[Session]) -> str:
         new["e"] = str(last.day) if last.month == moved.month else f"{_month_name(last.month, parts['m'])} {last.day}"
         new["t"] = _ordinal(last.day)
     return _spliced(match, {f"{form}_{part}": new[part] for part in parts})
+
+
+def asked_about(
+    conversation: locomo.Conversation, evidence: Sequence[str], offsets: Mapping[int, int]
+) -> tuple[list[Session], list[date]]:
+    """What a question's written dates move with: the sessions of ``conversation`` that
+    hold a turn of its ``evidence``, in date order, each with the days it moved
+    (``offsets``, by session number), and the evidence turns' dates. Pure."""
+    wanted = [turn for turn in conversation.turns if turn.dia_id in set(evidence)]
+    dates = conversation.session_dates
+    numbers = sorted({turn.session for turn in wanted}, key=lambda n: (dates[n], n))
+    return [(dates[n].date(), offsets[n]) for n in numbers], [turn.message.message_time.date() for turn in wanted]
 
 
 def _dates(years: Sequence[int], month: int, day: int) -> list[date]:
@@ -377,8 +398,12 @@ def build_channel(conversations: Sequence[locomo.Conversation], *, layout: str =
     _check(conversations)
     placed = _PLACES[layout](conversations)
 
-    def moved(index: int, text: str) -> str:
-        return move_dates(rewrite(text, names[index], placed.years[index]), placed.dated[index])
+    def moved(index: int, text: str, evidence: Sequence[str] = ()) -> str:
+        dated, days = placed.dated[index], list[date]()
+        if evidence and dated:
+            sessions, days = asked_about(conversations[index], evidence, placed.offsets[index])
+            dated = sessions or dated
+        return move_dates(rewrite(text, names[index], placed.years[index]), dated, days)
 
     order: list[tuple[datetime, int, int, locomo.Turn]] = []  # time, conversation, position, turn
     for index, conversation in enumerate(conversations):
@@ -404,7 +429,12 @@ def build_channel(conversations: Sequence[locomo.Conversation], *, layout: str =
         message = dataclasses.replace(turn.message, thread_id=root, reply_to=None if root in (None, own) else root)
         turns.append(locomo.Turn(own, numbers[placed.sessions[index][turn.session]], message))
     questions = [
-        locomo.Question(moved(i, q.question), moved(i, q.answer), tuple(f"{c.name}:{e}" for e in q.evidence), q.category)
+        locomo.Question(
+            moved(i, q.question, q.evidence),
+            moved(i, q.answer, q.evidence),
+            tuple(f"{c.name}:{e}" for e in q.evidence),
+            q.category,
+        )
         for i, c in enumerate(conversations)
         for q in c.questions
     ]

@@ -99,12 +99,16 @@ def _in_date_order(conversation: Conversation) -> list[int]:
     return [number for _, number in sorted((d, n) for n, d in conversation.session_dates.items())]
 
 
-def _written(conversation: Conversation, thread: Thread, text: str, layout: str) -> str:
-    """A text of ``conversation`` as the channel should write it."""
+def _written(conversation: Conversation, thread: Thread, text: str, layout: str, evidence: Sequence[str] = ()) -> str:
+    """A text of ``conversation`` as the channel should write it: a question's (and its
+    answer's, with its ``evidence``) dates move with its evidence's sessions and days."""
     renamed = rewrite(text, thread.names, thread.years)
     if layout == "threads":
         return renamed
-    return move_dates(renamed, [(conversation.session_dates[n].date(), thread.offsets[n]) for n in _in_date_order(conversation)])
+    told = [turn for turn in conversation.turns if turn.dia_id in evidence]
+    numbers = [n for n in _in_date_order(conversation) if any(turn.session == n for turn in told)] or _in_date_order(conversation)
+    sessions = [(conversation.session_dates[n].date(), thread.offsets[n]) for n in numbers]
+    return move_dates(renamed, sessions, [turn.message.message_time.date() for turn in told])
 
 
 def _switches(channel: Channel) -> int:
@@ -204,7 +208,7 @@ def check_evidence_names_the_same_turns(originals: Sequence[Conversation], chann
             assert moved.category == question.category
             assert moved.evidence == tuple(f"{conversation.name}:{e}" for e in question.evidence)
             assert (moved.question, moved.answer) == tuple(
-                _written(conversation, thread, text, layout) for text in (question.question, question.answer)
+                _written(conversation, thread, text, layout, question.evidence) for text in (question.question, question.answer)
             )
             for original, renamed in zip(question.evidence, moved.evidence, strict=True):
                 if original in turns:
@@ -394,10 +398,16 @@ def test_three_conversations_form_a_ring_in_one_overlapping_channel() -> None:
 
 
 def _sessions(
-    name: str, speakers: tuple[str, str], starts: Sequence[datetime], turns: int, asked: Sequence[str] = ()
+    name: str,
+    speakers: tuple[str, str],
+    starts: Sequence[datetime],
+    turns: int,
+    asked: Sequence[str] = (),
+    evidence: tuple[str, ...] = ("D1:1",),
 ) -> Conversation:
     """A conversation of ``turns`` turns per session, one session per start, each session a
-    thread whose second turn was edited; each text of ``asked`` a question (and its answer)."""
+    thread whose second turn was edited; each text of ``asked`` a question (and its answer)
+    with ``evidence``."""
     made = [
         Turn(
             f"D{n}:{j + 1}",
@@ -416,7 +426,7 @@ def _sessions(
         for n, start in enumerate(starts, start=1)
         for j in range(turns)
     ]
-    questions = [Question(text, text, ("D1:1",), 2) for text in asked]
+    questions = [Question(text, text, evidence, 2) for text in asked]
     return Conversation(name, speakers, made, questions, dict(enumerate(starts, start=1)))
 
 
@@ -469,7 +479,9 @@ def test_dates_written_in_questions_move_with_their_nearest_session_in_their_for
         "The Saturday before 1 March, 2022",  # weekdays stay
         "31 June 2022, the 15th, 2022-02-03, Janury 5",  # no such date, and forms not read
     ]
-    two = _sessions("2", ("Cleo", "Dan"), [_at("2022-01-21", 9), _at("2022-02-03", 20), _at("2022-03-01", 10)], 1, asked)
+    # Evidence that names no turn: every session is a question's, as every one is a message's.
+    starts = [_at("2022-01-21", 9), _at("2022-02-03", 20), _at("2022-03-01", 10)]
+    two = _sessions("2", ("Cleo", "Dan"), starts, 1, asked, evidence=("D9:9",))
     channel = build_channel([one, two])
     check_all([one, two], channel, "interleaved")
     assert [q.question for q in channel.conversation.questions] == [
@@ -485,6 +497,28 @@ def test_dates_written_in_questions_move_with_their_nearest_session_in_their_for
         "The Saturday before 3 June, 2023",
         "31 June 2022, the 15th, 2023-02-03, Janury 5",
     ]
+
+
+def test_a_questions_dates_move_with_its_evidence_not_the_nearest_session() -> None:
+    one = _sessions("1", ("Ann", "Bob"), [_at("2023-05-08", 13), _at("2023-05-20", 18, 30)], 1)
+    starts = [_at("2022-01-21", 9), _at("2022-02-03", 20), _at("2022-03-01", 10)]  # moved 472, 471 and 459 days
+    asked = ["What did Dan do in February 2022?", "What did Dan do in the week before 20 February, 2022?"]
+    told_on_3_february = _sessions("2", ("Cleo", "Dan"), starts, 1, asked, evidence=("D2:1",))
+    told_on_1_march = _sessions("2", ("Cleo", "Dan"), starts, 1, asked, evidence=("D3:1",))
+    by_nearest = _sessions("2", ("Cleo", "Dan"), starts, 1, asked, evidence=("D9:9",))
+    written = {}
+    for name, two in (("3 February", told_on_3_february), ("1 March", told_on_1_march), ("nearest", by_nearest)):
+        channel = build_channel([one, two])
+        check_all([one, two], channel, "interleaved")
+        written[name] = [q.question for q in channel.conversation.questions]
+        assert written[name] == [q.answer for q in channel.conversation.questions]
+    # The evidence of 3 February moved to 20 May 2023: its month is May, although the 15th
+    # of February moved by the same 471 days is 1 June.
+    assert written["3 February"] == ["What did Ann do in May 2023?", "What did Ann do in the week before 6 June, 2023?"]
+    # Evidence of 1 March (moved 459 days): February's dates move with its session.
+    assert written["1 March"] == ["What did Ann do in May 2023?", "What did Ann do in the week before 25 May, 2023?"]
+    # No evidence turn: the session nearest each date, as in a message's text.
+    assert written["nearest"] == ["What did Ann do in June 2023?", "What did Ann do in the week before 25 May, 2023?"]
 
 
 @pytest.mark.parametrize(
