@@ -47,7 +47,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import InstrumentedAttribute, aliased
 
 from memory.models.tokens import TokenBudget
-from memory.retrieval.exchange import by_likeness, exchange_side, talks_with
+from memory.retrieval.exchange import by_likeness, exchange_side, in_exchange, talks_with
 from memory.retrieval.search import Candidate
 from memory.store.schema import (
     EPISODE_SPEAKER,
@@ -309,7 +309,14 @@ async def exchanges(
     episodes = await load_episodes(session, conversation_id, [*hits, *also, *around])
     partnered = talks_with({episodes[e].speaker for e in windows if e in episodes}, episodes.values())
     ordered = [e for e in windows if e in episodes and by_likeness(episodes[e], partnered[episodes[e].speaker])]
-    likeness = await pair_likeness(session, conversation_id, [(e, o) for e in ordered for o in windows[e][0] + windows[e][1]])
+    # Only the exchange's messages are ordered by likeness (exchange_side): the others' is never read.
+    pairs = [
+        (e, o)
+        for e in ordered
+        for o in windows[e][0] + windows[e][1]
+        if o in episodes and in_exchange(episodes[e], episodes[o], partnered[episodes[e].speaker])
+    ]
+    likeness = await pair_likeness(session, conversation_id, pairs)
     return Exchanges(windows, episodes, partnered, likeness)
 
 
