@@ -115,10 +115,15 @@ def vector_sql(kinds: Sequence[str], exact: bool, own_vectors: bool = False, aro
     return " UNION ALL ".join(parts)
 
 
+def _in_ranges(ranges: int, column: str = "message_time") -> str:
+    """Sent in one of the asked-about time ranges (``:start0``, ``:end0``...)."""
+    return " OR ".join(f"({column} >= :start{i} AND {column} < :end{i})" for i in range(ranges))
+
+
 def in_range_sql(ranges: int, around: bool = True) -> str:
     """Nearest messages among those sent in the asked-about time ranges (``:start0``,
     ``:end0``...; at most ``:cap`` of them compared, so a wide range stays cheap)."""
-    inside = " OR ".join(f"(message_time >= :start{i} AND message_time < :end{i})" for i in range(ranges))
+    inside = _in_ranges(ranges)
     return _with_own_similarity(
         f"SELECT {_COLUMNS}, embedding, embedding <=> :q AS distance FROM (SELECT {_COLUMNS}, embedding "
         f"FROM search_documents WHERE conversation_id = :c AND kind = 'episode' AND ({inside}) LIMIT :cap) AS dated "
@@ -130,10 +135,12 @@ def in_range_sql(ranges: int, around: bool = True) -> str:
 _IN_THREAD = "(e.thread_id = :thread OR e.platform_message_id = :thread)"  # a thread's root is stored without its id
 
 
-def by_speaker_sql(around: bool = True, in_thread: bool = False) -> str:
+def by_speaker_sql(around: bool = True, in_thread: bool = False, ranges: int = 0) -> str:
     """Nearest messages among the named speaker's (``:name``) most recent ``:cap``, or
-    with ``in_thread`` among those in the thread ``:thread``."""
+    with ``in_thread`` among those in the thread ``:thread``, and with ``ranges`` among
+    those sent in the asked-about time ranges (``:start0``, ``:end0``...)."""
     inside = f" AND {_IN_THREAD}" if in_thread else ""
+    inside += f" AND ({_in_ranges(ranges, 'd.message_time')})" if ranges else ""
     return _with_own_similarity(
         f"SELECT {_COLUMNS}, embedding, embedding <=> :q AS distance FROM (SELECT d.kind, d.ref_id, d.text, "
         "d.message_time, d.is_current, d.embedding FROM search_documents d JOIN episodes e ON e.id = d.ref_id "

@@ -526,3 +526,31 @@ async def test_asked_in_a_thread_a_named_speakers_list_holds_their_messages_ther
     assert set(channel["episode"]) == {("episode", ids["p1"]), ("episode", ids["p2a"])}
     assert threads["p1"] == {"episode": [("episode", ids["p1"])]}
     assert threads["p2"] == {"episode": [("episode", ids["p2a"])]}
+
+
+async def test_a_named_person_at_a_named_time_is_one_more_list(memory: Memory, conversation_id: int) -> None:
+    """In a busy channel a day holds every conversation's messages: a question naming a
+    person and a time also ranks that person's messages of that time on their own."""
+    chat = [
+        ("ann", "I started volunteering at the dog shelter."),  # hour 0
+        ("bob", "I started a book club at the library."),
+        ("ann", "I started pottery classes on Tuesdays."),  # hour 2
+        ("cat", "I started running every morning."),
+    ]
+    ids = await _store(memory, conversation_id, chat)
+    question = "What did Ann start?"
+    vector = (await memory.embedder.embed([question])).vectors[0]
+    hour = TimeRange(T0 + timedelta(hours=1), T0 + timedelta(hours=3), "that afternoon")
+    bounds = {"start0": hour.start, "end0": hour.end}
+    params = {"c": conversation_id, "n": 5, "cap": 100, "q": list(vector), "name": "ann"}
+    async with memory._sessions.begin() as session:
+        theirs = await ranked_lists(session, by_speaker_sql(ranges=1), {**params, **bounds}, Found(), "similarity", True)
+        config = SearchConfig(methods=("vector",), kinds=("episode",))
+        variant = [QueryVariant(question, vector)]
+        named = await search(session, conversation_id, variant, config, SearchHints(named_speakers=("ann",)))
+        timed = await search(session, conversation_id, variant, config, SearchHints(time_ranges=(hour,)))
+        both = await search(session, conversation_id, variant, config, SearchHints(time_ranges=(hour,), named_speakers=("ann",)))
+    assert theirs == {"episode": [("episode", ids[2])]}  # ann's, of that time only
+    # The question's list and ann's, or the question's and the time's; with both, ann's of that time too.
+    assert (named.lists, timed.lists, both.lists) == (2, 2, 4)
+    assert both.candidates[0].ref_id == ids[2]
