@@ -283,7 +283,8 @@ def asked_about(
     """What a question's written dates move with: the sessions of ``conversation`` that
     hold a turn of its ``evidence``, in date order, each with the days it moved
     (``offsets``, by session number), and the evidence turns' dates. Pure."""
-    wanted = [turn for turn in conversation.turns if turn.dia_id in set(evidence)]
+    named = set(evidence)
+    wanted = [turn for turn in conversation.turns if turn.dia_id in named]
     dates = conversation.session_dates
     numbers = sorted({turn.session for turn in wanted}, key=lambda n: (dates[n], n))
     return [(dates[n].date(), offsets[n]) for n in numbers], [turn.message.message_time.date() for turn in wanted]
