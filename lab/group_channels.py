@@ -399,12 +399,19 @@ def build_channel(conversations: Sequence[locomo.Conversation], *, layout: str =
     _check(conversations)
     placed = _PLACES[layout](conversations)
 
-    def moved(index: int, text: str, evidence: Sequence[str] = ()) -> str:
+    def moved(index: int, texts: Sequence[str], evidence: Sequence[str] = ()) -> list[str]:
+        """``texts`` of conversation ``index`` as the channel writes them (a question and its
+        answer with their ``evidence``: its sessions and days are worked out once)."""
         dated, days = placed.dated[index], list[date]()
         if evidence and dated:
             sessions, days = asked_about(conversations[index], evidence, placed.offsets[index])
             dated = sessions or dated
-        return move_dates(rewrite(text, names[index], placed.years[index]), dated, days)
+        return [move_dates(rewrite(text, names[index], placed.years[index]), dated, days) for text in texts]
+
+    def asked(index: int, question: locomo.Question) -> locomo.Question:
+        text, answer = moved(index, [question.question, question.answer], question.evidence)
+        evidence = tuple(f"{conversations[index].name}:{e}" for e in question.evidence)
+        return locomo.Question(text, answer, evidence, question.category)
 
     order: list[tuple[datetime, int, int, locomo.Turn]] = []  # time, conversation, position, turn
     for index, conversation in enumerate(conversations):
@@ -415,7 +422,7 @@ def build_channel(conversations: Sequence[locomo.Conversation], *, layout: str =
                 platform_message_id=f"{conversation.name}:{turn.dia_id}",
                 speaker_id=names[index].get(was.speaker_id, was.speaker_id),
                 speaker_name=names[index].get(was.speaker_name, was.speaker_name),
-                text=moved(index, was.text),
+                text=moved(index, [was.text])[0],
                 message_time=at,
                 edited_at=was.edited_at + (at - was.message_time) if was.edited_at else None,
             )
@@ -429,16 +436,7 @@ def build_channel(conversations: Sequence[locomo.Conversation], *, layout: str =
         root = roots.setdefault(index, own) if layout != "interleaved" else None
         message = dataclasses.replace(turn.message, thread_id=root, reply_to=None if root in (None, own) else root)
         turns.append(locomo.Turn(own, numbers[placed.sessions[index][turn.session]], message))
-    questions = [
-        locomo.Question(
-            moved(i, q.question, q.evidence),
-            moved(i, q.answer, q.evidence),
-            tuple(f"{c.name}:{e}" for e in q.evidence),
-            q.category,
-        )
-        for i, c in enumerate(conversations)
-        for q in c.questions
-    ]
+    questions = [asked(i, q) for i, c in enumerate(conversations) for q in c.questions]
     channel = locomo.Conversation(
         name="group-" + "-".join(c.name for c in conversations),
         speakers=tuple(dict.fromkeys(name for thread in names for name in thread.values())),
